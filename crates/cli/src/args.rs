@@ -1,0 +1,226 @@
+//! The command line, defined once. `validate` turns it into typed settings for the libraries.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// A TLS performance lab in one binary: serve, load, trace and compare TLS stacks.
+#[derive(Debug, Parser)]
+#[command(name = "tlsscope", version, about, propagate_version = true)]
+pub struct Opts {
+    /// The OpenSSL under test: an install prefix (holding lib/libssl.so.*) or a version built
+    /// by `tlsscope openssl build` (e.g. 1.1.1w). Default: the system's libssl.so.3.
+    #[arg(long, global = true, value_name = "DIR|VERSION")]
+    pub openssl: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the built-in TLS/HTTP server (the default target of every experiment).
+    Serve(ServeArgs),
+    /// Connect, handshake, and report what was negotiated (version, cipher, group, signature,
+    /// full or resumed).
+    Handshake(HandshakeArgs),
+    /// Build OpenSSL versions to test against, or list the builds.
+    #[command(subcommand)]
+    Openssl(OpensslCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum OpensslCommand {
+    /// Build OpenSSL versions as shared libraries (from the openssl-src crate's sources, or a
+    /// local tree or tarball) into the cache.
+    Build(BuildArgs),
+    /// List the OpenSSL builds in the cache, and the system library.
+    List,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildArgs {
+    /// OpenSSL versions, e.g. 1.1.1w 3.0.2 3.1.3.
+    #[arg(value_name = "VERSION", required_unless_present = "source")]
+    pub versions: Vec<String>,
+    /// Build from this OpenSSL source tree or .tar.gz instead of the crate's sources.
+    #[arg(long, value_name = "PATH")]
+    pub source: Option<PathBuf>,
+    /// Parallel compile jobs (default: the number of CPUs).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+    /// Rebuild even when the version is already built.
+    #[arg(long)]
+    pub force: bool,
+}
+
+fn parse_cert_type(s: &str) -> Result<ossl::CertType, String> {
+    s.parse().map_err(|e: ossl::UnknownCertType| e.to_string())
+}
+
+/// On or off, for settings that default to on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+impl Switch {
+    pub fn on(self) -> bool {
+        self == Switch::On
+    }
+}
+
+/// Handshake parameters shared by the server and the clients.
+#[derive(Debug, Args, Clone)]
+pub struct TlsArgs {
+    /// Use exactly this TLS version (1.2 or 1.3); shorthand for --min-tls V --max-tls V.
+    #[arg(long, value_name = "VERSION", conflicts_with_all = ["min_tls", "max_tls"])]
+    pub tls: Option<String>,
+    /// Lowest TLS version to accept (1.0, 1.1, 1.2, 1.3).
+    #[arg(long, value_name = "VERSION")]
+    pub min_tls: Option<String>,
+    /// Highest TLS version to accept.
+    #[arg(long, value_name = "VERSION")]
+    pub max_tls: Option<String>,
+    /// TLS 1.2 cipher list, OpenSSL syntax (e.g. ECDHE-RSA-AES128-GCM-SHA256).
+    #[arg(long, value_name = "LIST")]
+    pub ciphers: Option<String>,
+    /// TLS 1.3 ciphersuites (e.g. TLS_AES_128_GCM_SHA256).
+    #[arg(long, value_name = "LIST")]
+    pub ciphersuites: Option<String>,
+    /// Key exchange groups in preference order (e.g. X25519:P-256).
+    #[arg(long, value_name = "LIST")]
+    pub groups: Option<String>,
+    /// Signature algorithms (e.g. rsa_pss_rsae_sha256:ecdsa_secp256r1_sha256).
+    #[arg(long, value_name = "LIST")]
+    pub sigalgs: Option<String>,
+    /// Append TLS secrets to FILE in NSS key log format (created with mode 0600).
+    #[arg(long, value_name = "FILE")]
+    pub keylog: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port, printed at start).
+    #[arg(long, default_value = "127.0.0.1:4433", value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// Generate a key and self-signed certificate of this type at start: rsa2048, rsa3072,
+    /// rsa4096, ecdsa-p256, ecdsa-p384 or ed25519.
+    #[arg(long, default_value = "rsa2048", value_name = "TYPE", value_parser = parse_cert_type)]
+    pub cert_type: ossl::CertType,
+    /// Use this certificate (chain) file instead of generating one (PEM); needs --key.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// The private key for --cert (PEM, unencrypted).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// Write the server's certificate here (PEM), for clients to verify against.
+    #[arg(long, value_name = "FILE")]
+    pub cert_out: Option<PathBuf>,
+    /// Worker threads, each with its own event loop.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+    /// CPUs to pin the workers to, round robin (e.g. 0 or 0,1).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub cpus: Vec<usize>,
+    /// Server-side session cache (resumption by session ID; TLS 1.3 stateful tickets).
+    #[arg(long, value_enum, default_value = "on")]
+    pub session_cache: Switch,
+    /// Session tickets (TLS 1.2 tickets; TLS 1.3 stateless tickets).
+    #[arg(long, value_enum, default_value = "on")]
+    pub tickets: Switch,
+    /// Stop after this many seconds (default: run until Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "SECONDS")]
+    pub duration: Option<f64>,
+    /// At exit, write the final counters here as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub stats_json: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct HandshakeArgs {
+    /// Server to connect to.
+    #[arg(default_value = "127.0.0.1:4433", value_name = "ADDR:PORT")]
+    pub target: SocketAddr,
+    /// Connections to make, one after another.
+    #[arg(long, short = 'n', default_value_t = 1)]
+    pub count: usize,
+    /// Offer each connection's session to the next one, and fail unless they all resume.
+    #[arg(long)]
+    pub resume: bool,
+    /// Send GET PATH on each connection and read the response.
+    #[arg(long, value_name = "PATH")]
+    pub request: Option<String>,
+    /// Server name to send (SNI) and, with --verify, to check the certificate against.
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+    /// Verify the server certificate (against --cafile, or the system's trust store).
+    #[arg(long)]
+    pub verify: bool,
+    /// CA certificates (PEM) to verify against; implies --verify.
+    #[arg(long, value_name = "FILE")]
+    pub cafile: Option<PathBuf>,
+    /// Print one JSON object per connection instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Give up on a connection after this many seconds.
+    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
+    pub timeout: f64,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+impl TlsArgs {
+    /// The validated handshake settings; cache and tickets are the caller's (servers have
+    /// switches for them, clients offer sessions explicitly).
+    pub fn settings(&self, session_cache: bool, tickets: bool) -> anyhow::Result<ossl::Settings> {
+        let version =
+            |flag: &str, v: &Option<String>| -> anyhow::Result<Option<ossl::TlsVersion>> {
+                v.as_deref()
+                    .map(|s| s.parse().map_err(|e| anyhow::anyhow!("{flag}: {e}")))
+                    .transpose()
+            };
+        let exact = version("--tls", &self.tls)?;
+        let settings = ossl::Settings {
+            min_version: exact.or(version("--min-tls", &self.min_tls)?),
+            max_version: exact.or(version("--max-tls", &self.max_tls)?),
+            cipher_list: self.ciphers.clone(),
+            ciphersuites: self.ciphersuites.clone(),
+            groups: self.groups.clone(),
+            sigalgs: self.sigalgs.clone(),
+            session_cache,
+            tickets,
+        };
+        if let (Some(min), Some(max)) = (settings.min_version, settings.max_version) {
+            anyhow::ensure!(
+                min <= max,
+                "--min-tls {min} is above --max-tls {max}: swap them or use --tls"
+            );
+        }
+        Ok(settings)
+    }
+
+    /// A key log sink appending to `--keylog`, created 0600 (the lines are secrets).
+    pub fn keylog_sink(&self) -> anyhow::Result<Option<Box<ossl::KeylogSink>>> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let Some(path) = &self.keylog else {
+            return Ok(None);
+        };
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| anyhow::anyhow!("--keylog {}: {e}", path.display()))?;
+        let file = std::sync::Mutex::new(file);
+        Ok(Some(Box::new(move |line: &str| {
+            let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = writeln!(f, "{line}");
+        })))
+    }
+}

@@ -1,0 +1,123 @@
+//! `tlsscope serve`: the built-in target.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use ossl::{ContextBuilder, Credentials, Role};
+use server::{Server, ServerConfig, StatsSnapshot};
+
+use crate::args::ServeArgs;
+use crate::library;
+
+pub fn run(openssl: Option<&str>, a: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let lib = library::load(openssl)?;
+    check_cpus(&a.cpus)?;
+    anyhow::ensure!(a.threads >= 1, "--threads must be at least 1");
+    let settings = a.tls.settings(a.session_cache.on(), a.tickets.on())?;
+
+    let (creds, cert_name) = match (&a.cert, &a.key) {
+        (Some(cert), Some(key)) => (
+            Credentials::from_files(lib, cert, key)?,
+            cert.display().to_string(),
+        ),
+        _ => (
+            Credentials::generate(lib, a.cert_type)?,
+            a.cert_type.to_string(),
+        ),
+    };
+    if let Some(path) = &a.cert_out {
+        let pem = creds.cert.to_pem()?;
+        std::fs::write(path, pem).with_context(|| format!("--cert-out {}", path.display()))?;
+    }
+    let mut builder = ContextBuilder::new(lib, Role::Server)?;
+    builder.apply(&settings)?.credentials(&creds)?;
+    if let Some(sink) = a.tls.keylog_sink()? {
+        builder.keylog(sink);
+    }
+    let ctx = builder.build();
+
+    let config = ServerConfig {
+        listen: a.listen,
+        threads: a.threads,
+        cpus: a.cpus.clone(),
+    };
+    let server = Server::bind(config, ctx)?;
+    let stop = server.shutdown_flag();
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
+    }
+    if let Some(seconds) = a.duration {
+        anyhow::ensure!(seconds > 0.0, "--duration must be positive");
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs_f64(seconds));
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    println!(
+        "tlsscope serve: listening on https://{} ({}, {}, {} thread{}, session cache {}, tickets {})",
+        server.local_addr(),
+        cert_name,
+        lib.version().text,
+        a.threads,
+        if a.threads == 1 { "" } else { "s" },
+        on_off(a.session_cache.on()),
+        on_off(a.tickets.on()),
+    );
+    let _ = std::io::stdout().flush();
+
+    let snapshot = server.run()?;
+    print_summary(&snapshot);
+    if let Some(path) = &a.stats_json {
+        let json = serde_json::to_vec_pretty(&snapshot)?;
+        std::fs::write(path, json).with_context(|| format!("--stats-json {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+fn check_cpus(cpus: &[usize]) -> anyhow::Result<()> {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(bad) = cpus.iter().find(|&&c| c >= n) {
+        anyhow::bail!("--cpus {bad}: this machine has CPUs 0 to {}", n - 1);
+    }
+    Ok(())
+}
+
+fn print_summary(s: &StatsSnapshot) {
+    let h = &s.handshakes;
+    println!(
+        "tlsscope serve: stopped after {:.1} s",
+        s.uptime_ms as f64 / 1000.0
+    );
+    println!(
+        "  connections  accepted {}, closed {}, errors {}",
+        s.connections.accepted, s.connections.closed, s.connections.errors
+    );
+    println!(
+        "  handshakes   full {}, resumed by session ID {}, resumed by ticket {}, failed {} \
+         (TLSv1.3 {}, TLSv1.2 {}, other {})",
+        h.full, h.resumed_session_id, h.resumed_ticket, h.failed, h.tls13, h.tls12, h.other_version
+    );
+    for (reason, n) in &h.failure_reasons {
+        println!("    failed: {reason}: {n}");
+    }
+    println!(
+        "  requests     {} (2xx {}, 4xx {}, 5xx {})",
+        s.requests, s.responses.ok, s.responses.client_error, s.responses.server_error
+    );
+    println!(
+        "  bytes        read {}, written {}",
+        s.bytes.read, s.bytes.written
+    );
+}

@@ -1,0 +1,210 @@
+//! The one error type of the build module.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while resolving, fetching or building an OpenSSL version.
+///
+/// Each message is one line that names the thing involved and what to do about it.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The version string is not shaped like an OpenSSL version.
+    #[error("'{version}' is not an OpenSSL version: pass one like 1.1.1w or 3.0.2")]
+    InvalidVersion {
+        /// The rejected version string.
+        version: String,
+    },
+
+    /// No openssl-src release carries the requested OpenSSL version.
+    #[error(
+        "openssl-src has no release of OpenSSL {version} (known: {known}): \
+         pick one of those or pass --source PATH"
+    )]
+    UnknownVersion {
+        /// The requested OpenSSL version.
+        version: String,
+        /// The OpenSSL versions that are available, comma-separated.
+        known: String,
+    },
+
+    /// The machine is not one this module knows an OpenSSL Configure target for.
+    #[error("cannot build OpenSSL on {os}/{arch}: only Linux on x86_64 and aarch64 is supported")]
+    UnsupportedPlatform {
+        /// The operating system (`std::env::consts::OS`).
+        os: &'static str,
+        /// The CPU architecture (`std::env::consts::ARCH`).
+        arch: &'static str,
+    },
+
+    /// The cache root contains characters that OpenSSL's Makefiles and linker flags cannot carry.
+    #[error(
+        "the build cache {root} contains a space or special character that OpenSSL's build \
+         cannot handle: use a cache directory made of letters, digits and /._-+@~="
+    )]
+    UnsafeCacheRoot {
+        /// The cache root.
+        root: PathBuf,
+    },
+
+    /// A tool needed for the build is not installed.
+    #[error("cannot build {target}: '{tool}' is not installed ({hint})")]
+    MissingTool {
+        /// What was about to be built, e.g. "OpenSSL 3.1.3".
+        target: String,
+        /// The missing program.
+        tool: &'static str,
+        /// How to install it.
+        hint: &'static str,
+    },
+
+    /// A program could not be started for another reason than being absent.
+    #[error("cannot run '{program}': {source}: check that it is installed and executable")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+
+    /// A cargo command (fetch, metadata, generate-lockfile) failed.
+    #[error(
+        "'cargo {step}' failed for openssl-src {requirement}: {detail}: \
+         check network access and that 'cargo {step}' works in {dir}"
+    )]
+    Cargo {
+        /// The cargo subcommand.
+        step: &'static str,
+        /// The version requirement on openssl-src.
+        requirement: String,
+        /// The last line cargo printed.
+        detail: String,
+        /// The throwaway project cargo ran in (removed afterwards).
+        dir: PathBuf,
+    },
+
+    /// Cargo reported an openssl-src package that does not carry an OpenSSL tree.
+    #[error(
+        "openssl-src {crate_version} at {path} has no OpenSSL source tree: \
+         delete that directory so cargo unpacks it again"
+    )]
+    CrateLayout {
+        /// The crate version cargo resolved.
+        crate_version: String,
+        /// The expected `openssl/` directory.
+        path: PathBuf,
+    },
+
+    /// The given `--source` path does not exist.
+    #[error(
+        "source {path} does not exist: pass an OpenSSL source directory or .tar.gz/.tgz tarball"
+    )]
+    SourceNotFound {
+        /// The given path.
+        path: PathBuf,
+    },
+
+    /// The given `--source` path is neither a directory nor a tarball.
+    #[error(
+        "source {path} is neither a directory nor a .tar.gz/.tgz tarball: \
+         pass an OpenSSL source tree or release tarball"
+    )]
+    BadSourcePath {
+        /// The given path.
+        path: PathBuf,
+    },
+
+    /// The given source is not an OpenSSL source tree.
+    #[error(
+        "{path} is not an OpenSSL source tree (no VERSION.dat or include/openssl/opensslv.h \
+         with a version): pass the top directory of an OpenSSL 1.1.1/3.x source or its tarball"
+    )]
+    NotOpenSslTree {
+        /// The directory or tarball.
+        path: PathBuf,
+    },
+
+    /// `tar` could not unpack the tarball.
+    #[error("cannot extract {tarball}: {detail}: check that it is an intact .tar.gz")]
+    Extract {
+        /// The tarball.
+        tarball: PathBuf,
+        /// The last line tar printed.
+        detail: String,
+    },
+
+    /// OpenSSL's Configure needs a Perl module that is not installed.
+    #[error(
+        "cannot configure OpenSSL {version}: Perl module {module} is missing \
+         (apt-get install perl, or cpan {module}); log: {log}"
+    )]
+    MissingPerlModule {
+        /// The OpenSSL version.
+        version: String,
+        /// The module, e.g. "IPC::Cmd".
+        module: String,
+        /// The kept build log.
+        log: PathBuf,
+    },
+
+    /// Configure, make or make install failed.
+    #[error("{step} failed for OpenSSL {version}: see {log}; it ends: {tail}")]
+    StepFailed {
+        /// The failing step, e.g. "make -j2".
+        step: String,
+        /// The OpenSSL version.
+        version: String,
+        /// The kept build log.
+        log: PathBuf,
+        /// The last few lines of the log, joined with " | ".
+        tail: String,
+    },
+
+    /// `make install_sw` succeeded but the shared libraries are not where they belong.
+    #[error(
+        "OpenSSL {version} installed without {missing}: see {log} and build again with --force"
+    )]
+    IncompleteInstall {
+        /// The OpenSSL version.
+        version: String,
+        /// The missing file.
+        missing: PathBuf,
+        /// The kept build log.
+        log: PathBuf,
+    },
+
+    /// A build manifest exists but cannot be read.
+    #[error(
+        "build manifest {path} is unreadable ({detail}): delete its directory and build again"
+    )]
+    BadManifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// Why it could not be read.
+        detail: String,
+    },
+
+    /// A file system operation failed.
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        /// What was being done, e.g. "create directory".
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+impl BuildError {
+    /// Wraps an I/O error with the action and path it happened on.
+    pub(crate) fn io(
+        action: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Self {
+        BuildError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}

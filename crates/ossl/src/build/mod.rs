@@ -1,0 +1,796 @@
+//! Building OpenSSL versions as shared libraries into a cache directory.
+//!
+//! Layout of the cache root:
+//! - `<root>/<version>/` — an installed build (`make install_sw` prefix); it counts as installed
+//!   only once its manifest `tlsscope-build.json` exists (written last). Its build log is kept
+//!   in `<root>/<version>/build.log`.
+//! - `<root>/<version>.build-failed.log` — the log of the last failed build of that version.
+//! - `<root>/.<version>.lock` — flock serialising builds of one version across processes.
+//! - `<root>/.build-<version>/`, `<root>/.fetch-*`, ... — scratch space, removed after use.
+//!
+//! The libraries are built unstripped, with a RUNPATH to their own `lib/` directory, so that
+//! internal functions can be found in the symbol tables later.
+
+mod error;
+mod index;
+mod lock;
+mod process;
+mod source;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::BuildError;
+pub use index::KNOWN_RELEASES;
+
+use lock::VersionLock;
+use process::BuildLog;
+
+/// File name of the manifest that marks a finished build.
+pub const MANIFEST_FILE: &str = "tlsscope-build.json";
+
+/// File name of the kept build log inside an installed build.
+pub const LOG_FILE: &str = "build.log";
+
+/// How many log lines a failure message quotes.
+const TAIL_LINES: usize = 3;
+
+/// One finished OpenSSL build in the cache.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InstalledBuild {
+    /// The OpenSSL version, e.g. "1.1.1w".
+    pub version: String,
+    /// The installation prefix (`lib/`, `include/`, `bin/` are below it).
+    pub prefix: PathBuf,
+    /// Where the source came from: "openssl-src 111.28.2+1.1.1w" or a local path.
+    pub source: String,
+    /// The kept build log.
+    pub log: PathBuf,
+    /// Wall-clock time of the build (copy, configure, compile, install).
+    pub build_seconds: f64,
+}
+
+/// What is stored in a build's manifest file.
+#[derive(Debug, Serialize, Deserialize)]
+struct Manifest {
+    version: String,
+    source: String,
+    build_seconds: f64,
+    configure_args: Vec<String>,
+    built_unix_seconds: u64,
+}
+
+/// Progress of one build, reported through the caller's callback.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Looking up which openssl-src release carries the requested version (via cargo's index).
+    Resolving,
+    /// Getting the openssl-src crate through cargo (downloaded only if not cached yet).
+    Fetching {
+        /// The crate version, e.g. "300.0.5".
+        crate_version: String,
+    },
+    /// Unpacking a source tarball.
+    Extracting,
+    /// Another process is building the same version; waiting for it to finish.
+    WaitingForLock,
+    /// Copying the source tree into the scratch build directory.
+    Copying,
+    /// Running OpenSSL's Configure.
+    Configuring,
+    /// Running make; `objects` counts the object files compiled so far.
+    Compiling {
+        /// Object files compiled so far.
+        objects: usize,
+    },
+    /// Running `make install_sw`.
+    Installing,
+    /// The build is installed.
+    Done,
+}
+
+/// Settings of a build request.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// Parallel make jobs (`make -j<jobs>`); 0 is treated as 1.
+    pub jobs: usize,
+    /// Rebuild even if the version is already installed.
+    pub force: bool,
+    /// Cargo's home directory (where its registry and index cache live).
+    pub cargo_home: PathBuf,
+}
+
+/// The result of a build request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BuildOutcome {
+    /// The version was built now.
+    Built(InstalledBuild),
+    /// The version was already installed; nothing was done.
+    AlreadyInstalled(InstalledBuild),
+}
+
+impl BuildOutcome {
+    /// The installed build, however it came to be.
+    pub fn installed(&self) -> &InstalledBuild {
+        match self {
+            BuildOutcome::Built(build) | BuildOutcome::AlreadyInstalled(build) => build,
+        }
+    }
+}
+
+/// A source tree ready to be built.
+struct PreparedSource {
+    /// The OpenSSL version of the tree.
+    version: String,
+    /// The tree to copy from, or (for tarballs) to move into place as the scratch dir.
+    tree: PathBuf,
+    /// Whether `tree` is our own extracted copy that may be moved instead of copied.
+    owned: bool,
+    /// The description stored in the manifest.
+    description: String,
+}
+
+/// A cache directory of OpenSSL builds, one subdirectory per version.
+#[derive(Debug, Clone)]
+pub struct BuildCache {
+    root: PathBuf,
+}
+
+impl BuildCache {
+    /// A cache rooted at `root` (created on the first build).
+    pub fn new(root: PathBuf) -> Self {
+        BuildCache { root }
+    }
+
+    /// The cache root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Where `version` is (or would be) installed: `<root>/<version>`.
+    pub fn install_dir(&self, version: &str) -> PathBuf {
+        self.root.join(version)
+    }
+
+    /// Where the log of the last failed build of `version` is kept.
+    pub fn failed_log_path(&self, version: &str) -> PathBuf {
+        self.root.join(format!("{version}.build-failed.log"))
+    }
+
+    /// All installed builds, sorted by version. A missing root means none.
+    pub fn installed(&self) -> Result<Vec<InstalledBuild>, BuildError> {
+        let entries = match std::fs::read_dir(&self.root) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(BuildError::io("read directory", &self.root, e)),
+        };
+        let mut builds = Vec::new();
+        for entry in entries.filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let manifest = entry.path().join(MANIFEST_FILE);
+            if !name.starts_with('.') && manifest.is_file() {
+                builds.push(self.read_manifest(&name)?);
+            }
+        }
+        builds.sort_by(|a, b| index::compare_versions(&a.version, &b.version));
+        Ok(builds)
+    }
+
+    /// The installed build of `version`, if its manifest exists and is readable.
+    pub fn find(&self, version: &str) -> Option<InstalledBuild> {
+        index::validate_version(version).ok()?;
+        self.read_manifest(version).ok()
+    }
+
+    /// Reads the manifest of the build in `<root>/<dir_name>`.
+    fn read_manifest(&self, dir_name: &str) -> Result<InstalledBuild, BuildError> {
+        let prefix = self.install_dir(dir_name);
+        let path = prefix.join(MANIFEST_FILE);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| BuildError::io("read manifest", &path, e))?;
+        let manifest: Manifest =
+            serde_json::from_str(&text).map_err(|e| BuildError::BadManifest {
+                path: path.clone(),
+                detail: e.to_string(),
+            })?;
+        Ok(InstalledBuild {
+            version: manifest.version,
+            log: prefix.join(LOG_FILE),
+            prefix,
+            source: manifest.source,
+            build_seconds: manifest.build_seconds,
+        })
+    }
+
+    /// Builds OpenSSL `version` from the openssl-src crate (fetched through cargo), unless it is
+    /// already installed and `options.force` is off.
+    pub fn build_version(
+        &self,
+        version: &str,
+        options: &BuildOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<BuildOutcome, BuildError> {
+        index::validate_version(version)?;
+        if let Some(installed) = self.find(version).filter(|_| !options.force) {
+            return Ok(BuildOutcome::AlreadyInstalled(installed));
+        }
+        let target = format!("OpenSSL {version}");
+        process::require_tools(&target, &[process::CARGO, process::PERL, process::MAKE])?;
+        let compiler = process::find_c_compiler(&target)?;
+        self.create_root()?;
+        if index::builtin_crate_version(version).is_none() {
+            progress(Progress::Resolving);
+        }
+        let crate_version =
+            source::resolve_crate_version(version, &options.cargo_home, &self.root)?;
+        progress(Progress::Fetching {
+            crate_version: crate_version.clone(),
+        });
+        let fetched = source::fetch_crate(&crate_version, &options.cargo_home, &self.root)?;
+        let prepared = PreparedSource {
+            version: version.to_owned(),
+            tree: fetched.tree,
+            owned: false,
+            description: format!("openssl-src {}", fetched.crate_version),
+        };
+        self.build_prepared(prepared, compiler, options, progress)
+    }
+
+    /// Builds the OpenSSL source tree or `.tar.gz`/`.tgz` tarball at `source`; its version is
+    /// read from the tree. Skipped if that version is installed and `options.force` is off.
+    pub fn build_source(
+        &self,
+        source: &Path,
+        options: &BuildOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<BuildOutcome, BuildError> {
+        let source = std::fs::canonicalize(source).map_err(|_| BuildError::SourceNotFound {
+            path: source.to_owned(),
+        })?;
+        let description = source.display().to_string();
+        let target = description.clone();
+        if source.is_dir() {
+            let version = source::detect_tree_version(&source)?;
+            let prepared = PreparedSource {
+                version,
+                tree: source,
+                owned: false,
+                description,
+            };
+            return self.build_local(prepared, &target, options, progress);
+        }
+        if !source::is_tarball(&source) {
+            return Err(BuildError::BadSourcePath { path: source });
+        }
+        process::require_tools(&target, &[process::TAR])?;
+        self.create_root()?;
+        progress(Progress::Extracting);
+        let unpack_dir = source::scratch_dir(&self.root, "unpack");
+        let result = source::extract_tarball(&source, &unpack_dir).and_then(|tree| {
+            let version =
+                source::detect_tree_version(&tree).map_err(|_| BuildError::NotOpenSslTree {
+                    path: source.clone(),
+                })?;
+            let prepared = PreparedSource {
+                version,
+                tree,
+                owned: true,
+                description,
+            };
+            self.build_local(prepared, &target, options, progress)
+        });
+        let _ = std::fs::remove_dir_all(&unpack_dir);
+        result
+    }
+
+    /// Builds a local tree whose version is known, after the installed and tool checks.
+    fn build_local(
+        &self,
+        prepared: PreparedSource,
+        target: &str,
+        options: &BuildOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<BuildOutcome, BuildError> {
+        if let Some(installed) = self.find(&prepared.version).filter(|_| !options.force) {
+            return Ok(BuildOutcome::AlreadyInstalled(installed));
+        }
+        process::require_tools(target, &[process::PERL, process::MAKE])?;
+        let compiler = process::find_c_compiler(target)?;
+        self.create_root()?;
+        self.build_prepared(prepared, compiler, options, progress)
+    }
+
+    /// Takes the version lock, re-checks, and runs the build.
+    fn build_prepared(
+        &self,
+        prepared: PreparedSource,
+        compiler: &'static str,
+        options: &BuildOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<BuildOutcome, BuildError> {
+        let configure_target = configure_target()?;
+        self.check_root_is_safe()?;
+        let lock_path = self.root.join(format!(".{}.lock", prepared.version));
+        let _lock = VersionLock::acquire(&lock_path, &mut || progress(Progress::WaitingForLock))?;
+        if let Some(installed) = self.find(&prepared.version).filter(|_| !options.force) {
+            return Ok(BuildOutcome::AlreadyInstalled(installed));
+        }
+        let started = Instant::now();
+        let job = BuildJob {
+            cache: self,
+            version: &prepared.version,
+            scratch: self.root.join(format!(".build-{}", prepared.version)),
+            prefix: self.install_dir(&prepared.version),
+            configure_target,
+            compiler,
+            jobs: options.jobs.max(1),
+        };
+        job.clear_leftovers()?;
+        let log_path = self.root.join(format!(".build-{}.log", prepared.version));
+        let mut log = BuildLog::create(log_path)?;
+        match job.run(&prepared, &mut log, progress) {
+            Ok(configure_args) => {
+                let log = log.finish()?;
+                let installed = job.finish(&prepared, log, configure_args, started)?;
+                progress(Progress::Done);
+                Ok(BuildOutcome::Built(installed))
+            }
+            Err(error) => Err(job.fail(log, error)),
+        }
+    }
+
+    /// Creates the cache root directory.
+    fn create_root(&self) -> Result<(), BuildError> {
+        std::fs::create_dir_all(&self.root)
+            .map_err(|e| BuildError::io("create cache directory", &self.root, e))
+    }
+
+    /// Rejects cache roots that Makefiles and `-Wl,-rpath,<dir>` cannot carry verbatim.
+    fn check_root_is_safe(&self) -> Result<(), BuildError> {
+        let allowed = |c: char| c.is_ascii_alphanumeric() || "/._-+@~=".contains(c);
+        let root = self.root.to_str().unwrap_or(" ");
+        if root.chars().all(allowed) {
+            Ok(())
+        } else {
+            Err(BuildError::UnsafeCacheRoot {
+                root: self.root.clone(),
+            })
+        }
+    }
+}
+
+/// OpenSSL's Configure target for this machine.
+fn configure_target() -> Result<&'static str, BuildError> {
+    use std::env::consts::{ARCH, OS};
+    match (OS, ARCH) {
+        ("linux", "x86_64") => Ok("linux-x86_64"),
+        ("linux", "aarch64") => Ok("linux-aarch64"),
+        (os, arch) => Err(BuildError::UnsupportedPlatform { os, arch }),
+    }
+}
+
+/// One build of one version, run while holding its lock.
+struct BuildJob<'a> {
+    cache: &'a BuildCache,
+    version: &'a str,
+    /// The scratch copy of the source tree that is configured and compiled.
+    scratch: PathBuf,
+    /// The install prefix `<root>/<version>`.
+    prefix: PathBuf,
+    configure_target: &'static str,
+    compiler: &'static str,
+    jobs: usize,
+}
+
+impl BuildJob<'_> {
+    /// Removes a partial install (no manifest), a forced rebuild's old install, and a stale
+    /// scratch dir from an interrupted build.
+    fn clear_leftovers(&self) -> Result<(), BuildError> {
+        remove_dir_if_present(&self.prefix.join(MANIFEST_FILE), true)?;
+        remove_dir_if_present(&self.prefix, false)?;
+        remove_dir_if_present(&self.scratch, false)
+    }
+
+    /// Copies, configures, compiles and installs; returns the Configure arguments used.
+    fn run(
+        &self,
+        prepared: &PreparedSource,
+        log: &mut BuildLog,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<Vec<String>, BuildError> {
+        progress(Progress::Copying);
+        self.place_source(prepared)?;
+        progress(Progress::Configuring);
+        let configure_args = self.configure(log)?;
+        progress(Progress::Compiling { objects: 0 });
+        self.compile(log, progress)?;
+        progress(Progress::Installing);
+        self.install(log)?;
+        Ok(configure_args)
+    }
+
+    /// Puts the source tree at the scratch path: moved if it is our own extracted copy,
+    /// otherwise copied (the cargo registry copy must stay untouched).
+    fn place_source(&self, prepared: &PreparedSource) -> Result<(), BuildError> {
+        if prepared.owned && std::fs::rename(&prepared.tree, &self.scratch).is_ok() {
+            return Ok(());
+        }
+        copy_tree(&prepared.tree, &self.scratch)
+    }
+
+    /// The Configure arguments: shared libraries, no tests, private prefix with RUNPATH.
+    fn configure_args(&self) -> Vec<String> {
+        let prefix = self.prefix.display();
+        vec![
+            self.configure_target.to_owned(),
+            "shared".to_owned(),
+            "no-tests".to_owned(),
+            format!("--prefix={prefix}"),
+            format!("--openssldir={prefix}/ssl"),
+            "--libdir=lib".to_owned(),
+            format!("-Wl,-rpath,{prefix}/lib"),
+        ]
+    }
+
+    /// A command running in the scratch tree.
+    fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
+        command.current_dir(&self.scratch).env("CC", self.compiler);
+        command
+    }
+
+    /// Runs `perl ./Configure ...`, recognising missing Perl modules.
+    fn configure(&self, log: &mut BuildLog) -> Result<Vec<String>, BuildError> {
+        let args = self.configure_args();
+        let mut command = self.command("perl");
+        command.arg("./Configure").args(&args);
+        let mut missing_module = None;
+        let status = log.run(&mut command, &mut |line| {
+            if missing_module.is_none() {
+                missing_module = process::missing_perl_module(line);
+            }
+        })?;
+        if status.success() {
+            return Ok(args);
+        }
+        Err(match missing_module {
+            Some(module) => BuildError::MissingPerlModule {
+                version: self.version.to_owned(),
+                module,
+                log: PathBuf::new(),
+            },
+            None => self.step_failed("Configure"),
+        })
+    }
+
+    /// Runs `make -j<jobs>` (only the software, not the documentation, where the Makefile
+    /// distinguishes them), counting compiled objects.
+    fn compile(
+        &self,
+        log: &mut BuildLog,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<(), BuildError> {
+        let mut command = self.command("make");
+        command.arg(format!("-j{}", self.jobs));
+        if self.makefile_has_target("build_sw") {
+            command.arg("build_sw");
+        }
+        let mut objects = 0;
+        let status = log.run(&mut command, &mut |line| {
+            if process::is_compile_line(line) {
+                objects += 1;
+                progress(Progress::Compiling { objects });
+            }
+        })?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(self.step_failed(&process::describe(&command)))
+        }
+    }
+
+    /// Returns whether the generated Makefile defines `target` (3.x has `build_sw`, 1.1.1 not).
+    fn makefile_has_target(&self, target: &str) -> bool {
+        let makefile = std::fs::read_to_string(self.scratch.join("Makefile")).unwrap_or_default();
+        let definition = format!("{target}:");
+        makefile.lines().any(|line| line.starts_with(&definition))
+    }
+
+    /// Runs `make install_sw` and checks the shared libraries arrived.
+    fn install(&self, log: &mut BuildLog) -> Result<(), BuildError> {
+        let mut command = self.command("make");
+        command.arg("install_sw");
+        if !log.run(&mut command, &mut |_| {})?.success() {
+            return Err(self.step_failed("make install_sw"));
+        }
+        for library in ["libssl.so", "libcrypto.so"] {
+            let path = self.prefix.join("lib").join(library);
+            if !path.exists() {
+                return Err(BuildError::IncompleteInstall {
+                    version: self.version.to_owned(),
+                    missing: path,
+                    log: PathBuf::new(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A step failure; the log path and tail are filled in by [`BuildJob::fail`].
+    fn step_failed(&self, step: &str) -> BuildError {
+        BuildError::StepFailed {
+            step: step.to_owned(),
+            version: self.version.to_owned(),
+            log: PathBuf::new(),
+            tail: String::new(),
+        }
+    }
+
+    /// Moves the log into the install dir, writes the manifest (last), removes scratch space.
+    fn finish(
+        &self,
+        prepared: &PreparedSource,
+        log: PathBuf,
+        configure_args: Vec<String>,
+        started: Instant,
+    ) -> Result<InstalledBuild, BuildError> {
+        let kept_log = self.prefix.join(LOG_FILE);
+        move_file(&log, &kept_log)?;
+        let _ = std::fs::remove_file(self.cache.failed_log_path(self.version));
+        let build_seconds = started.elapsed().as_secs_f64();
+        let manifest = Manifest {
+            version: self.version.to_owned(),
+            source: prepared.description.clone(),
+            build_seconds,
+            configure_args,
+            built_unix_seconds: unix_now_seconds(),
+        };
+        write_manifest(&self.prefix.join(MANIFEST_FILE), &manifest)?;
+        // Best effort: a leftover scratch dir is removed by the next build of this version.
+        let _ = std::fs::remove_dir_all(&self.scratch);
+        Ok(InstalledBuild {
+            version: manifest.version,
+            prefix: self.prefix.clone(),
+            source: manifest.source,
+            log: kept_log,
+            build_seconds,
+        })
+    }
+
+    /// Keeps the log at `<root>/<version>.build-failed.log`, removes the partial install and
+    /// scratch dir, and completes `error` with the log path and its last lines.
+    fn fail(&self, log: BuildLog, error: BuildError) -> BuildError {
+        let written = log.path.clone();
+        drop(log);
+        let kept = self.cache.failed_log_path(self.version);
+        let kept = if move_file(&written, &kept).is_ok() {
+            kept
+        } else {
+            written
+        };
+        let _ = std::fs::remove_dir_all(&self.scratch);
+        let _ = std::fs::remove_dir_all(&self.prefix);
+        attach_log(error, &kept)
+    }
+}
+
+/// Fills the log path (and for step failures the log's tail) into `error`.
+fn attach_log(error: BuildError, kept: &Path) -> BuildError {
+    match error {
+        BuildError::StepFailed { step, version, .. } => BuildError::StepFailed {
+            step,
+            version,
+            log: kept.to_owned(),
+            tail: process::tail_of(kept, TAIL_LINES),
+        },
+        BuildError::MissingPerlModule {
+            version, module, ..
+        } => BuildError::MissingPerlModule {
+            version,
+            module,
+            log: kept.to_owned(),
+        },
+        BuildError::IncompleteInstall {
+            version, missing, ..
+        } => BuildError::IncompleteInstall {
+            version,
+            missing,
+            log: kept.to_owned(),
+        },
+        other => other,
+    }
+}
+
+/// Removes the file (`is_file`) or directory tree at `path`; absence is fine.
+fn remove_dir_if_present(path: &Path, is_file: bool) -> Result<(), BuildError> {
+    let result = if is_file {
+        std::fs::remove_file(path)
+    } else {
+        std::fs::remove_dir_all(path)
+    };
+    match result {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(BuildError::io("remove", path, e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Moves `from` to `to`, copying when they are on different file systems.
+fn move_file(from: &Path, to: &Path) -> Result<(), BuildError> {
+    if std::fs::rename(from, to).is_ok() {
+        return Ok(());
+    }
+    std::fs::copy(from, to).map_err(|e| BuildError::io("copy build log to", to, e))?;
+    let _ = std::fs::remove_file(from);
+    Ok(())
+}
+
+/// Writes the manifest atomically (temp file, then rename).
+fn write_manifest(path: &Path, manifest: &Manifest) -> Result<(), BuildError> {
+    let json = serde_json::to_string_pretty(manifest).map_err(|e| BuildError::BadManifest {
+        path: path.to_owned(),
+        detail: e.to_string(),
+    })?;
+    let temp = path.with_extension("json.tmp");
+    std::fs::write(&temp, json).map_err(|e| BuildError::io("write manifest", &temp, e))?;
+    std::fs::rename(&temp, path).map_err(|e| BuildError::io("write manifest", path, e))
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+fn unix_now_seconds() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    now.map(|elapsed| elapsed.as_secs()).unwrap_or(0)
+}
+
+/// Recursively copies the directory `from` to the new directory `to`, keeping file modes and
+/// symbolic links.
+fn copy_tree(from: &Path, to: &Path) -> Result<(), BuildError> {
+    std::fs::create_dir_all(to).map_err(|e| BuildError::io("create directory", to, e))?;
+    let entries = std::fs::read_dir(from).map_err(|e| BuildError::io("read directory", from, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| BuildError::io("read directory", from, e))?;
+        let source = entry.path();
+        let target = to.join(entry.file_name());
+        let kind = entry
+            .file_type()
+            .map_err(|e| BuildError::io("inspect", &source, e))?;
+        if kind.is_dir() {
+            copy_tree(&source, &target)?;
+        } else if kind.is_symlink() {
+            let link =
+                std::fs::read_link(&source).map_err(|e| BuildError::io("read link", &source, e))?;
+            std::os::unix::fs::symlink(link, &target)
+                .map_err(|e| BuildError::io("create link", &target, e))?;
+        } else {
+            std::fs::copy(&source, &target).map_err(|e| BuildError::io("copy to", &target, e))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh cache root under the system temp dir.
+    fn temp_root(name: &str) -> PathBuf {
+        let root = std::env::temp_dir().join(format!("ossl-cache-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        root
+    }
+
+    #[test]
+    fn build_cache_lists_only_dirs_with_manifests() {
+        let root = temp_root("list");
+        let cache = BuildCache::new(root.clone());
+        assert!(
+            cache.installed().unwrap().is_empty(),
+            "missing root means no builds"
+        );
+        std::fs::create_dir_all(root.join("3.0.2")).unwrap();
+        std::fs::create_dir_all(root.join("1.1.1w")).unwrap();
+        std::fs::create_dir_all(root.join(".build-3.1.3")).unwrap();
+        let manifest = Manifest {
+            version: "1.1.1w".into(),
+            source: "openssl-src 111.28.2+1.1.1w".into(),
+            build_seconds: 56.0,
+            configure_args: vec![],
+            built_unix_seconds: 0,
+        };
+        write_manifest(&root.join("1.1.1w").join(MANIFEST_FILE), &manifest).unwrap();
+        let builds = cache.installed().unwrap();
+        let found = cache.find("1.1.1w");
+        let partial = cache.find("3.0.2");
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(builds.len(), 1);
+        assert_eq!(builds[0].version, "1.1.1w");
+        assert_eq!(builds[0].prefix, root.join("1.1.1w"));
+        assert_eq!(builds[0].log, root.join("1.1.1w").join(LOG_FILE));
+        assert_eq!(found, Some(builds[0].clone()));
+        assert_eq!(
+            partial, None,
+            "a directory without manifest is not installed"
+        );
+    }
+
+    #[test]
+    fn build_configure_args_follow_the_recipe() {
+        let cache = BuildCache::new(PathBuf::from("/c"));
+        let job = BuildJob {
+            cache: &cache,
+            version: "1.1.1w",
+            scratch: PathBuf::from("/c/.build-1.1.1w"),
+            prefix: cache.install_dir("1.1.1w"),
+            configure_target: "linux-x86_64",
+            compiler: "gcc",
+            jobs: 2,
+        };
+        assert_eq!(
+            job.configure_args().join(" "),
+            "linux-x86_64 shared no-tests --prefix=/c/1.1.1w --openssldir=/c/1.1.1w/ssl \
+             --libdir=lib -Wl,-rpath,/c/1.1.1w/lib"
+        );
+    }
+
+    #[test]
+    fn build_unsafe_cache_roots_are_rejected() {
+        assert!(BuildCache::new("/tmp/a b".into())
+            .check_root_is_safe()
+            .is_err());
+        assert!(BuildCache::new("/tmp/a,b".into())
+            .check_root_is_safe()
+            .is_err());
+        assert!(BuildCache::new("/root/.cache/tlsscope/openssl".into())
+            .check_root_is_safe()
+            .is_ok());
+    }
+
+    #[test]
+    fn build_bad_versions_are_refused_before_any_work() {
+        let cache = BuildCache::new(temp_root("invalid"));
+        let options = BuildOptions {
+            jobs: 1,
+            force: false,
+            cargo_home: PathBuf::from("/nonexistent"),
+        };
+        let error = cache
+            .build_version("../etc", &options, &mut |_| {})
+            .unwrap_err();
+        assert!(
+            matches!(error, BuildError::InvalidVersion { .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn build_source_that_is_not_openssl_is_rejected() {
+        let root = temp_root("notree");
+        let tree = root.join("tree");
+        std::fs::create_dir_all(&tree).unwrap();
+        let cache = BuildCache::new(root.join("cache"));
+        let options = BuildOptions {
+            jobs: 1,
+            force: false,
+            cargo_home: PathBuf::from("/x"),
+        };
+        let error = cache
+            .build_source(&tree, &options, &mut |_| {})
+            .unwrap_err();
+        let missing = cache
+            .build_source(&root.join("nope"), &options, &mut |_| {})
+            .unwrap_err();
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(
+            matches!(error, BuildError::NotOpenSslTree { .. }),
+            "{error}"
+        );
+        assert!(
+            matches!(missing, BuildError::SourceNotFound { .. }),
+            "{missing}"
+        );
+    }
+}

@@ -1,0 +1,364 @@
+//! The raw OpenSSL interface: opaque types, constants, and a table of function pointers resolved
+//! with `dlsym` from the libssl/libcrypto under test.
+//!
+//! Only what tlsscope calls is listed. Names and signatures are OpenSSL's own; where 1.1.1 and
+//! 3.x export a function under different names, the entry lists both and the first one found wins.
+//! Constants are ones whose values are the same in 1.1.1 and 3.x (checked against both headers).
+#![allow(non_camel_case_types, non_snake_case)]
+
+use std::ffi::{c_char, c_int, c_long, c_uchar, c_uint, c_ulong, c_void, CStr};
+
+macro_rules! opaque {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("OpenSSL's opaque `", stringify!($name), "`.")]
+            #[repr(C)]
+            pub struct $name {
+                _private: [u8; 0],
+            }
+        )*
+    };
+}
+
+opaque!(
+    SSL,
+    SSL_CTX,
+    SSL_METHOD,
+    SSL_CIPHER,
+    SSL_SESSION,
+    BIO,
+    BIO_METHOD,
+    EVP_PKEY,
+    EVP_PKEY_CTX,
+    EVP_MD,
+    EC_KEY,
+    EC_GROUP,
+    X509,
+    X509_NAME,
+    X509_EXTENSION,
+    ASN1_INTEGER,
+    ASN1_TIME,
+    X509_STORE_CTX,
+);
+
+/// `SSL_CTX_set_keylog_callback`'s callback type.
+pub type KeylogCallback = unsafe extern "C" fn(ssl: *const SSL, line: *const c_char);
+/// `SSL_CTX_set_verify`'s callback type.
+pub type VerifyCallback = unsafe extern "C" fn(ok: c_int, store: *mut X509_STORE_CTX) -> c_int;
+/// `SSL_CTX_set_session_ticket_cb`'s generate callback type.
+pub type TicketGenerateCallback = unsafe extern "C" fn(ssl: *mut SSL, arg: *mut c_void) -> c_int;
+/// `SSL_CTX_set_session_ticket_cb`'s decrypt callback type.
+pub type TicketDecryptCallback = unsafe extern "C" fn(
+    ssl: *mut SSL,
+    session: *mut SSL_SESSION,
+    key_name: *const c_uchar,
+    key_name_len: usize,
+    status: c_int,
+    arg: *mut c_void,
+) -> c_int;
+
+pub const OPENSSL_VERSION: c_int = 0;
+
+pub const SSL_CTRL_MODE: c_int = 33;
+pub const SSL_CTRL_SET_SESS_CACHE_MODE: c_int = 44;
+pub const SSL_CTRL_SET_TLSEXT_HOSTNAME: c_int = 55;
+pub const SSL_CTRL_SET_GROUPS_LIST: c_int = 92;
+pub const SSL_CTRL_SET_SIGALGS_LIST: c_int = 98;
+pub const SSL_CTRL_GET_PEER_SIGNATURE_NID: c_int = 108;
+pub const SSL_CTRL_GET_PEER_TMP_KEY: c_int = 109;
+pub const SSL_CTRL_SET_MIN_PROTO_VERSION: c_int = 123;
+pub const SSL_CTRL_SET_MAX_PROTO_VERSION: c_int = 124;
+pub const SSL_CTRL_GET_SIGNATURE_NID: c_int = 132;
+pub const SSL_CTRL_GET_TMP_KEY: c_int = 133;
+/// 3.0 and later only.
+pub const SSL_CTRL_GET_NEGOTIATED_GROUP: c_int = 134;
+
+pub const TLSEXT_NAMETYPE_HOST_NAME: c_long = 0;
+
+pub const SSL_MODE_ENABLE_PARTIAL_WRITE: c_long = 0x1;
+pub const SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER: c_long = 0x2;
+pub const SSL_MODE_RELEASE_BUFFERS: c_long = 0x10;
+
+pub const SSL_OP_NO_TICKET: u64 = 1 << 14;
+
+pub const SSL_SESS_CACHE_OFF: c_long = 0x0;
+pub const SSL_SESS_CACHE_CLIENT: c_long = 0x1;
+pub const SSL_SESS_CACHE_SERVER: c_long = 0x2;
+
+pub const SSL_VERIFY_NONE: c_int = 0;
+pub const SSL_VERIFY_PEER: c_int = 1;
+
+pub const SSL_FILETYPE_PEM: c_int = 1;
+
+pub const SSL_ERROR_NONE: c_int = 0;
+pub const SSL_ERROR_SSL: c_int = 1;
+pub const SSL_ERROR_WANT_READ: c_int = 2;
+pub const SSL_ERROR_WANT_WRITE: c_int = 3;
+pub const SSL_ERROR_WANT_X509_LOOKUP: c_int = 4;
+pub const SSL_ERROR_SYSCALL: c_int = 5;
+pub const SSL_ERROR_ZERO_RETURN: c_int = 6;
+pub const SSL_ERROR_WANT_CONNECT: c_int = 7;
+pub const SSL_ERROR_WANT_ACCEPT: c_int = 8;
+pub const SSL_ERROR_WANT_ASYNC: c_int = 9;
+pub const SSL_ERROR_WANT_ASYNC_JOB: c_int = 10;
+pub const SSL_ERROR_WANT_CLIENT_HELLO_CB: c_int = 11;
+pub const SSL_ERROR_WANT_RETRY_VERIFY: c_int = 12;
+
+pub const SSL_TICKET_FATAL_ERR_MALLOC: c_int = 0;
+pub const SSL_TICKET_FATAL_ERR_OTHER: c_int = 1;
+pub const SSL_TICKET_NONE: c_int = 2;
+pub const SSL_TICKET_EMPTY: c_int = 3;
+pub const SSL_TICKET_NO_DECRYPT: c_int = 4;
+pub const SSL_TICKET_SUCCESS: c_int = 5;
+pub const SSL_TICKET_SUCCESS_RENEW: c_int = 6;
+pub const SSL_TICKET_RETURN_ABORT: c_int = 0;
+pub const SSL_TICKET_RETURN_IGNORE: c_int = 1;
+pub const SSL_TICKET_RETURN_IGNORE_RENEW: c_int = 2;
+pub const SSL_TICKET_RETURN_USE: c_int = 3;
+pub const SSL_TICKET_RETURN_USE_RENEW: c_int = 4;
+
+pub const BIO_CTRL_INFO: c_int = 3;
+
+pub const EVP_PKEY_ALG_CTRL: c_int = 0x1000;
+pub const EVP_PKEY_CTRL_EC_PARAMGEN_CURVE_NID: c_int = EVP_PKEY_ALG_CTRL + 1;
+pub const EVP_PKEY_CTRL_RSA_KEYGEN_BITS: c_int = EVP_PKEY_ALG_CTRL + 3;
+pub const EVP_PKEY_OP_PARAMGEN: c_int = 1 << 1;
+pub const EVP_PKEY_OP_KEYGEN: c_int = 1 << 2;
+
+pub const MBSTRING_ASC: c_int = 0x1001;
+
+pub const NID_RSA_ENCRYPTION: c_int = 6;
+pub const NID_DH_KEY_AGREEMENT: c_int = 28;
+pub const NID_SUBJECT_ALT_NAME: c_int = 85;
+pub const NID_EC_PUBLIC_KEY: c_int = 408;
+pub const NID_PRIME256V1: c_int = 415;
+pub const NID_SHA1: c_int = 64;
+pub const NID_SHA256: c_int = 672;
+pub const NID_SHA384: c_int = 673;
+pub const NID_SHA512: c_int = 674;
+pub const NID_SECP384R1: c_int = 715;
+pub const NID_SECP521R1: c_int = 716;
+pub const NID_RSASSA_PSS: c_int = 912;
+pub const NID_X25519: c_int = 1034;
+pub const NID_X448: c_int = 1035;
+pub const NID_ED25519: c_int = 1087;
+pub const NID_ED448: c_int = 1088;
+
+/// Which of the two libraries a symbol comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Which {
+    Crypto,
+    Ssl,
+}
+
+/// A symbol the library did not have.
+#[derive(Debug)]
+pub struct MissingSymbol {
+    pub names: &'static [&'static str],
+    pub which: Which,
+}
+
+/// Looks a symbol up by its names, first one found wins.
+///
+/// # Safety
+/// `handle` must be a live handle from `dlopen`.
+unsafe fn lookup(handle: *mut c_void, names: &[&str]) -> *mut c_void {
+    for name in names {
+        let Ok(cname) = std::ffi::CString::new(*name) else {
+            continue;
+        };
+        // SAFETY: the caller guarantees `handle` came from dlopen and is still open; `cname` is
+        // a NUL-terminated string that outlives the call.
+        let p = unsafe { libc::dlsym(handle, cname.as_ptr()) };
+        if !p.is_null() {
+            return p;
+        }
+    }
+    std::ptr::null_mut()
+}
+
+macro_rules! api {
+    (
+        required {
+            $( $which:ident $name:ident $([$($alt:literal),+])? : fn($($arg:ty),*) -> $ret:ty; )*
+        }
+        optional {
+            $( $owhich:ident $oname:ident : fn($($oarg:ty),*) -> $oret:ty; )*
+        }
+    ) => {
+        /// Every OpenSSL function tlsscope calls, resolved from the loaded library. Optional
+        /// entries are `None` where the version does not have them.
+        pub struct Api {
+            $( pub $name: unsafe extern "C" fn($($arg),*) -> $ret, )*
+            $( pub $oname: Option<unsafe extern "C" fn($($oarg),*) -> $oret>, )*
+        }
+
+        impl Api {
+            /// Resolves every entry, failing on the first required symbol that is missing.
+            ///
+            /// # Safety
+            /// Both handles must be live `dlopen` handles of a libcrypto and a libssl of the same
+            /// OpenSSL build, kept open for as long as the returned table is used.
+            pub unsafe fn resolve(
+                crypto: *mut c_void,
+                ssl: *mut c_void,
+            ) -> Result<Api, MissingSymbol> {
+                let handle = |which: Which| match which {
+                    Which::Crypto => crypto,
+                    Which::Ssl => ssl,
+                };
+                Ok(Api {
+                    $(
+                        $name: {
+                            const NAMES: &[&str] = &[stringify!($name) $($(, $alt)+)?];
+                            // SAFETY: the caller guarantees the handles are live.
+                            let p = unsafe { lookup(handle(Which::$which), NAMES) };
+                            if p.is_null() {
+                                return Err(MissingSymbol { names: NAMES, which: Which::$which });
+                            }
+                            // SAFETY: the symbol has this C signature in every OpenSSL version
+                            // the table names it for (checked against the 1.1.1 and 3.0 headers).
+                            unsafe {
+                                std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> $ret>(p)
+                            }
+                        },
+                    )*
+                    $(
+                        $oname: {
+                            // SAFETY: the caller guarantees the handles are live.
+                            let p = unsafe { lookup(handle(Which::$owhich), &[stringify!($oname)]) };
+                            if p.is_null() {
+                                None
+                            } else {
+                                // SAFETY: as above, the signature is OpenSSL's own.
+                                Some(unsafe {
+                                    std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($oarg),*) -> $oret>(p)
+                                })
+                            }
+                        },
+                    )*
+                })
+            }
+        }
+    };
+}
+
+api! {
+    required {
+        Crypto OpenSSL_version_num: fn() -> c_ulong;
+        Crypto OpenSSL_version: fn(c_int) -> *const c_char;
+        Crypto ERR_get_error: fn() -> c_ulong;
+        Crypto ERR_error_string_n: fn(c_ulong, *mut c_char, usize) -> ();
+        Crypto ERR_clear_error: fn() -> ();
+        Crypto BIO_new: fn(*const BIO_METHOD) -> *mut BIO;
+        Crypto BIO_s_mem: fn() -> *const BIO_METHOD;
+        Crypto BIO_new_mem_buf: fn(*const c_void, c_int) -> *mut BIO;
+        Crypto BIO_free: fn(*mut BIO) -> c_int;
+        Crypto BIO_ctrl: fn(*mut BIO, c_int, c_long, *mut c_void) -> c_long;
+        Crypto PEM_read_bio_PrivateKey: fn(*mut BIO, *mut *mut EVP_PKEY, *mut c_void, *mut c_void) -> *mut EVP_PKEY;
+        Crypto PEM_read_bio_X509: fn(*mut BIO, *mut *mut X509, *mut c_void, *mut c_void) -> *mut X509;
+        Crypto PEM_write_bio_X509: fn(*mut BIO, *mut X509) -> c_int;
+        Crypto PEM_write_bio_PrivateKey: fn(*mut BIO, *mut EVP_PKEY, *const c_void, *const c_uchar, c_int, *mut c_void, *mut c_void) -> c_int;
+        Crypto EVP_PKEY_CTX_new_id: fn(c_int, *mut c_void) -> *mut EVP_PKEY_CTX;
+        Crypto EVP_PKEY_CTX_free: fn(*mut EVP_PKEY_CTX) -> ();
+        Crypto EVP_PKEY_keygen_init: fn(*mut EVP_PKEY_CTX) -> c_int;
+        Crypto EVP_PKEY_keygen: fn(*mut EVP_PKEY_CTX, *mut *mut EVP_PKEY) -> c_int;
+        Crypto EVP_PKEY_CTX_ctrl: fn(*mut EVP_PKEY_CTX, c_int, c_int, c_int, c_int, *mut c_void) -> c_int;
+        Crypto EVP_PKEY_free: fn(*mut EVP_PKEY) -> ();
+        Crypto EVP_PKEY_get_id ["EVP_PKEY_id"]: fn(*const EVP_PKEY) -> c_int;
+        Crypto EVP_PKEY_get_bits ["EVP_PKEY_bits"]: fn(*const EVP_PKEY) -> c_int;
+        Crypto EVP_sha256: fn() -> *const EVP_MD;
+        Crypto X509_new: fn() -> *mut X509;
+        Crypto X509_free: fn(*mut X509) -> ();
+        Crypto X509_set_version: fn(*mut X509, c_long) -> c_int;
+        Crypto X509_get_serialNumber: fn(*mut X509) -> *mut ASN1_INTEGER;
+        Crypto ASN1_INTEGER_set: fn(*mut ASN1_INTEGER, c_long) -> c_int;
+        Crypto X509_gmtime_adj: fn(*mut ASN1_TIME, c_long) -> *mut ASN1_TIME;
+        Crypto X509_getm_notBefore: fn(*const X509) -> *mut ASN1_TIME;
+        Crypto X509_getm_notAfter: fn(*const X509) -> *mut ASN1_TIME;
+        Crypto X509_set_pubkey: fn(*mut X509, *mut EVP_PKEY) -> c_int;
+        Crypto X509_get_subject_name: fn(*const X509) -> *mut X509_NAME;
+        Crypto X509_set_issuer_name: fn(*mut X509, *const X509_NAME) -> c_int;
+        Crypto X509_NAME_add_entry_by_txt: fn(*mut X509_NAME, *const c_char, c_int, *const c_uchar, c_int, c_int, c_int) -> c_int;
+        Crypto X509_sign: fn(*mut X509, *mut EVP_PKEY, *const EVP_MD) -> c_int;
+        Crypto X509V3_EXT_conf_nid: fn(*mut c_void, *mut c_void, c_int, *const c_char) -> *mut X509_EXTENSION;
+        Crypto X509_add_ext: fn(*mut X509, *mut X509_EXTENSION, c_int) -> c_int;
+        Crypto X509_EXTENSION_free: fn(*mut X509_EXTENSION) -> ();
+        Crypto X509_get0_pubkey: fn(*const X509) -> *mut EVP_PKEY;
+        Crypto X509_verify_cert_error_string: fn(c_long) -> *const c_char;
+        Crypto OBJ_nid2sn: fn(c_int) -> *const c_char;
+
+        Ssl TLS_client_method: fn() -> *const SSL_METHOD;
+        Ssl TLS_server_method: fn() -> *const SSL_METHOD;
+        Ssl SSL_CTX_new: fn(*const SSL_METHOD) -> *mut SSL_CTX;
+        Ssl SSL_CTX_free: fn(*mut SSL_CTX) -> ();
+        Ssl SSL_CTX_ctrl: fn(*mut SSL_CTX, c_int, c_long, *mut c_void) -> c_long;
+        Ssl SSL_CTX_set_options: fn(*mut SSL_CTX, u64) -> u64;
+        Ssl SSL_CTX_set_cipher_list: fn(*mut SSL_CTX, *const c_char) -> c_int;
+        Ssl SSL_CTX_set_ciphersuites: fn(*mut SSL_CTX, *const c_char) -> c_int;
+        Ssl SSL_CTX_use_certificate: fn(*mut SSL_CTX, *mut X509) -> c_int;
+        Ssl SSL_CTX_use_PrivateKey: fn(*mut SSL_CTX, *mut EVP_PKEY) -> c_int;
+        Ssl SSL_CTX_use_certificate_chain_file: fn(*mut SSL_CTX, *const c_char) -> c_int;
+        Ssl SSL_CTX_use_PrivateKey_file: fn(*mut SSL_CTX, *const c_char, c_int) -> c_int;
+        Ssl SSL_CTX_check_private_key: fn(*const SSL_CTX) -> c_int;
+        Ssl SSL_CTX_set_num_tickets: fn(*mut SSL_CTX, usize) -> c_int;
+        Ssl SSL_CTX_set_keylog_callback: fn(*mut SSL_CTX, Option<KeylogCallback>) -> ();
+        Ssl SSL_CTX_set_session_id_context: fn(*mut SSL_CTX, *const c_uchar, c_uint) -> c_int;
+        Ssl SSL_CTX_set_verify: fn(*mut SSL_CTX, c_int, Option<VerifyCallback>) -> ();
+        Ssl SSL_CTX_load_verify_locations: fn(*mut SSL_CTX, *const c_char, *const c_char) -> c_int;
+        Ssl SSL_CTX_set_session_ticket_cb: fn(*mut SSL_CTX, Option<TicketGenerateCallback>, Option<TicketDecryptCallback>, *mut c_void) -> c_int;
+        Ssl SSL_CTX_set_ex_data: fn(*mut SSL_CTX, c_int, *mut c_void) -> c_int;
+        Ssl SSL_CTX_get_ex_data: fn(*const SSL_CTX, c_int) -> *mut c_void;
+        Ssl SSL_new: fn(*mut SSL_CTX) -> *mut SSL;
+        Ssl SSL_free: fn(*mut SSL) -> ();
+        Ssl SSL_set_fd: fn(*mut SSL, c_int) -> c_int;
+        Ssl SSL_set_connect_state: fn(*mut SSL) -> ();
+        Ssl SSL_set_accept_state: fn(*mut SSL) -> ();
+        Ssl SSL_do_handshake: fn(*mut SSL) -> c_int;
+        Ssl SSL_read: fn(*mut SSL, *mut c_void, c_int) -> c_int;
+        Ssl SSL_write: fn(*mut SSL, *const c_void, c_int) -> c_int;
+        Ssl SSL_get_error: fn(*const SSL, c_int) -> c_int;
+        Ssl SSL_shutdown: fn(*mut SSL) -> c_int;
+        Ssl SSL_ctrl: fn(*mut SSL, c_int, c_long, *mut c_void) -> c_long;
+        Ssl SSL_get_version: fn(*const SSL) -> *const c_char;
+        Ssl SSL_version: fn(*const SSL) -> c_int;
+        Ssl SSL_get_current_cipher: fn(*const SSL) -> *const SSL_CIPHER;
+        Ssl SSL_CIPHER_get_name: fn(*const SSL_CIPHER) -> *const c_char;
+        Ssl SSL_CIPHER_standard_name: fn(*const SSL_CIPHER) -> *const c_char;
+        Ssl SSL_session_reused: fn(*const SSL) -> c_int;
+        Ssl SSL_get_session: fn(*const SSL) -> *mut SSL_SESSION;
+        Ssl SSL_get1_session: fn(*mut SSL) -> *mut SSL_SESSION;
+        Ssl SSL_set_session: fn(*mut SSL, *mut SSL_SESSION) -> c_int;
+        Ssl SSL_SESSION_free: fn(*mut SSL_SESSION) -> ();
+        Ssl SSL_SESSION_is_resumable: fn(*const SSL_SESSION) -> c_int;
+        Ssl SSL_SESSION_has_ticket: fn(*const SSL_SESSION) -> c_int;
+        Ssl SSL_get_SSL_CTX: fn(*const SSL) -> *mut SSL_CTX;
+        Ssl SSL_set_ex_data: fn(*mut SSL, c_int, *mut c_void) -> c_int;
+        Ssl SSL_get_ex_data: fn(*const SSL, c_int) -> *mut c_void;
+        Ssl SSL_get_verify_result: fn(*const SSL) -> c_long;
+        Ssl SSL_set1_host: fn(*mut SSL, *const c_char) -> c_int;
+        Ssl SSL_get_certificate: fn(*const SSL) -> *mut X509;
+        Ssl SSL_get1_peer_certificate ["SSL_get_peer_certificate"]: fn(*const SSL) -> *mut X509;
+        Ssl SSL_get_peer_signature_type_nid: fn(*const SSL, *mut c_int) -> c_int;
+        Ssl SSL_pending: fn(*const SSL) -> c_int;
+    }
+    optional {
+        Ssl SSL_get_signature_type_nid: fn(*const SSL, *mut c_int) -> c_int;
+        Ssl SSL_group_to_name: fn(*mut SSL, c_int) -> *const c_char;
+        Crypto EVP_PKEY_get0_EC_KEY: fn(*const EVP_PKEY) -> *const EC_KEY;
+        Crypto EC_KEY_get0_group: fn(*const EC_KEY) -> *const EC_GROUP;
+        Crypto EC_GROUP_get_curve_name: fn(*const EC_GROUP) -> c_int;
+    }
+}
+
+/// Copies a C string owned by OpenSSL; `None` for a null pointer.
+///
+/// # Safety
+/// `p` must be null or point to a NUL-terminated string valid for the duration of the call.
+pub unsafe fn string(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: non-null and NUL-terminated per the caller's guarantee.
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}

@@ -1,0 +1,216 @@
+//! `server`: tlsscope's built-in TLS/HTTP target.
+//!
+//! Non-blocking sockets, one epoll loop per worker thread (each with its own `SO_REUSEPORT`
+//! listener when there are several), explicit `SSL_do_handshake` so uprobes see every handshake,
+//! and counters of what it saw: handshakes by kind, failures by reason, requests and bytes.
+
+mod conn;
+pub mod http;
+pub mod stats;
+mod worker;
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use socket2::{Domain, Protocol, Socket, Type};
+
+pub use stats::{ServerCounters, StatsSnapshot};
+
+/// How to listen and how many workers to run.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Default 127.0.0.1:4433. Port 0 picks a free port; see [`Server::local_addr`].
+    pub listen: SocketAddr,
+    /// Worker threads, each with its own event loop.
+    pub threads: usize,
+    /// CPUs to pin workers to, round robin; empty leaves them to the scheduler.
+    pub cpus: Vec<usize>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 4433)),
+            threads: 1,
+            cpus: Vec::new(),
+        }
+    }
+}
+
+/// Errors starting or running the server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot listen on {addr}: the address is already in use; pick another with --listen or stop the program using it")]
+    AddrInUse { addr: SocketAddr },
+    #[error("cannot listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: io::Error },
+    #[error("cannot pin worker {worker} to CPU {cpu}: {source}")]
+    Pin {
+        worker: usize,
+        cpu: usize,
+        source: io::Error,
+    },
+    #[error("worker {worker} failed: {source}")]
+    Worker { worker: usize, source: io::Error },
+}
+
+/// A bound server, ready to [`run`](Server::run).
+pub struct Server {
+    listeners: Vec<std::net::TcpListener>,
+    local_addr: SocketAddr,
+    ctx: ossl::Context,
+    config: ServerConfig,
+    counters: Arc<ServerCounters>,
+    shutdown: Arc<AtomicBool>,
+}
+
+impl Server {
+    /// Binds the listening sockets (one per worker). Fails here, before any thread starts, when
+    /// the address is taken.
+    pub fn bind(config: ServerConfig, ctx: ossl::Context) -> Result<Server, Error> {
+        let threads = config.threads.max(1);
+        let shared_port = threads > 1;
+        let mut listeners = Vec::with_capacity(threads);
+        let first = listen(config.listen, shared_port)?;
+        let local_addr = first.local_addr().map_err(|source| Error::Listen {
+            addr: config.listen,
+            source,
+        })?;
+        listeners.push(first);
+        for _ in 1..threads {
+            listeners.push(listen(local_addr, true)?);
+        }
+        let library = ctx.library().version().text.clone();
+        Ok(Server {
+            counters: Arc::new(ServerCounters::new(threads, library)),
+            shutdown: Arc::new(AtomicBool::new(false)),
+            listeners,
+            local_addr,
+            ctx,
+            config,
+        })
+    }
+
+    /// The address actually bound (the port is known even when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Set it to stop the server: workers notice within 100 ms, close their connections and
+    /// return.
+    pub fn shutdown_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.shutdown)
+    }
+
+    /// The live counters (a snapshot is also returned by `run`).
+    pub fn counters(&self) -> Arc<ServerCounters> {
+        Arc::clone(&self.counters)
+    }
+
+    /// Runs every worker until shutdown and returns the final counts.
+    pub fn run(self) -> Result<StatsSnapshot, Error> {
+        let mut handles = Vec::with_capacity(self.listeners.len());
+        for (index, listener) in self.listeners.into_iter().enumerate() {
+            let cpu = (!self.config.cpus.is_empty())
+                .then(|| self.config.cpus[index % self.config.cpus.len()]);
+            let w = worker::Worker {
+                index,
+                listener: mio::net::TcpListener::from_std(listener),
+                ctx: self.ctx.clone(),
+                counters: Arc::clone(&self.counters),
+                shutdown: Arc::clone(&self.shutdown),
+            };
+            let handle = std::thread::Builder::new()
+                .name(format!("tlsscope-serve-{index}"))
+                .spawn(move || -> Result<(), Error> {
+                    if let Some(cpu) = cpu {
+                        pin_current_thread(cpu).map_err(|source| Error::Pin {
+                            worker: index,
+                            cpu,
+                            source,
+                        })?;
+                    }
+                    w.run().map_err(|source| Error::Worker {
+                        worker: index,
+                        source,
+                    })
+                })
+                .map_err(|source| Error::Worker {
+                    worker: index,
+                    source,
+                })?;
+            handles.push(handle);
+        }
+        let mut first_error = None;
+        for handle in handles {
+            let result = handle.join().unwrap_or_else(|_| {
+                Err(Error::Worker {
+                    worker: usize::MAX,
+                    source: io::Error::other("worker thread panicked"),
+                })
+            });
+            if let Err(e) = result {
+                // A failed worker must not leave the others running.
+                self.shutdown
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(self.counters.snapshot()),
+        }
+    }
+}
+
+fn listen(addr: SocketAddr, reuse_port: bool) -> Result<std::net::TcpListener, Error> {
+    let err = |source: io::Error| {
+        if source.kind() == io::ErrorKind::AddrInUse {
+            Error::AddrInUse { addr }
+        } else {
+            Error::Listen { addr, source }
+        }
+    };
+    if reuse_port && addr.port() != 0 {
+        // SO_REUSEPORT would let us silently share a port with another reuse-port listener of
+        // the same user: check first that nobody listens there.
+        drop(plain_bind(addr).map_err(err)?);
+    }
+    let socket =
+        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
+    socket.set_reuse_address(true).map_err(err)?;
+    if reuse_port {
+        socket.set_reuse_port(true).map_err(err)?;
+    }
+    socket.set_nonblocking(true).map_err(err)?;
+    socket.bind(&addr.into()).map_err(err)?;
+    socket.listen(1024).map_err(err)?;
+    Ok(socket.into())
+}
+
+fn plain_bind(addr: SocketAddr) -> io::Result<Socket> {
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(1)?;
+    Ok(socket)
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::other(format!("CPU {cpu} is out of range")));
+    }
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set, CPU_SET stays in bounds (checked
+    // above), and pid 0 means the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
