@@ -1,1 +1,7 @@
+//! tlsscope's integration tests: one binary, a module per feature, real peers throughout.
 
+mod cli;
+mod openssl_build;
+mod ossl_api;
+mod serve;
+mod support;

@@ -63,6 +63,8 @@ pub const SSL_CTRL_MODE: c_int = 33;
 pub const SSL_CTRL_SET_SESS_CACHE_MODE: c_int = 44;
 pub const SSL_CTRL_SET_TLSEXT_HOSTNAME: c_int = 55;
 pub const SSL_CTRL_SET_GROUPS_LIST: c_int = 92;
+/// 1.1.1's `SSL_get_shared_group`; 3.x has the negotiated-group ctrl instead.
+pub const SSL_CTRL_GET_SHARED_GROUP: c_int = 93;
 pub const SSL_CTRL_SET_SIGALGS_LIST: c_int = 98;
 pub const SSL_CTRL_GET_PEER_SIGNATURE_NID: c_int = 108;
 pub const SSL_CTRL_GET_PEER_TMP_KEY: c_int = 109;
@@ -143,6 +145,7 @@ pub const NID_X25519: c_int = 1034;
 pub const NID_X448: c_int = 1035;
 pub const NID_ED25519: c_int = 1087;
 pub const NID_ED448: c_int = 1088;
+pub const NID_KX_ECDHE: c_int = 1038;
 
 /// Which of the two libraries a symbol comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -325,6 +328,7 @@ api! {
         Ssl SSL_get_current_cipher: fn(*const SSL) -> *const SSL_CIPHER;
         Ssl SSL_CIPHER_get_name: fn(*const SSL_CIPHER) -> *const c_char;
         Ssl SSL_CIPHER_standard_name: fn(*const SSL_CIPHER) -> *const c_char;
+        Ssl SSL_CIPHER_get_kx_nid: fn(*const SSL_CIPHER) -> c_int;
         Ssl SSL_session_reused: fn(*const SSL) -> c_int;
         Ssl SSL_get_session: fn(*const SSL) -> *mut SSL_SESSION;
         Ssl SSL_get1_session: fn(*mut SSL) -> *mut SSL_SESSION;

@@ -172,7 +172,7 @@ fn open(source: &LibrarySource) -> Result<Library, Error> {
     // SAFETY: both functions take no pointers; OpenSSL_version returns a static string.
     let version = unsafe {
         Version {
-            number: (api.OpenSSL_version_num)() as u64,
+            number: (api.OpenSSL_version_num)(),
             text: ffi::string((api.OpenSSL_version)(ffi::OPENSSL_VERSION)).unwrap_or_default(),
         }
     };

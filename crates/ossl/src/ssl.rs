@@ -465,12 +465,34 @@ impl Ssl {
             )
         };
         if ok != 1 || key.is_null() {
-            return None;
+            return self.server_tls12_group_111();
         }
         let name = self.group_of_key(key);
         // SAFETY: we own the reference the ctrl returned.
         unsafe { (api.EVP_PKEY_free)(key) };
         name
+    }
+
+    /// A 1.1.1 TLS 1.2 server frees its ephemeral key once the secret is derived, so ask which
+    /// group it would pick: the first shared group, which is how 1.1.1 chooses (outside Suite B).
+    fn server_tls12_group_111(&self) -> Option<String> {
+        let api = self.api();
+        if self.ctx.role() != Role::Server || self.session_reused() {
+            return None;
+        }
+        // SAFETY: live connection; the cipher is owned by the library; the ctrl returns a NID.
+        let nid = unsafe {
+            let cipher = (api.SSL_get_current_cipher)(self.ptr);
+            if cipher.is_null() || (api.SSL_CIPHER_get_kx_nid)(cipher) != ffi::NID_KX_ECDHE {
+                return None;
+            }
+            (api.SSL_ctrl)(self.ptr, ffi::SSL_CTRL_GET_SHARED_GROUP, 0, ptr::null_mut()) as c_int
+        };
+        if nid <= 0 {
+            return None;
+        }
+        // SAFETY: returns a static name or null.
+        unsafe { ffi::string((api.OBJ_nid2sn)(nid)) }.map(|n| normalize_group(&n))
     }
 
     fn group_of_key(&self, key: *const ffi::EVP_PKEY) -> Option<String> {

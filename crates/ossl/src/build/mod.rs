@@ -389,9 +389,12 @@ impl BuildJob<'_> {
     /// Removes a partial install (no manifest), a forced rebuild's old install, and a stale
     /// scratch dir from an interrupted build.
     fn clear_leftovers(&self) -> Result<(), BuildError> {
-        remove_dir_if_present(&self.prefix.join(MANIFEST_FILE), true)?;
-        remove_dir_if_present(&self.prefix, false)?;
-        remove_dir_if_present(&self.scratch, false)
+        ignore_absent(
+            std::fs::remove_file(self.prefix.join(MANIFEST_FILE)),
+            &self.prefix,
+        )?;
+        ignore_absent(std::fs::remove_dir_all(&self.prefix), &self.prefix)?;
+        ignore_absent(std::fs::remove_dir_all(&self.scratch), &self.scratch)
     }
 
     /// Copies, configures, compiles and installs; returns the Configure arguments used.
@@ -604,13 +607,8 @@ fn attach_log(error: BuildError, kept: &Path) -> BuildError {
     }
 }
 
-/// Removes the file (`is_file`) or directory tree at `path`; absence is fine.
-fn remove_dir_if_present(path: &Path, is_file: bool) -> Result<(), BuildError> {
-    let result = if is_file {
-        std::fs::remove_file(path)
-    } else {
-        std::fs::remove_dir_all(path)
-    };
+/// Maps the result of removing something at `path` to an error, treating absence as done.
+fn ignore_absent(result: std::io::Result<()>, path: &Path) -> Result<(), BuildError> {
     match result {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
             Err(BuildError::io("remove", path, e))

@@ -1,0 +1,273 @@
+//! Helpers shared by the integration tests: the tlsscope binary, a running server, real peers.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The tlsscope binary under test.
+pub fn bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_tlsscope"))
+}
+
+/// Runs tlsscope to completion with a time limit.
+pub fn tlsscope(args: &[&str]) -> Output {
+    run_with_timeout(Command::new(bin()).args(args), Duration::from_secs(600))
+}
+
+/// Runs a command with stdin closed, killing it if it outlives `limit`.
+pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    wait_with_timeout(&mut child, limit, &format!("{cmd:?}"))
+}
+
+fn wait_with_timeout(child: &mut Child, limit: Duration, what: &str) -> Output {
+    let mut stdout = child.stdout.take().expect("piped stdout");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let out_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stdout.read_to_end(&mut v);
+        v
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{what} did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
+    }
+}
+
+/// Text of a process's output stream.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Asserts a failed run printed exactly one line on stderr, containing every `needles`, and no
+/// panic or backtrace.
+pub fn assert_one_line_error(out: &Output, needles: &[&str]) {
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {err}"
+    );
+    assert_eq!(
+        err.trim_end().lines().count(),
+        1,
+        "expected one line on stderr, got: {err:?}"
+    );
+    assert!(!err.contains("panicked"), "panic: {err}");
+    for needle in needles {
+        assert!(err.contains(needle), "stderr lacks {needle:?}: {err}");
+    }
+}
+
+/// Asserts a failed run ended with one error line containing every `needles` (progress lines
+/// may come before it), and no panic.
+pub fn assert_error_line(out: &Output, needles: &[&str]) {
+    let err = text(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {err}"
+    );
+    assert!(!err.contains("panicked"), "panic: {err}");
+    let errors: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("tlsscope: error:"))
+        .collect();
+    assert_eq!(errors.len(), 1, "expected one error line: {err}");
+    assert_eq!(
+        err.trim_end().lines().last(),
+        Some(errors[0]),
+        "the error must come last: {err}"
+    );
+    for needle in needles {
+        assert!(errors[0].contains(needle), "error lacks {needle:?}: {err}");
+    }
+}
+
+/// A `tlsscope serve` started for one test, on a free loopback port.
+pub struct Serve {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub dir: tempfile::TempDir,
+    stats_path: PathBuf,
+}
+
+impl Serve {
+    /// Starts `tlsscope [global] serve <args>`; waits for its "listening" line.
+    pub fn start(args: &[&str]) -> Serve {
+        Self::start_with(&[], args)
+    }
+
+    /// Like `start`, with global options (e.g. `--openssl DIR`) before `serve`.
+    pub fn start_with(global: &[&str], args: &[&str]) -> Serve {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cert = dir.path().join("cert.pem");
+        let stats_path = dir.path().join("stats.json");
+        let mut child = Command::new(bin())
+            .args(global)
+            .arg("serve")
+            .args(["--listen", "127.0.0.1:0"])
+            .arg("--cert-out")
+            .arg(&cert)
+            .arg("--stats-json")
+            .arg(&stats_path)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tlsscope serve");
+        let stdout = child.stdout.take().expect("stdout");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let first = rx.recv_timeout(Duration::from_secs(30));
+        let Ok(line) = first else {
+            let _ = child.kill();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("tlsscope serve did not start: {err}");
+        };
+        let addr = line
+            .split("https://")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|a| a.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        // Keep draining stdout so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in rx {});
+        Serve {
+            child: Some(child),
+            addr,
+            dir,
+            stats_path,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// The certificate the server generated (PEM).
+    pub fn cert(&self) -> PathBuf {
+        self.dir.path().join("cert.pem")
+    }
+
+    /// Stops the server with SIGTERM and returns its final counters (what it saw, unperturbed
+    /// by any stats request).
+    pub fn stop(mut self) -> serde_json::Value {
+        let mut child = self.child.take().expect("running");
+        terminate(&mut child);
+        let status = child.wait().expect("wait for serve");
+        assert!(status.success(), "tlsscope serve exited with {status}");
+        let json = std::fs::read(&self.stats_path).expect("stats json written at exit");
+        serde_json::from_slice(&json).expect("stats json parses")
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Sends SIGTERM to a child we started.
+pub fn terminate(child: &mut Child) {
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: kill has no memory effects; the pid is our own child, not yet reaped.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+}
+
+/// `openssl s_client` to the server, sending `stdin_data` and waiting for the server to close
+/// (`-ign_eof`), so TLS 1.3 tickets and the response are read before it exits.
+pub fn s_client(addr: SocketAddr, extra: &[&str], stdin_data: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new("openssl")
+        .arg("s_client")
+        .args(["-connect", &addr.to_string(), "-ign_eof"])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("openssl s_client (install the openssl package: make deps)");
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin
+        .write_all(stdin_data.as_bytes())
+        .expect("write to s_client");
+    drop(stdin);
+    wait_with_timeout(&mut child, Duration::from_secs(30), "openssl s_client")
+}
+
+/// A request that makes the built-in server answer and then close.
+pub const GET_AND_CLOSE: &str = "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+
+/// `curl` with the server's certificate as the only trust anchor.
+pub fn curl(cert: &Path, url: &str, extra: &[&str]) -> Output {
+    run_with_timeout(
+        Command::new("curl")
+            .args(["-sS", "--max-time", "20", "--cacert"])
+            .arg(cert)
+            .args(extra)
+            .arg(url),
+        Duration::from_secs(30),
+    )
+}
+
+/// The OpenSSL 1.1.1w build the tests compare against, built by `tlsscope openssl build` once
+/// per machine (cached in the build cache; built here when the cache does not have it).
+pub fn openssl_111w() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| {
+        let out = tlsscope(&["openssl", "build", "1.1.1w"]);
+        assert!(
+            out.status.success(),
+            "tlsscope openssl build 1.1.1w failed: {}{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        );
+        let listing = tlsscope(&["openssl", "list"]);
+        let listing = text(&listing.stdout);
+        let line = listing
+            .lines()
+            .find(|l| l.contains("1.1.1w"))
+            .unwrap_or_else(|| panic!("1.1.1w not in `openssl list`: {listing}"));
+        let prefix = line
+            .split_whitespace()
+            .find(|w| w.starts_with('/'))
+            .unwrap_or_else(|| panic!("no prefix in {line:?}"));
+        PathBuf::from(prefix)
+    })
+}
