@@ -271,6 +271,24 @@ fn stats_endpoint_reports_what_the_server_saw() {
 }
 
 #[test]
+fn several_pinned_workers_share_the_port_and_the_counts() {
+    let server = Serve::start(&["--threads", "2", "--cpus", "0,1"]);
+    let out = support::tlsscope(&[
+        "handshake",
+        &server.addr.to_string(),
+        "-n",
+        "8",
+        "--request",
+        "/",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stats = server.stop();
+    assert_eq!(stats["handshakes"]["full"], 8, "{stats}");
+    assert_eq!(stats["requests"], 8, "{stats}");
+    assert_eq!(stats["connections"]["closed"], 8, "{stats}");
+}
+
+#[test]
 fn http_errors_and_keep_alive_pipelining() {
     let server = Serve::start(&[]);
     let pipelined = "GET /nope HTTP/1.1\r\nHost: x\r\n\r\nGET /bytes/3 HTTP/1.1\r\nHost: x\r\n\r\n\

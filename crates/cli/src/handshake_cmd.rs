@@ -224,6 +224,7 @@ fn outcome_json(i: usize, lib: &ossl::Library, o: &Outcome) -> serde_json::Value
     json!({
         "connection": i,
         "library": lib.version().text,
+        "library_version_number": lib.version().number,
         "version": n.version,
         "cipher": n.cipher,
         "cipher_standard": n.cipher_standard,

@@ -35,8 +35,9 @@ fn source(openssl: Option<&str>) -> anyhow::Result<LibrarySource> {
 pub fn print_system_library() {
     match Library::load(&LibrarySource::System) {
         Ok(lib) => println!(
-            "system: {} ({})",
+            "system: {} (version number 0x{:08x}, {})",
             lib.version().text,
+            lib.version().number,
             lib.ssl_path().display()
         ),
         Err(e) => println!("system: no usable OpenSSL ({e})"),

@@ -73,14 +73,15 @@ impl Server {
         let threads = config.threads.max(1);
         let shared_port = threads > 1;
         let mut listeners = Vec::with_capacity(threads);
-        let first = listen(config.listen, shared_port)?;
+        // Check the port is free before the first listener only: the others join it.
+        let first = listen(config.listen, shared_port, shared_port)?;
         let local_addr = first.local_addr().map_err(|source| Error::Listen {
             addr: config.listen,
             source,
         })?;
         listeners.push(first);
         for _ in 1..threads {
-            listeners.push(listen(local_addr, true)?);
+            listeners.push(listen(local_addr, true, false)?);
         }
         let library = ctx.library().version().text.clone();
         Ok(Server {
@@ -165,7 +166,13 @@ impl Server {
     }
 }
 
-fn listen(addr: SocketAddr, reuse_port: bool) -> Result<std::net::TcpListener, Error> {
+/// Binds and listens. With `reuse_port`, the socket can share its port with the server's other
+/// workers; `check_free` first makes sure nobody else listens there.
+fn listen(
+    addr: SocketAddr,
+    reuse_port: bool,
+    check_free: bool,
+) -> Result<std::net::TcpListener, Error> {
     let err = |source: io::Error| {
         if source.kind() == io::ErrorKind::AddrInUse {
             Error::AddrInUse { addr }
@@ -173,7 +180,7 @@ fn listen(addr: SocketAddr, reuse_port: bool) -> Result<std::net::TcpListener, E
             Error::Listen { addr, source }
         }
     };
-    if reuse_port && addr.port() != 0 {
+    if check_free && addr.port() != 0 {
         // SO_REUSEPORT would let us silently share a port with another reuse-port listener of
         // the same user: check first that nobody listens there.
         drop(plain_bind(addr).map_err(err)?);
