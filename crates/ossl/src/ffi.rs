@@ -60,6 +60,7 @@ pub type TicketDecryptCallback = unsafe extern "C" fn(
 pub const OPENSSL_VERSION: c_int = 0;
 
 pub const SSL_CTRL_MODE: c_int = 33;
+pub const SSL_CTRL_SET_READ_AHEAD: c_int = 41;
 pub const SSL_CTRL_SET_SESS_CACHE_MODE: c_int = 44;
 pub const SSL_CTRL_SET_TLSEXT_HOSTNAME: c_int = 55;
 pub const SSL_CTRL_SET_GROUPS_LIST: c_int = 92;

@@ -253,8 +253,10 @@ mod tests {
 
     #[test]
     fn a_directory_without_libssl_is_named_in_the_error() {
-        let dir = std::env::temp_dir();
-        let err = find_in_dir(&dir).err().expect("temp dir has no libssl");
+        let dir = std::env::temp_dir().join(format!("ossl-empty-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = find_in_dir(&dir).err().expect("an empty dir has no libssl");
+        std::fs::remove_dir(&dir).unwrap();
         let msg = err.to_string();
         assert!(msg.contains(&dir.display().to_string()), "{msg}");
         assert!(msg.contains("libssl"), "{msg}");
