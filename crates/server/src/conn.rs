@@ -166,14 +166,7 @@ impl Conn {
                 WorkerCounters::add(&w.counters.bytes_read, n as u64);
                 Step::Continue
             }
-            Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
-            Io::Closed => Step::Close,
-            Io::Failed(e) => {
-                if e.code == ossl::ErrorCode::Ssl {
-                    WorkerCounters::one(&w.counters.connection_errors);
-                }
-                Step::Close
-            }
+            unfinished => not_done(unfinished, w.counters),
         }
     }
 
@@ -285,14 +278,7 @@ impl Conn {
                 }
                 Step::Continue
             }
-            Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
-            Io::Closed => Step::Close,
-            Io::Failed(e) => {
-                if e.code == ossl::ErrorCode::Ssl {
-                    WorkerCounters::one(&w.counters.connection_errors);
-                }
-                Step::Close
-            }
+            unfinished => not_done(unfinished, w.counters),
         }
     }
 
@@ -319,6 +305,22 @@ enum Step {
     Continue,
     Wait,
     Close,
+}
+
+/// The next step after a read or write that did not transfer data: wait for the socket, or
+/// close (counting TLS protocol errors; a peer that just disconnects is not an error).
+fn not_done(io: Io, counters: &WorkerCounters) -> Step {
+    match io {
+        Io::Done(_) => Step::Continue,
+        Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
+        Io::Closed => Step::Close,
+        Io::Failed(e) => {
+            if e.code == ossl::ErrorCode::Ssl {
+                WorkerCounters::one(&counters.connection_errors);
+            }
+            Step::Close
+        }
+    }
 }
 
 /// A short, stable reason for a failed handshake, for counting.
