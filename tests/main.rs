@@ -3,5 +3,6 @@
 mod cli;
 mod openssl_build;
 mod ossl_api;
+mod peers;
 mod serve;
 mod support;

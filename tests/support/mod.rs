@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests: the tlsscope binary, a running server, real peers.
 
+pub mod peers;
+
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

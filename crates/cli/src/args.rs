@@ -22,6 +22,9 @@ pub struct Opts {
 pub enum Command {
     /// Run the built-in TLS/HTTP server (the default target of every experiment).
     Serve(ServeArgs),
+    /// Load a TLS server: full or resumed handshakes, or keep-alive requests; report rates,
+    /// per-phase latency, the handshakes obtained, and both sides' CPU.
+    Bench(BenchArgs),
     /// Connect, handshake, and report what was negotiated (version, cipher, group, signature,
     /// full or resumed).
     Handshake(HandshakeArgs),
@@ -139,6 +142,123 @@ pub struct ServeArgs {
     pub stats_json: Option<PathBuf>,
     #[command(flatten)]
     pub tls: TlsArgs,
+}
+
+/// What each operation of a bench run is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BenchMode {
+    /// A full handshake per connection (no session is ever offered).
+    Full,
+    /// Each connection slot resumes its previous session after its first handshake.
+    Resume,
+    /// A handshake per connection, then HTTP/1.1 requests on it.
+    Keepalive,
+}
+
+/// How TLS 1.2 resumes (TLS 1.3 always uses tickets/PSK).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ResumeKind {
+    Ticket,
+    Id,
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Server to load.
+    #[arg(default_value = "127.0.0.1:4433", value_name = "ADDR:PORT")]
+    pub target: SocketAddr,
+    /// What each operation is.
+    #[arg(long, value_enum, default_value = "full")]
+    pub mode: BenchMode,
+    /// Load threads, each with its own event loop.
+    #[arg(long, short = 't', default_value_t = 1)]
+    pub threads: usize,
+    /// Concurrent connections over all threads.
+    #[arg(long, short = 'c', default_value_t = 10)]
+    pub connections: usize,
+    /// CPUs to pin the load threads to, round robin (e.g. 1).
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub cpus: Vec<usize>,
+    /// How long to measure, after the warm-up: 10, 10s, 500ms, 2m. Default 10s unless -n.
+    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Stop after this many operations (connections; requests in keepalive mode).
+    #[arg(long, short = 'n', value_name = "COUNT")]
+    pub requests: Option<u64>,
+    /// Run this long before measuring; what happens then is not counted.
+    #[arg(long, default_value = "0", value_name = "TIME", value_parser = parse_duration)]
+    pub warmup: std::time::Duration,
+    /// GET this path on each connection (full/resume; like s_time -www) or repeatedly
+    /// (keepalive, default /).
+    #[arg(long, value_name = "PATH")]
+    pub request: Option<String>,
+    /// TLS 1.2 resumption by ticket or by session ID (resume mode).
+    #[arg(long, value_enum, value_name = "ticket|id")]
+    pub resume: Option<ResumeKind>,
+    /// Fraction of connections after the first that offer a session (resume mode).
+    #[arg(long, value_name = "R")]
+    pub resume_ratio: Option<f64>,
+    /// Start this many operations per second, on schedule (open loop); latency counts from
+    /// each planned start, so a stalled server shows (coordinated omission corrected).
+    #[arg(long, value_name = "PER_SECOND")]
+    pub rate: Option<f64>,
+    /// Give up on an operation's phase after this long.
+    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_duration)]
+    pub timeout: std::time::Duration,
+    /// Server name to send (SNI) and, with --verify, to check the certificate against.
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+    /// Verify the server certificate (against --cafile, or the system's trust store).
+    #[arg(long)]
+    pub verify: bool,
+    /// CA certificates (PEM) to verify against; implies --verify.
+    #[arg(long, value_name = "FILE")]
+    pub cafile: Option<PathBuf>,
+    /// Client certificate (PEM), for servers that ask for one; needs --key.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
+    /// Account the server's CPU (from /proc) over the measured window.
+    #[arg(long, value_name = "PID")]
+    pub server_pid: Option<u32>,
+    /// Connect from this many loopback source addresses (127.0.0.1, .2, ...), so long
+    /// full-handshake runs never run out of local ports. Loopback targets only.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    pub source_ips: u8,
+    /// Write the result as JSON (schema: schemas/bench.v1.schema.json).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write one row per connection as CSV.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+}
+
+/// Parses "10", "10s", "250ms", "2m", "1.5s".
+pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
+    let s = s.trim();
+    let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = s.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = s.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = s.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (s, 1.0)
+    };
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (try 10s, 500ms, 2m)"))?;
+    if !(value >= 0.0 && value.is_finite()) {
+        return Err(format!("{s:?} is not a duration (try 10s, 500ms, 2m)"));
+    }
+    Ok(std::time::Duration::from_secs_f64(value * scale))
 }
 
 #[derive(Debug, Args)]

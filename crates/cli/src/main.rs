@@ -1,9 +1,12 @@
 //! `tlsscope`: parses the command line once, then calls the libraries.
 
 mod args;
+mod bench_cmd;
+mod environment;
 mod handshake_cmd;
 mod library;
 mod openssl_cmd;
+mod probe;
 mod serve_cmd;
 
 use std::process::ExitCode;
@@ -31,6 +34,7 @@ fn run(opts: Opts) -> anyhow::Result<ExitCode> {
     let openssl = opts.openssl.as_deref();
     match opts.command {
         Command::Serve(a) => serve_cmd::run(openssl, &a),
+        Command::Bench(a) => bench_cmd::run(openssl, &a),
         Command::Handshake(a) => handshake_cmd::run(openssl, &a),
         Command::Openssl(OpensslCommand::Build(a)) => {
             let jobs = a

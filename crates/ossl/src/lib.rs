@@ -19,4 +19,4 @@ pub use context::{
 pub use error::{Error, ErrorCode, ErrorQueue, TlsError};
 pub use library::{Library, LibrarySource, Version};
 pub use pki::{CertType, Certificate, Credentials, PrivateKey, UnknownCertType};
-pub use ssl::{HandshakeKind, Io, Negotiated, Session, Ssl};
+pub use ssl::{HandshakeIds, HandshakeKind, Io, Negotiated, Session, Ssl};

@@ -427,11 +427,12 @@ impl Ssl {
         }
     }
 
-    fn group(&self) -> Option<String> {
+    /// The key exchange group's NID (0 when there was none, as in a TLS 1.2 resumption).
+    fn group_nid(&self) -> c_int {
         let api = self.api();
         if self.lib().version().is_3x_or_later() {
             // SAFETY: SSL_get_negotiated_group is this ctrl on 3.x; it returns a NID or 0.
-            let nid = unsafe {
+            return unsafe {
                 (api.SSL_ctrl)(
                     self.ptr,
                     ffi::SSL_CTRL_GET_NEGOTIATED_GROUP,
@@ -439,15 +440,6 @@ impl Ssl {
                     ptr::null_mut(),
                 )
             } as c_int;
-            if nid == 0 {
-                return None;
-            }
-            // SAFETY: returns a static name or null.
-            let name = match api.SSL_group_to_name {
-                Some(f) => unsafe { ffi::string(f(self.ptr, nid)) },
-                None => unsafe { ffi::string((api.OBJ_nid2sn)(nid)) },
-            };
-            return name.map(|n| normalize_group(&n));
         }
         // 1.1.1 has no negotiated-group call: read the ephemeral key of the key exchange.
         let cmd = match self.ctx.role() {
@@ -465,63 +457,81 @@ impl Ssl {
             )
         };
         if ok != 1 || key.is_null() {
-            return self.server_tls12_group_111();
+            return self.server_tls12_group_nid_111();
         }
-        let name = self.group_of_key(key);
+        let nid = self.group_nid_of_key(key);
         // SAFETY: we own the reference the ctrl returned.
         unsafe { (api.EVP_PKEY_free)(key) };
-        name
+        nid
     }
 
     /// A 1.1.1 TLS 1.2 server frees its ephemeral key once the secret is derived, so ask which
     /// group it would pick: the first shared group, which is how 1.1.1 chooses (outside Suite B).
-    fn server_tls12_group_111(&self) -> Option<String> {
+    fn server_tls12_group_nid_111(&self) -> c_int {
         let api = self.api();
         if self.ctx.role() != Role::Server || self.session_reused() {
-            return None;
+            return 0;
         }
         // SAFETY: live connection; the cipher is owned by the library; the ctrl returns a NID.
-        let nid = unsafe {
+        unsafe {
             let cipher = (api.SSL_get_current_cipher)(self.ptr);
             if cipher.is_null() || (api.SSL_CIPHER_get_kx_nid)(cipher) != ffi::NID_KX_ECDHE {
-                return None;
+                return 0;
             }
-            (api.SSL_ctrl)(self.ptr, ffi::SSL_CTRL_GET_SHARED_GROUP, 0, ptr::null_mut()) as c_int
-        };
-        if nid <= 0 {
-            return None;
+            ((api.SSL_ctrl)(self.ptr, ffi::SSL_CTRL_GET_SHARED_GROUP, 0, ptr::null_mut()) as c_int)
+                .max(0)
         }
-        // SAFETY: returns a static name or null.
-        unsafe { ffi::string((api.OBJ_nid2sn)(nid)) }.map(|n| normalize_group(&n))
     }
 
-    fn group_of_key(&self, key: *const ffi::EVP_PKEY) -> Option<String> {
+    /// The group of an ephemeral key: the curve's NID for EC keys, the key type otherwise.
+    fn group_nid_of_key(&self, key: *const ffi::EVP_PKEY) -> c_int {
         let api = self.api();
         // SAFETY: `key` is live for this call; the EC getters return borrowed objects.
         unsafe {
-            match (api.EVP_PKEY_get_id)(key) {
-                ffi::NID_X25519 => Some("x25519".into()),
-                ffi::NID_X448 => Some("x448".into()),
-                ffi::NID_DH_KEY_AGREEMENT => Some(format!("ffdhe{}", (api.EVP_PKEY_get_bits)(key))),
-                ffi::NID_EC_PUBLIC_KEY => {
-                    let ec = api.EVP_PKEY_get0_EC_KEY?(key);
-                    let group = api.EC_KEY_get0_group?(ec);
-                    let nid = api.EC_GROUP_get_curve_name?(group);
-                    ffi::string((api.OBJ_nid2sn)(nid)).map(|n| normalize_group(&n))
-                }
-                other => ffi::string((api.OBJ_nid2sn)(other)),
+            let id = (api.EVP_PKEY_get_id)(key);
+            if id != ffi::NID_EC_PUBLIC_KEY {
+                return id;
             }
+            let (Some(get_ec), Some(get_group), Some(curve)) = (
+                api.EVP_PKEY_get0_EC_KEY,
+                api.EC_KEY_get0_group,
+                api.EC_GROUP_get_curve_name,
+            ) else {
+                return id;
+            };
+            curve(get_group(get_ec(key)))
         }
     }
 
-    fn signature(&self, role: Role, server_key: Option<&str>) -> Option<String> {
+    fn group(&self) -> Option<String> {
+        let nid = self.group_nid();
+        if nid <= 0 {
+            return None;
+        }
+        let api = self.api();
+        if nid == ffi::NID_DH_KEY_AGREEMENT {
+            return Some("ffdhe".into());
+        }
+        // SAFETY: both return a static name or null.
+        let name = unsafe {
+            match api.SSL_group_to_name {
+                Some(f) => ffi::string(f(self.ptr, nid)),
+                None => ffi::string((api.OBJ_nid2sn)(nid)),
+            }
+        };
+        name.map(|n| normalize_group(&n))
+    }
+
+    /// The server's handshake signature as (signature type NID, digest NID); (0, 0) when
+    /// there was none.
+    fn signature_nids(&self, role: Role) -> (c_int, c_int) {
         let api = self.api();
         let mut type_nid: c_int = 0;
         let mut md_nid: c_int = 0;
         // SAFETY: the getters write an int through the pointer and return 1 on success.
         let ok = unsafe {
-            match role {
-                Role::Client => {
+            match (role, api.SSL_get_signature_type_nid) {
+                (Role::Client, _) => {
                     (api.SSL_get_peer_signature_type_nid)(self.ptr, &mut type_nid) == 1
                         && (api.SSL_ctrl)(
                             self.ptr,
@@ -530,8 +540,7 @@ impl Ssl {
                             (&mut md_nid as *mut c_int).cast(),
                         ) == 1
                 }
-                Role::Server => {
-                    let get_type = api.SSL_get_signature_type_nid?;
+                (Role::Server, Some(get_type)) => {
                     get_type(self.ptr, &mut type_nid) == 1
                         && (api.SSL_ctrl)(
                             self.ptr,
@@ -540,13 +549,68 @@ impl Ssl {
                             (&mut md_nid as *mut c_int).cast(),
                         ) == 1
                 }
+                (Role::Server, None) => false,
             }
         };
-        if !ok || type_nid == 0 {
+        if ok {
+            (type_nid, md_nid)
+        } else {
+            (0, 0)
+        }
+    }
+
+    fn signature(&self, role: Role, server_key: Option<&str>) -> Option<String> {
+        let (type_nid, md_nid) = self.signature_nids(role);
+        if type_nid == 0 {
             return None;
         }
         sigalg_name(type_nid, md_nid, server_key)
     }
+
+    /// A cheap, allocation-free identity of what the handshake negotiated: equal identities
+    /// mean equal [`Negotiated`] reports (for the same server certificate), so a load generator
+    /// can count handshakes by identity and name each identity once.
+    pub fn handshake_ids(&self) -> HandshakeIds {
+        let role = self.ctx.role();
+        // SAFETY: live connection; the cipher pointer is a static table entry of the library.
+        let (version, cipher) = unsafe {
+            (
+                (self.api().SSL_version)(self.ptr),
+                (self.api().SSL_get_current_cipher)(self.ptr) as usize,
+            )
+        };
+        let (signature_type, signature_digest) = self.signature_nids(role);
+        HandshakeIds {
+            version,
+            cipher,
+            group: self.group_nid(),
+            signature_type,
+            signature_digest,
+            kind: self.kind(role),
+        }
+    }
+
+    /// True when the connection holds a session that can be offered for resumption: in TLS
+    /// 1.3 only once the server's NewSessionTicket has been read.
+    pub fn has_resumable_session(&self) -> bool {
+        // SAFETY: live connection; get_session borrows.
+        unsafe {
+            let s = (self.api().SSL_get_session)(self.ptr);
+            !s.is_null() && (self.api().SSL_SESSION_is_resumable)(s) == 1
+        }
+    }
+}
+
+/// See [`Ssl::handshake_ids`]: NIDs, the protocol version and the cipher's identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HandshakeIds {
+    pub version: c_int,
+    /// The address of the library's cipher table entry: equal for equal ciphers.
+    pub cipher: usize,
+    pub group: c_int,
+    pub signature_type: c_int,
+    pub signature_digest: c_int,
+    pub kind: HandshakeKind,
 }
 
 /// Names groups the way TLS does ("secp256r1", "x25519"), whatever OpenSSL version spells them.

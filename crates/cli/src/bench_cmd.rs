@@ -1,0 +1,222 @@
+//! `tlsscope bench`: validate, check the target answers, run the load, report.
+
+use std::io::{IsTerminal, Write};
+use std::net::{IpAddr, Ipv4Addr};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use load::{LoadConfig, Mode, ResumeBy, Run};
+use ossl::{ContextBuilder, Credentials, Role};
+
+use crate::args::{BenchArgs, BenchMode, ResumeKind};
+use crate::probe::{connect_once, Probe};
+use crate::{environment, library};
+
+pub fn run(openssl: Option<&str>, a: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let mode = mode(a)?;
+    let lib = library::load(openssl)?;
+    let ctx = client_context(lib, a)?;
+    let cfg = load_config(a, mode)?;
+
+    // One connection first: a target that is down, not TLS, or fails verification is a
+    // one-line error, not a run full of errors.
+    let probe = Probe {
+        target: a.target,
+        sni: a.sni.as_deref(),
+        verify: a.verify || a.cafile.is_some(),
+        timeout: a.timeout,
+        request: (mode != Mode::KeepAlive)
+            .then_some(a.request.as_deref())
+            .flatten(),
+        await_ticket: false,
+    };
+    connect_once(&ctx, &probe, None).context("checking the target before the run")?;
+
+    let environment = environment::collect(lib);
+    let run = Run::new(cfg)?;
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, interrupted.clone())?;
+    }
+    let (result, rows) = std::thread::scope(|scope| {
+        let watcher = scope.spawn(|| watch(&run, &interrupted));
+        let outcome = run.run(&ctx);
+        run.shared().stop.store(true, Ordering::Relaxed);
+        let _ = watcher.join();
+        outcome
+    })?;
+
+    let doc = report::BenchDocument::new(environment, result);
+    if let Some(path) = &a.json {
+        let mut f = create(path, "--json")?;
+        report::bench_json(&mut f, &doc).with_context(|| format!("--json {}", path.display()))?;
+    }
+    if let Some(path) = &a.csv {
+        let mut f = create(path, "--csv")?;
+        report::bench_csv(&mut f, &rows).with_context(|| format!("--csv {}", path.display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    report::bench_text(&mut out, &doc.environment, &doc.result)?;
+    out.flush()?;
+    verdict(&doc.result)
+}
+
+/// The run's exit status: errors and an unmet resumption rule fail it, after the figures.
+fn verdict(r: &load::RunResult) -> anyhow::Result<ExitCode> {
+    if let Some(problem) = &r.resumption.problem {
+        eprintln!("tlsscope: error: --mode {}: {problem}", r.mode);
+        return Ok(ExitCode::FAILURE);
+    }
+    if r.errors_total > 0 {
+        let kinds: Vec<String> = r.errors.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+        eprintln!(
+            "tlsscope: error: {} operations failed ({})",
+            r.errors_total,
+            kinds.join(", ")
+        );
+        return Ok(ExitCode::FAILURE);
+    }
+    if r.ops == 0 {
+        eprintln!("tlsscope: error: no operation completed in the measured window");
+        return Ok(ExitCode::FAILURE);
+    }
+    if r.interrupted {
+        return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn mode(a: &BenchArgs) -> anyhow::Result<Mode> {
+    if a.mode != BenchMode::Resume && (a.resume.is_some() || a.resume_ratio.is_some()) {
+        bail!("--resume and --resume-ratio go with --mode resume");
+    }
+    Ok(match a.mode {
+        BenchMode::Full => Mode::Full,
+        BenchMode::Keepalive => Mode::KeepAlive,
+        BenchMode::Resume => Mode::Resume {
+            by: match a.resume.unwrap_or(ResumeKind::Ticket) {
+                ResumeKind::Ticket => ResumeBy::Ticket,
+                ResumeKind::Id => ResumeBy::SessionId,
+            },
+            ratio: a.resume_ratio.unwrap_or(1.0),
+        },
+    })
+}
+
+fn client_context(lib: &'static ossl::Library, a: &BenchArgs) -> anyhow::Result<ossl::Context> {
+    // Resumption by session ID: do not ask for tickets, so the server falls back to its cache.
+    let tickets = a.resume != Some(ResumeKind::Id);
+    let settings = a.tls.settings(false, tickets)?;
+    let mut b = ContextBuilder::new(lib, Role::Client)?;
+    b.apply(&settings)?;
+    if a.verify || a.cafile.is_some() {
+        b.verify_peer(a.cafile.as_deref())?;
+    }
+    if let (Some(cert), Some(key)) = (&a.cert, &a.key) {
+        b.credentials(&Credentials::from_files(lib, cert, key)?)?;
+    }
+    if let Some(sink) = a.tls.keylog_sink()? {
+        b.keylog(sink);
+    }
+    Ok(b.build())
+}
+
+fn load_config(a: &BenchArgs, mode: Mode) -> anyhow::Result<LoadConfig> {
+    if a.rate.is_some() && a.duration.is_none() && a.requests.is_none() {
+        bail!("--rate needs a --duration or a --requests count to end the run");
+    }
+    if a.duration.is_some() && a.requests.is_some() {
+        bail!("give --duration or --requests, not both");
+    }
+    if let Some(path) = &a.request {
+        anyhow::ensure!(
+            path.starts_with('/'),
+            "--request {path}: the path must start with /"
+        );
+    }
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if let Some(bad) = a.cpus.iter().find(|&&c| c >= n) {
+        bail!("--cpus {bad}: this machine has CPUs 0 to {}", n - 1);
+    }
+    let duration = match (a.duration, a.requests) {
+        (None, None) => Some(Duration::from_secs(10)),
+        (d, _) => d,
+    };
+    let host = a.sni.clone().unwrap_or_else(|| "localhost".to_string());
+    let path = match (mode, &a.request) {
+        (_, Some(p)) => Some(p.as_str()),
+        (Mode::KeepAlive, None) => Some("/"),
+        _ => None,
+    };
+    let keep_alive = mode == Mode::KeepAlive;
+    Ok(LoadConfig {
+        target: a.target,
+        server_name: a.sni.clone(),
+        verify_host: (a.verify || a.cafile.is_some())
+            .then(|| a.sni.clone().unwrap_or_else(|| a.target.ip().to_string())),
+        threads: a.threads,
+        connections: a.connections,
+        cpus: a.cpus.clone(),
+        duration,
+        count: a.requests,
+        warmup: a.warmup,
+        mode,
+        request: path.map(|p| load::request_bytes(p, &host, keep_alive)),
+        rate: a.rate,
+        timeout: a.timeout,
+        record_connections: a.csv.is_some(),
+        source_ips: source_ips(a),
+        server_pid: a.server_pid,
+    })
+}
+
+/// Loopback IPv4 targets get several source addresses; anything else the kernel's choice.
+fn source_ips(a: &BenchArgs) -> Vec<IpAddr> {
+    match a.target.ip() {
+        IpAddr::V4(ip) if ip.is_loopback() && a.source_ips > 1 => (1..=a.source_ips)
+            .map(|last| IpAddr::V4(Ipv4Addr::new(127, 0, 0, last)))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Stops the run on Ctrl-C/SIGTERM, and shows a progress line on a terminal.
+fn watch(run: &Run, interrupted: &AtomicBool) {
+    let shared = run.shared();
+    let tty = std::io::stderr().is_terminal();
+    let started = Instant::now();
+    let mut last_print = Instant::now();
+    let mut printed = false;
+    while !shared.stop.load(Ordering::Relaxed) {
+        if interrupted.load(Ordering::Relaxed) {
+            shared.stop.store(true, Ordering::Relaxed);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        if tty
+            && started.elapsed() > Duration::from_secs(2)
+            && last_print.elapsed() >= Duration::from_secs(1)
+        {
+            last_print = Instant::now();
+            let (ops, errors) = shared.progress_totals();
+            let measured = Instant::now().saturating_duration_since(shared.measure_start);
+            let rate = ops as f64 / measured.as_secs_f64().max(1e-9);
+            eprint!(
+                "\r  {:>6.1} s  {ops} ops  {rate:.0}/s  errors {errors}   ",
+                started.elapsed().as_secs_f64()
+            );
+            printed = true;
+        }
+    }
+    if printed {
+        eprint!("\r{:60}\r", "");
+    }
+}
+
+fn create(path: &std::path::Path, flag: &str) -> anyhow::Result<std::io::BufWriter<std::fs::File>> {
+    let f = std::fs::File::create(path).with_context(|| format!("{flag} {}", path.display()))?;
+    Ok(std::io::BufWriter::new(f))
+}

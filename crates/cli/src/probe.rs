@@ -1,0 +1,186 @@
+//! One connection, blocking, with a time limit: what `handshake` prints and what `bench`
+//! checks before it starts.
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail};
+use ossl::{Context, Io, Negotiated, Session, Ssl, TlsVersion};
+
+/// Where to connect and what to do there.
+pub struct Probe<'a> {
+    pub target: SocketAddr,
+    pub sni: Option<&'a str>,
+    pub verify: bool,
+    pub timeout: Duration,
+    /// GET this path after the handshake and read the response.
+    pub request: Option<&'a str>,
+    /// TLS 1.3 without a request: wait briefly for the server's tickets.
+    pub await_ticket: bool,
+}
+
+/// What one connection got.
+pub struct Outcome {
+    pub negotiated: Negotiated,
+    pub connect: Duration,
+    pub handshake: Duration,
+    /// HTTP status and body bytes, when a request was sent.
+    pub response: Option<(u16, usize)>,
+    pub session: Option<Session>,
+}
+
+/// Connects, handshakes (offering `offer`), optionally requests, and closes.
+pub fn connect_once(
+    ctx: &Context,
+    a: &Probe<'_>,
+    offer: Option<&Session>,
+) -> anyhow::Result<Outcome> {
+    let timeout = a.timeout;
+    let verify = a.verify;
+    let start = Instant::now();
+    let stream = TcpStream::connect_timeout(&a.target, timeout)
+        .map_err(|e| anyhow!("cannot connect to {}: {e}", a.target))?;
+    let connect = start.elapsed();
+    stream.set_read_timeout(Some(timeout))?;
+    stream.set_write_timeout(Some(timeout))?;
+    stream.set_nodelay(true)?;
+
+    let mut ssl = Ssl::new(ctx)?;
+    ssl.set_fd(stream.as_fd())?;
+    if let Some(name) = a.sni {
+        ssl.set_server_name(name)?;
+    }
+    if verify {
+        let host = a
+            .sni
+            .map_or_else(|| a.target.ip().to_string(), str::to_string);
+        ssl.set_verify_host(&host)?;
+    }
+    if let Some(session) = offer {
+        ssl.set_session(session)?;
+    }
+    let started = Instant::now();
+    match ssl.do_handshake() {
+        Io::Done(_) => {}
+        Io::Failed(e) => {
+            let verify_reason = ssl.verify_result().err();
+            match verify_reason {
+                Some(reason) if verify => bail!("certificate verification failed: {reason}"),
+                _ if looks_like_plaintext(&e) => bail!(
+                    "TLS handshake failed: {e}; is {} a TLS port? (it answered like a \
+                     plain-text protocol)",
+                    a.target
+                ),
+                _ => bail!("TLS handshake failed: {e}"),
+            }
+        }
+        Io::Closed => bail!("the server closed the connection during the handshake"),
+        Io::WantRead | Io::WantWrite | Io::Retry(_) => {
+            bail!(
+                "the handshake timed out after {:.1} s",
+                a.timeout.as_secs_f64()
+            )
+        }
+    }
+    let handshake = started.elapsed();
+    let negotiated = ssl.negotiated();
+    let response = match a.request {
+        Some(path) => Some(http_get(&mut ssl, path, a.sni)?),
+        None => {
+            if a.await_ticket && negotiated.version == TlsVersion::Tls1_3.name() {
+                collect_tickets(&mut ssl, &stream)?;
+            }
+            None
+        }
+    };
+    let session = ssl.session();
+    let _ = ssl.shutdown();
+    Ok(Outcome {
+        negotiated,
+        connect,
+        handshake,
+        response,
+        session,
+    })
+}
+
+/// OpenSSL's reasons when the peer's first bytes were not a TLS record (an HTTP or SSH server).
+fn looks_like_plaintext(e: &ossl::TlsError) -> bool {
+    let reason = e.queue.reason().unwrap_or("");
+    [
+        "wrong version number",
+        "packet length too long",
+        "record layer failure",
+        "http request",
+    ]
+    .iter()
+    .any(|r| reason.contains(r))
+}
+
+/// TLS 1.3 servers send their tickets after the handshake: read briefly so OpenSSL processes
+/// them, since there is no request whose response would carry them along.
+fn collect_tickets(ssl: &mut Ssl, stream: &TcpStream) -> anyhow::Result<()> {
+    let previous = stream.read_timeout()?;
+    stream.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let mut byte = [0u8; 1];
+    let _ = ssl.read(&mut byte);
+    stream.set_read_timeout(previous)?;
+    Ok(())
+}
+
+/// Sends `GET path` with `Connection: close` and reads the whole response.
+fn http_get(ssl: &mut Ssl, path: &str, host: Option<&str>) -> anyhow::Result<(u16, usize)> {
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tlsscope\r\nConnection: close\r\n\r\n",
+        host.unwrap_or("localhost")
+    );
+    let mut sent = 0;
+    while sent < request.len() {
+        match ssl.write(&request.as_bytes()[sent..]) {
+            Io::Done(n) => sent += n,
+            Io::Failed(e) => bail!("sending the request failed: {e}"),
+            other => bail!("sending the request stalled ({other:?})"),
+        }
+    }
+    let mut response = Vec::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match ssl.read(&mut buf) {
+            Io::Done(n) => response.extend_from_slice(&buf[..n]),
+            Io::Closed => break,
+            // A server that closes without close_notify has still sent everything.
+            Io::Failed(e) if e.code == ossl::ErrorCode::Syscall => break,
+            Io::Failed(e) => bail!("reading the response failed: {e}"),
+            Io::WantRead | Io::WantWrite | Io::Retry(_) => bail!("reading the response timed out"),
+        }
+    }
+    parse_response(&response)
+}
+
+/// The status code and body length of a complete HTTP/1.1 response.
+fn parse_response(response: &[u8]) -> anyhow::Result<(u16, usize)> {
+    let head_end = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .ok_or_else(|| anyhow!("the response has no complete HTTP head"))?;
+    let head = String::from_utf8_lossy(&response[..head_end]);
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow!("the response has no HTTP status line"))?;
+    Ok((status, response.len() - head_end - 4))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_status_and_body_length() {
+        let r = b"HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nabc";
+        assert_eq!(parse_response(r).unwrap(), (404, 3));
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\n").is_err());
+    }
+}

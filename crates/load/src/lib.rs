@@ -1,0 +1,591 @@
+//! `load`: tlsscope's load engine. Non-blocking TLS connections on one epoll loop per thread,
+//! closed loop or paced (`rate`), with per-phase latency, the handshakes actually obtained, and
+//! CPU accounting. It never prints: progress is read from [`Progress`], results returned as
+//! [`RunResult`].
+
+mod http;
+mod record;
+pub mod result;
+mod worker;
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+pub use http::request_bytes;
+pub use record::Recorder;
+pub use result::{ConnectionRow, RunResult};
+
+use result::{CpuUsage, HandshakeCounts, Latencies, NegotiatedCount, ResumptionCheck, ServerCpu};
+
+/// How resumption is asked for in TLS 1.2 (TLS 1.3 always resumes with a ticket/PSK).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResumeBy {
+    Ticket,
+    SessionId,
+}
+
+/// What an operation is.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Mode {
+    /// Every connection does a full handshake (no session is ever offered).
+    Full,
+    /// A slot's first handshake is full; later ones offer the slot's last session, for a
+    /// fraction `ratio` of connections (1 = all).
+    Resume { by: ResumeBy, ratio: f64 },
+    /// One handshake per connection, then requests on it.
+    KeepAlive,
+}
+
+impl Mode {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Full => "full",
+            Mode::Resume { .. } => "resume",
+            Mode::KeepAlive => "keepalive",
+        }
+    }
+}
+
+/// A validated run description.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    pub target: SocketAddr,
+    /// SNI to send.
+    pub server_name: Option<String>,
+    /// Host name (or IP) to check the certificate against, when verifying.
+    pub verify_host: Option<String>,
+    pub threads: usize,
+    /// Concurrent connection slots, over all threads.
+    pub connections: usize,
+    /// CPUs to pin the threads to, round robin.
+    pub cpus: Vec<usize>,
+    /// Measure for this long after the warm-up.
+    pub duration: Option<Duration>,
+    /// Or stop after this many operations (connections in full/resume mode, requests in
+    /// keepalive mode).
+    pub count: Option<u64>,
+    pub warmup: Duration,
+    pub mode: Mode,
+    /// The request each operation sends (required in keepalive mode).
+    pub request: Option<Vec<u8>>,
+    /// Operations per second over all threads, started on schedule (open loop).
+    pub rate: Option<f64>,
+    /// How long one phase of an operation may take.
+    pub timeout: Duration,
+    /// Keep one row per connection (for CSV).
+    pub record_connections: bool,
+    /// Local addresses to connect from, rotated (empty: the kernel's choice).
+    pub source_ips: Vec<IpAddr>,
+    /// A server process to account CPU for.
+    pub server_pid: Option<u32>,
+}
+
+/// Errors that stop a run from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Config(String),
+    #[error("load thread {thread}: {source}")]
+    Thread {
+        thread: usize,
+        source: std::io::Error,
+    },
+    #[error("cannot pin load thread {thread} to CPU {cpu}: {source}")]
+    Pin {
+        thread: usize,
+        cpu: usize,
+        source: std::io::Error,
+    },
+}
+
+/// Live counters for a progress display, one per thread.
+#[derive(Default)]
+#[repr(align(128))]
+pub struct ThreadProgress {
+    pub ops: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+/// State the threads share: the clock, the stop flag, the operation budget and progress.
+pub struct Shared {
+    pub start: Instant,
+    pub measure_start: Instant,
+    pub deadline: Instant,
+    pub stop: AtomicBool,
+    pub claimed: AtomicU64,
+    pub progress: Vec<ThreadProgress>,
+}
+
+impl Shared {
+    /// Operations and errors recorded so far, over all threads.
+    pub fn progress_totals(&self) -> (u64, u64) {
+        self.progress.iter().fold((0, 0), |(o, e), p| {
+            (o + p.ops.load(Relaxed), e + p.errors.load(Relaxed))
+        })
+    }
+}
+
+/// A run that has been set up: its shared state can be watched (progress) and stopped.
+pub struct Run {
+    cfg: LoadConfig,
+    shared: Shared,
+}
+
+/// A run longer than this without a duration is bounded anyway (count runs against a slow
+/// target must end).
+const MAX_RUN: Duration = Duration::from_secs(24 * 3600);
+
+impl Run {
+    /// Checks the configuration and fixes the clock: the run starts now.
+    pub fn new(cfg: LoadConfig) -> Result<Run, Error> {
+        validate(&cfg)?;
+        let start = Instant::now();
+        let measure_start = start + cfg.warmup;
+        let deadline = measure_start + cfg.duration.unwrap_or(MAX_RUN);
+        let threads = cfg.threads;
+        Ok(Run {
+            cfg,
+            shared: Shared {
+                start,
+                measure_start,
+                deadline,
+                stop: AtomicBool::new(false),
+                claimed: AtomicU64::new(0),
+                progress: (0..threads).map(|_| ThreadProgress::default()).collect(),
+            },
+        })
+    }
+
+    /// The shared state, for progress and for stopping early (set `stop`).
+    pub fn shared(&self) -> &Shared {
+        &self.shared
+    }
+
+    /// Runs the load threads to the end and assembles the result.
+    pub fn run(&self, ctx: &ossl::Context) -> Result<(RunResult, Vec<ConnectionRow>), Error> {
+        let cfg = &self.cfg;
+        let shared = &self.shared;
+        let request = cfg.request.clone().unwrap_or_default();
+        let per_thread = split(cfg.connections, cfg.threads);
+        let mut cpu_start = None;
+        let recorders = std::thread::scope(|scope| {
+            let mut handles = Vec::new();
+            for (index, &slots) in per_thread.iter().enumerate() {
+                let cpu = (!cfg.cpus.is_empty()).then(|| cfg.cpus[index % cfg.cpus.len()]);
+                let request = &request;
+                let handle = std::thread::Builder::new()
+                    .name(format!("tlsscope-load-{index}"))
+                    .spawn_scoped(scope, move || -> Result<Recorder, Error> {
+                        if let Some(cpu) = cpu {
+                            pin_current_thread(cpu).map_err(|source| Error::Pin {
+                                thread: index,
+                                cpu,
+                                source,
+                            })?;
+                        }
+                        let worker = worker::Worker {
+                            index,
+                            cfg,
+                            shared,
+                            ctx,
+                            request,
+                            slots,
+                        };
+                        worker.run().map_err(|source| Error::Thread {
+                            thread: index,
+                            source,
+                        })
+                    })
+                    .map_err(|source| Error::Thread {
+                        thread: index,
+                        source,
+                    })?;
+                handles.push(handle);
+            }
+            // Sample CPU at the start of the measured window.
+            let wait = shared
+                .measure_start
+                .saturating_duration_since(Instant::now());
+            std::thread::sleep(wait);
+            cpu_start = Some(CpuSample::take(cfg.server_pid));
+            let mut recorders = Vec::new();
+            for handle in handles {
+                match handle.join() {
+                    Ok(r) => recorders.push(r?),
+                    Err(_) => {
+                        return Err(Error::Thread {
+                            thread: recorders.len(),
+                            source: std::io::Error::other("load thread panicked"),
+                        })
+                    }
+                }
+            }
+            Ok(recorders)
+        })?;
+        let cpu_end = CpuSample::take(cfg.server_pid);
+        let cpu_start = cpu_start.unwrap_or_else(|| cpu_end.clone());
+        Ok(self.assemble(recorders, &cpu_start, &cpu_end))
+    }
+
+    fn assemble(
+        &self,
+        recorders: Vec<Recorder>,
+        cpu_start: &CpuSample,
+        cpu_end: &CpuSample,
+    ) -> (RunResult, Vec<ConnectionRow>) {
+        let cfg = &self.cfg;
+        let thread_busy_pct: Vec<f64> = recorders
+            .iter()
+            .map(|r| pct(r.thread_cpu_s, r.window_s))
+            .collect();
+        let mut all = Recorder::default();
+        for r in recorders {
+            all.merge(r);
+        }
+        let window_s = cpu_end
+            .at
+            .saturating_duration_since(self.shared.measure_start.max(cpu_start.at))
+            .as_secs_f64()
+            .max(1e-9);
+        let (full, by_id, by_ticket) = all.handshake_kinds();
+        let handshakes = full + by_id + by_ticket;
+        let per_s = |n: u64| n as f64 / window_s;
+        let mut warnings = Vec::new();
+        if thread_busy_pct.iter().any(|&b| b > 90.0) {
+            warnings.push(format!(
+                "the client was the bottleneck: a load thread was {:.0}% busy; add --threads or \
+                 CPUs, or the figures describe tlsscope rather than the server",
+                thread_busy_pct.iter().cloned().fold(0.0, f64::max)
+            ));
+        }
+        let cpu = cpu_usage(
+            cpu_start,
+            cpu_end,
+            handshakes,
+            all.ops,
+            window_s,
+            thread_busy_pct,
+        );
+        let resumption = resumption_check(cfg.mode, &all);
+        if let Some(problem) = &resumption.problem {
+            warnings.push(problem.clone());
+        }
+        let errors_total = all.errors.values().sum();
+        let mut rows = std::mem::take(&mut all.rows);
+        rows.sort_by_key(|r| r.start_us);
+        let result = RunResult {
+            mode: cfg.mode.name().to_string(),
+            target: cfg.target.to_string(),
+            threads: cfg.threads,
+            connections: cfg.connections,
+            rate_per_s: cfg.rate,
+            duration_s: window_s,
+            warmup_s: cfg.warmup.as_secs_f64(),
+            ops: all.ops,
+            ops_per_s: per_s(all.ops),
+            handshakes: HandshakeCounts {
+                total: handshakes,
+                full,
+                resumed_session_id: by_id,
+                resumed_ticket: by_ticket,
+                per_s: per_s(handshakes).round() as u64,
+            },
+            requests: all.requests,
+            requests_per_s: per_s(all.requests),
+            body_bytes: all.body_bytes,
+            negotiated: negotiated_counts(&all),
+            resumption,
+            latency: Latencies {
+                connect: all.hist.connect.summary(),
+                handshake: all.hist.handshake.summary(),
+                ttfb: all.hist.ttfb.summary(),
+                request: all.hist.request.summary(),
+                total: all.hist.total.summary(),
+                total_uncorrected: all.hist.total_uncorrected.summary(),
+            },
+            errors: all.errors,
+            errors_total,
+            http_status: all
+                .status
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+            cpu,
+            warnings,
+            interrupted: self.shared.stop.load(Relaxed),
+        };
+        (result, rows)
+    }
+}
+
+fn validate(cfg: &LoadConfig) -> Result<(), Error> {
+    let bad = |m: &str| Err(Error::Config(m.to_string()));
+    if cfg.threads == 0 {
+        return bad("--threads must be at least 1");
+    }
+    if cfg.connections < cfg.threads {
+        return bad("--connections must be at least --threads (each thread needs a connection)");
+    }
+    if cfg.duration.is_none() && cfg.count.is_none() {
+        return bad("give a --duration or a --requests count");
+    }
+    if let Some(rate) = cfg.rate {
+        if !(rate > 0.0 && rate.is_finite()) {
+            return bad("--rate must be a positive number of operations per second");
+        }
+    }
+    if cfg.mode == Mode::KeepAlive && cfg.request.is_none() {
+        return bad("keepalive mode needs a request (--request PATH)");
+    }
+    if let Mode::Resume { ratio, .. } = cfg.mode {
+        if !(0.0..=1.0).contains(&ratio) {
+            return bad("--resume-ratio must be between 0 and 1");
+        }
+    }
+    if cfg.timeout.is_zero() {
+        return bad("--timeout must be positive");
+    }
+    Ok(())
+}
+
+/// `total` split into `parts` nearly equal shares.
+fn split(total: usize, parts: usize) -> Vec<usize> {
+    (0..parts)
+        .map(|i| total / parts + usize::from(i < total % parts))
+        .collect()
+}
+
+fn pct(part: f64, whole: f64) -> f64 {
+    if whole <= 0.0 {
+        0.0
+    } else {
+        100.0 * part / whole
+    }
+}
+
+fn negotiated_counts(all: &Recorder) -> Vec<NegotiatedCount> {
+    let mut out: Vec<NegotiatedCount> = all
+        .handshakes
+        .iter()
+        .map(|(ids, &count)| {
+            let n = all.names.get(ids).cloned();
+            NegotiatedCount {
+                version: n.as_ref().map(|n| n.version.clone()).unwrap_or_default(),
+                cipher: n.as_ref().map(|n| n.cipher.clone()).unwrap_or_default(),
+                cipher_standard: n.as_ref().and_then(|n| n.cipher_standard.clone()),
+                group: n.as_ref().and_then(|n| n.group.clone()),
+                signature: n.as_ref().and_then(|n| n.signature.clone()),
+                server_key: n.as_ref().and_then(|n| n.server_key.clone()),
+                handshake: ids.kind.name().to_string(),
+                count,
+            }
+        })
+        .collect();
+    out.sort_by(|a, b| {
+        b.count
+            .cmp(&a.count)
+            .then_with(|| a.handshake.cmp(&b.handshake))
+    });
+    out
+}
+
+/// The resumption rule of the mode: full runs must not resume; resume runs must resume at
+/// least 99% of the handshakes that offered a session, the requested way.
+fn resumption_check(mode: Mode, all: &Recorder) -> ResumptionCheck {
+    let r = &all.resumption;
+    let ratio = if r.offered == 0 {
+        1.0
+    } else {
+        r.resumed as f64 / r.offered as f64
+    };
+    let mut check = ResumptionCheck {
+        offered: r.offered,
+        resumed: r.resumed,
+        resumed_other_kind: r.resumed_other_kind,
+        no_session: r.no_session,
+        unexpected_resumptions: r.unexpected,
+        resumed_ratio: ratio,
+        ok: true,
+        problem: None,
+    };
+    let problem = match mode {
+        Mode::Full if r.unexpected > 0 => Some(format!(
+            "{} handshakes resumed in a full-handshake run",
+            r.unexpected
+        )),
+        Mode::Resume { ratio: wanted, by } => {
+            let (full, _, _) = all.handshake_kinds();
+            if wanted > 0.0 && r.offered == 0 && full > 0 {
+                Some(format!(
+                    "no handshake could offer a session: the server gave none it could resume \
+                     ({} connections ended without a resumable session; are its session cache \
+                     and tickets off?)",
+                    r.no_session
+                ))
+            } else if r.offered > 0 && ratio < 0.99 {
+                Some(format!(
+                    "only {} of {} handshakes that offered a session resumed ({:.1}%, needed 99%)",
+                    r.resumed,
+                    r.offered,
+                    100.0 * ratio
+                ))
+            } else if r.resumed_other_kind > 0 {
+                let asked = match by {
+                    ResumeBy::Ticket => "tickets",
+                    ResumeBy::SessionId => "session IDs",
+                };
+                Some(format!(
+                    "{} of {} resumptions did not use {asked} as asked",
+                    r.resumed_other_kind, r.resumed
+                ))
+            } else {
+                None
+            }
+        }
+        _ => None,
+    };
+    if let Some(p) = problem {
+        check.ok = false;
+        check.problem = Some(p);
+    }
+    check
+}
+
+/// Process and server CPU at one moment.
+#[derive(Clone, Debug)]
+struct CpuSample {
+    at: Instant,
+    user_s: f64,
+    system_s: f64,
+    server: Option<(u32, f64, f64)>,
+}
+
+impl CpuSample {
+    fn take(server_pid: Option<u32>) -> CpuSample {
+        // SAFETY: getrusage fills the zeroed struct we pass.
+        let usage = unsafe {
+            let mut u: libc::rusage = std::mem::zeroed();
+            libc::getrusage(libc::RUSAGE_SELF, &mut u);
+            u
+        };
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        CpuSample {
+            at: Instant::now(),
+            user_s: tv(usage.ru_utime),
+            system_s: tv(usage.ru_stime),
+            server: server_pid.and_then(|pid| proc_cpu_s(pid).map(|(u, s)| (pid, u, s))),
+        }
+    }
+}
+
+/// A process's (user, system) CPU seconds from /proc/PID/stat.
+pub fn proc_cpu_s(pid: u32) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces; fields resume after its closing parenthesis.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no memory effects.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some((utime / ticks, stime / ticks))
+}
+
+fn cpu_usage(
+    start: &CpuSample,
+    end: &CpuSample,
+    handshakes: u64,
+    ops: u64,
+    window_s: f64,
+    thread_busy_pct: Vec<f64>,
+) -> CpuUsage {
+    let user_s = end.user_s - start.user_s;
+    let system_s = end.system_s - start.system_s;
+    let cpu_s = user_s + system_s;
+    let server = match (start.server, end.server) {
+        (Some((pid, u0, s0)), Some((_, u1, s1))) => Some(ServerCpu {
+            pid,
+            user_s: u1 - u0,
+            system_s: s1 - s0,
+            busy_pct: pct((u1 - u0) + (s1 - s0), window_s),
+            cpu_us_per_handshake: if handshakes == 0 {
+                0.0
+            } else {
+                1e6 * ((u1 - u0) + (s1 - s0)) / handshakes as f64
+            },
+        }),
+        _ => None,
+    };
+    let per = |n: u64, d: f64| if d > 0.0 { n as f64 / d } else { 0.0 };
+    CpuUsage {
+        client_user_s: user_s,
+        client_system_s: system_s,
+        client_cpu_s_per_1000_handshakes: if handshakes == 0 {
+            0.0
+        } else {
+            1000.0 * cpu_s / handshakes as f64
+        },
+        handshakes_per_client_cpu_s: per(handshakes, cpu_s),
+        connections_per_user_s: per(if handshakes > 0 { handshakes } else { ops }, user_s),
+        thread_busy_pct,
+        server,
+    }
+}
+
+/// Pins the calling thread to one CPU.
+fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::other(format!("CPU {cpu} is out of range")));
+    }
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set, CPU_SET stays in bounds
+    // (checked above), and pid 0 means the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_spreads_the_remainder() {
+        assert_eq!(split(10, 3), vec![4, 3, 3]);
+        assert_eq!(split(2, 2), vec![1, 1]);
+    }
+
+    #[test]
+    fn proc_stat_of_this_process_parses() {
+        let (user, system) = proc_cpu_s(std::process::id()).expect("own /proc stat");
+        assert!(user >= 0.0 && system >= 0.0);
+    }
+
+    #[test]
+    fn resumption_rule() {
+        let mut r = Recorder::default();
+        r.resumption.offered = 1000;
+        r.resumption.resumed = 989;
+        let mode = Mode::Resume {
+            by: ResumeBy::Ticket,
+            ratio: 1.0,
+        };
+        let c = resumption_check(mode, &r);
+        assert!(!c.ok);
+        assert!(c.problem.unwrap().contains("989 of 1000"));
+        r.resumption.resumed = 990;
+        assert!(resumption_check(mode, &r).ok);
+        r.resumption.resumed_other_kind = 3;
+        assert!(!resumption_check(mode, &r).ok);
+        let mut full = Recorder::default();
+        full.resumption.unexpected = 1;
+        assert!(!resumption_check(Mode::Full, &full).ok);
+    }
+}

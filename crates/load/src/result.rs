@@ -1,0 +1,152 @@
+//! What a load run measured: plain data, serialized as the `result` of `tlsscope bench --json`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use stats::LatencySummary;
+
+/// Everything one run measured, over the measured window (after warm-up).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RunResult {
+    /// "full", "resume" or "keepalive".
+    pub mode: String,
+    pub target: String,
+    pub threads: usize,
+    pub connections: usize,
+    /// Planned operations per second (open loop); none for a closed loop.
+    pub rate_per_s: Option<f64>,
+    /// Seconds measured (warm-up excluded).
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    /// Completed operations: connections in full/resume mode, requests in keepalive mode.
+    pub ops: u64,
+    pub ops_per_s: f64,
+    pub handshakes: HandshakeCounts,
+    pub requests: u64,
+    pub requests_per_s: f64,
+    /// Response body bytes read.
+    pub body_bytes: u64,
+    /// What the handshakes negotiated, by distinct outcome, most frequent first.
+    pub negotiated: Vec<NegotiatedCount>,
+    pub resumption: ResumptionCheck,
+    pub latency: Latencies,
+    /// Errors by kind ("refused", "reset", "timeout (handshake)", "tls alert: ...", "http 503").
+    pub errors: BTreeMap<String, u64>,
+    pub errors_total: u64,
+    /// Responses by HTTP status code.
+    pub http_status: BTreeMap<String, u64>,
+    pub cpu: CpuUsage,
+    /// Things the reader should know (the client was the bottleneck, ...).
+    pub warnings: Vec<String>,
+    /// True when the run stopped early (Ctrl-C): the figures cover what ran.
+    pub interrupted: bool,
+}
+
+/// Completed handshakes, by kind.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandshakeCounts {
+    pub total: u64,
+    pub full: u64,
+    pub resumed_session_id: u64,
+    pub resumed_ticket: u64,
+    pub per_s: u64,
+}
+
+/// One distinct negotiated outcome and how many handshakes got it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NegotiatedCount {
+    pub version: String,
+    pub cipher: String,
+    pub cipher_standard: Option<String>,
+    pub group: Option<String>,
+    pub signature: Option<String>,
+    pub server_key: Option<String>,
+    /// "full", "resumed_session_id" or "resumed_ticket".
+    pub handshake: String,
+    pub count: u64,
+}
+
+/// Did the run get the resumption behaviour it asked for?
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResumptionCheck {
+    /// Handshakes that offered a session.
+    pub offered: u64,
+    /// Of those, how many resumed.
+    pub resumed: u64,
+    /// Resumed, but not the way asked for (session ID when tickets were asked, or the reverse).
+    pub resumed_other_kind: u64,
+    /// Connections that closed without receiving a resumable session (no ticket from the
+    /// server).
+    pub no_session: u64,
+    /// Resumed handshakes in a run that asked for full handshakes.
+    pub unexpected_resumptions: u64,
+    /// resumed / offered (1 when nothing was offered).
+    pub resumed_ratio: f64,
+    /// The mode's requirement was met: full: no resumption; resume: at least 99% of offers
+    /// resumed the requested way.
+    pub ok: bool,
+    /// Why not, in a sentence.
+    pub problem: Option<String>,
+}
+
+/// Latency per phase. `total` is timed from each operation's planned start (coordinated
+/// omission corrected when `--rate` is used); `total_uncorrected` from its actual start.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latencies {
+    /// TCP connect.
+    pub connect: LatencySummary,
+    /// TLS handshake: ClientHello to handshake done.
+    pub handshake: LatencySummary,
+    /// Request sent to first response byte.
+    pub ttfb: LatencySummary,
+    /// Request sent to last response byte.
+    pub request: LatencySummary,
+    /// The whole operation: connection (full/resume) or request (keepalive).
+    pub total: LatencySummary,
+    pub total_uncorrected: LatencySummary,
+}
+
+/// CPU spent over the measured window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CpuUsage {
+    pub client_user_s: f64,
+    pub client_system_s: f64,
+    /// Client CPU seconds (user + system) per 1000 handshakes.
+    pub client_cpu_s_per_1000_handshakes: f64,
+    pub handshakes_per_client_cpu_s: f64,
+    /// openssl s_time's figure: connections per client *user* second.
+    pub connections_per_user_s: f64,
+    /// Each load thread's busy share of the window, in percent.
+    pub thread_busy_pct: Vec<f64>,
+    /// The server's CPU over the same window, when its PID was given.
+    pub server: Option<ServerCpu>,
+}
+
+/// A server process's CPU over the measured window, from /proc.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerCpu {
+    pub pid: u32,
+    pub user_s: f64,
+    pub system_s: f64,
+    /// Of one CPU (100 = one core fully busy).
+    pub busy_pct: f64,
+    pub cpu_us_per_handshake: f64,
+}
+
+/// One connection, for `--csv`: times in microseconds from the run's start (or durations).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConnectionRow {
+    pub thread: usize,
+    pub start_us: u64,
+    pub connect_us: u64,
+    pub handshake_us: u64,
+    pub ttfb_us: Option<u64>,
+    pub request_us: Option<u64>,
+    pub total_us: u64,
+    pub handshake: String,
+    pub version: String,
+    pub cipher: String,
+    pub group: Option<String>,
+    pub requests: u32,
+    pub error: Option<String>,
+}

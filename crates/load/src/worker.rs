@@ -1,0 +1,803 @@
+//! One load thread: its own epoll loop and its share of the connection slots.
+//!
+//! A slot holds at most one connection. In full and resume mode an operation is a whole
+//! connection (connect, handshake, optional request, close); in keepalive mode a slot keeps its
+//! connection and an operation is one request on it.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsFd;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use ossl::{HandshakeKind, Io, Session, Ssl, TlsError};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use crate::http::ResponseParser;
+use crate::record::Recorder;
+use crate::result::ConnectionRow;
+use crate::{LoadConfig, Mode, ResumeBy, Shared};
+
+/// How long a TLS 1.3 resumption run waits after the handshake for the server's ticket.
+const TICKET_WAIT: Duration = Duration::from_millis(200);
+/// How often timeouts are checked.
+const SWEEP: Duration = Duration::from_millis(50);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Connecting,
+    Handshaking,
+    /// TLS 1.3, resume mode: reading until the NewSessionTicket arrives.
+    AwaitTicket,
+    SendRequest,
+    ReadResponse,
+    /// Keepalive: connected, no request in flight.
+    Idle,
+}
+
+/// One connection and the timing of what it is doing.
+struct Conn {
+    // Dropped before `stream`: the SSL object uses its fd.
+    ssl: Ssl,
+    stream: TcpStream,
+    phase: Phase,
+    /// When the connection's socket was created.
+    opened: Instant,
+    connected: Option<Instant>,
+    handshake_done: Option<Instant>,
+    offered_session: bool,
+    handshake: Option<ossl::HandshakeIds>,
+    requests: u32,
+    sent: usize,
+    request_started: Option<Instant>,
+    first_byte: Option<Instant>,
+    parser: ResponseParser,
+    /// When the current phase gives up.
+    deadline: Instant,
+    /// Whether the connection's own figures (connect, handshake) count.
+    measured: bool,
+}
+
+/// The operation a slot is running.
+#[derive(Clone, Copy, Debug)]
+struct Op {
+    planned: Instant,
+    started: Instant,
+    measured: bool,
+}
+
+#[derive(Default)]
+struct Slot {
+    conn: Option<Conn>,
+    op: Option<Op>,
+    session: Option<Session>,
+    /// The slot's next handshake is not its first (resume mode expects it to resume).
+    had_first: bool,
+}
+
+/// What happened to an operation.
+enum Step {
+    /// Waiting for the socket.
+    Wait,
+    /// Keep driving the state machine.
+    Continue,
+    /// The operation finished; the connection stays open (keepalive) or was closed.
+    OpDone,
+    /// The operation or connection failed, with an error kind.
+    Failed(String),
+}
+
+pub struct Worker<'a> {
+    pub index: usize,
+    pub cfg: &'a LoadConfig,
+    pub shared: &'a Shared,
+    pub ctx: &'a ossl::Context,
+    pub request: &'a [u8],
+    pub slots: usize,
+}
+
+impl Worker<'_> {
+    /// Runs until the shared deadline, the operation count, or a stop request.
+    pub fn run(self) -> io::Result<Recorder> {
+        let mut state = State::new(&self)?;
+        state.run();
+        Ok(state.rec)
+    }
+}
+
+struct State<'a> {
+    w: &'a Worker<'a>,
+    poll: Poll,
+    slots: Vec<Slot>,
+    rec: Recorder,
+    rbuf: Box<[u8]>,
+    /// Open loop: the next planned start, and planned starts waiting for a free slot.
+    interval: Option<Duration>,
+    next_planned: Instant,
+    backlog: VecDeque<Instant>,
+    resume_credit: f64,
+    next_source: usize,
+    no_more_ops: bool,
+    cpu_at_measure_start: Option<f64>,
+    /// Slots whose operation failed: restarted at the next sweep, so a target that refuses
+    /// at once cannot make the loop recurse or spin.
+    retry: Vec<usize>,
+}
+
+impl<'a> State<'a> {
+    fn new(w: &'a Worker<'a>) -> io::Result<State<'a>> {
+        let threads = w.cfg.threads.max(1) as f64;
+        let interval = w
+            .cfg
+            .rate
+            .map(|r| Duration::from_secs_f64(threads / r.max(1e-9)));
+        // Spread the threads' schedules over one interval.
+        let offset = interval.map_or(Duration::ZERO, |i| i.mul_f64(w.index as f64 / threads));
+        Ok(State {
+            w,
+            poll: Poll::new()?,
+            slots: (0..w.slots).map(|_| Slot::default()).collect(),
+            rec: Recorder::default(),
+            rbuf: vec![0u8; 16 * 1024].into_boxed_slice(),
+            interval,
+            next_planned: w.shared.start + offset,
+            backlog: VecDeque::new(),
+            resume_credit: 0.0,
+            next_source: w.index,
+            no_more_ops: false,
+            cpu_at_measure_start: None,
+            retry: Vec::new(),
+        })
+    }
+
+    fn cfg(&self) -> &LoadConfig {
+        self.w.cfg
+    }
+
+    fn run(&mut self) {
+        let mut events = Events::with_capacity(1024);
+        let mut last_sweep = Instant::now();
+        for i in 0..self.slots.len() {
+            self.start_next(i, Instant::now());
+        }
+        loop {
+            let now = Instant::now();
+            self.note_measure_start(now);
+            if self.w.shared.stop.load(Relaxed) || now >= self.w.shared.deadline {
+                break;
+            }
+            self.schedule(now);
+            if self.finished() {
+                break;
+            }
+            let timeout = self.poll_timeout(now);
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                self.rec.error(&format!("poll: {e}"));
+                break;
+            }
+            for event in events.iter() {
+                self.drive(event.token().0);
+            }
+            let now = Instant::now();
+            if now.duration_since(last_sweep) >= SWEEP {
+                last_sweep = now;
+                self.sweep_timeouts(now);
+                for i in std::mem::take(&mut self.retry) {
+                    self.start_next(i, now);
+                }
+            }
+        }
+        self.note_measure_end();
+    }
+
+    fn note_measure_start(&mut self, now: Instant) {
+        if self.cpu_at_measure_start.is_none() && now >= self.w.shared.measure_start {
+            self.cpu_at_measure_start = Some(thread_cpu_s());
+        }
+    }
+
+    fn note_measure_end(&mut self) {
+        let start = self.cpu_at_measure_start.unwrap_or_else(thread_cpu_s);
+        self.rec.thread_cpu_s = thread_cpu_s() - start;
+        self.rec.window_s = Instant::now()
+            .saturating_duration_since(self.w.shared.measure_start)
+            .as_secs_f64();
+        // Unfinished connections: their rows would be partial; they are simply dropped.
+        self.slots.clear();
+    }
+
+    /// True when a count-bounded run has nothing left in flight.
+    fn finished(&self) -> bool {
+        self.no_more_ops && self.slots.iter().all(|s| s.op.is_none())
+    }
+
+    fn poll_timeout(&self, now: Instant) -> Duration {
+        let mut t = SWEEP;
+        if self.interval.is_some() && !self.no_more_ops {
+            t = t.min(self.next_planned.saturating_duration_since(now));
+        }
+        t.min(self.w.shared.deadline.saturating_duration_since(now))
+    }
+
+    /// Open loop: queue every planned start that is due, and give queued starts to free slots.
+    fn schedule(&mut self, now: Instant) {
+        let Some(interval) = self.interval else {
+            return;
+        };
+        while !self.no_more_ops && self.next_planned <= now {
+            self.backlog.push_back(self.next_planned);
+            self.next_planned += interval;
+        }
+        while let Some(&planned) = self.backlog.front() {
+            let free = (0..self.slots.len()).find(|&i| self.slot_can_start(i));
+            let Some(i) = free else {
+                break;
+            };
+            self.backlog.pop_front();
+            if !self.start_op(i, planned, now) {
+                self.backlog.clear();
+                break;
+            }
+        }
+    }
+
+    fn slot_can_start(&self, i: usize) -> bool {
+        let slot = &self.slots[i];
+        if slot.op.is_some() {
+            return false;
+        }
+        match self.cfg().mode {
+            Mode::KeepAlive => slot.conn.as_ref().is_some_and(|c| c.phase == Phase::Idle),
+            _ => slot.conn.is_none(),
+        }
+    }
+
+    /// Claims one operation from a count-bounded run. Operations started before the end of
+    /// the warm-up are extra and not claimed.
+    fn claim(&mut self, now: Instant) -> bool {
+        if self.no_more_ops {
+            return false;
+        }
+        let Some(limit) = self.cfg().count else {
+            return true;
+        };
+        if now < self.w.shared.measure_start {
+            return true;
+        }
+        if self.w.shared.claimed.fetch_add(1, Relaxed) < limit {
+            return true;
+        }
+        self.no_more_ops = true;
+        false
+    }
+
+    /// What a slot does next: a keepalive slot without a connection opens one (in either
+    /// loop); in a closed loop the next operation starts now; in an open loop `schedule`
+    /// starts operations.
+    fn start_next(&mut self, i: usize, now: Instant) {
+        if self.no_more_ops || self.w.shared.stop.load(Relaxed) {
+            return;
+        }
+        let keepalive = self.cfg().mode == Mode::KeepAlive;
+        if keepalive && self.slots[i].conn.is_none() {
+            self.open_connection(i, now);
+        } else if self.interval.is_none() {
+            self.start_op(i, now, now);
+        }
+    }
+
+    /// Starts an operation planned for `planned`; false when the run has no more to start.
+    fn start_op(&mut self, i: usize, planned: Instant, now: Instant) -> bool {
+        if !self.claim(now) {
+            return false;
+        }
+        let measured = planned >= self.w.shared.measure_start;
+        self.slots[i].op = Some(Op {
+            planned,
+            started: now,
+            measured,
+        });
+        match self.cfg().mode {
+            Mode::KeepAlive => {
+                if let Some(conn) = self.slots[i].conn.as_mut() {
+                    conn.phase = Phase::SendRequest;
+                    conn.deadline = now + self.w.cfg.timeout;
+                }
+                self.drive(i);
+            }
+            _ => self.open_connection(i, now),
+        }
+        true
+    }
+
+    fn next_source_ip(&mut self) -> Option<IpAddr> {
+        let ips = &self.w.cfg.source_ips;
+        if ips.is_empty() {
+            return None;
+        }
+        self.next_source = (self.next_source + 1) % ips.len();
+        Some(ips[self.next_source])
+    }
+
+    fn open_connection(&mut self, i: usize, now: Instant) {
+        let source = self.next_source_ip();
+        let measured = now >= self.w.shared.measure_start;
+        let offer = self.should_offer(i);
+        let result = connect(self.cfg().target, source).and_then(|mut stream| {
+            self.poll.registry().register(
+                &mut stream,
+                Token(i),
+                Interest::READABLE | Interest::WRITABLE,
+            )?;
+            Ok(stream)
+        });
+        let stream = match result {
+            Ok(s) => s,
+            Err(e) => return self.fail(i, connect_error_kind(&e)),
+        };
+        let ssl = match self.new_ssl(&stream, i, offer) {
+            Ok(ssl) => ssl,
+            Err(e) => return self.fail(i, format!("tls setup: {e}")),
+        };
+        self.slots[i].conn = Some(Conn {
+            ssl,
+            stream,
+            phase: Phase::Connecting,
+            opened: now,
+            connected: None,
+            handshake_done: None,
+            offered_session: offer,
+            handshake: None,
+            requests: 0,
+            sent: 0,
+            request_started: None,
+            first_byte: None,
+            parser: ResponseParser::new(),
+            deadline: now + self.w.cfg.timeout,
+            measured,
+        });
+    }
+
+    /// Resume mode: offer the slot's session on this connection? `--resume-ratio` spreads the
+    /// offers evenly.
+    fn should_offer(&mut self, i: usize) -> bool {
+        let Mode::Resume { ratio, .. } = self.cfg().mode else {
+            return false;
+        };
+        if self.slots[i].session.is_none() {
+            return false;
+        }
+        self.resume_credit += ratio;
+        if self.resume_credit >= 1.0 - 1e-9 {
+            self.resume_credit -= 1.0;
+            return true;
+        }
+        false
+    }
+
+    fn new_ssl(&self, stream: &TcpStream, i: usize, offer: bool) -> Result<Ssl, ossl::Error> {
+        let mut ssl = Ssl::new(self.w.ctx)?;
+        ssl.set_fd(stream.as_fd())?;
+        if let Some(name) = &self.cfg().server_name {
+            ssl.set_server_name(name)?;
+        }
+        if let Some(host) = &self.cfg().verify_host {
+            ssl.set_verify_host(host)?;
+        }
+        if offer {
+            if let Some(session) = &self.slots[i].session {
+                ssl.set_session(session)?;
+            }
+        }
+        Ok(ssl)
+    }
+
+    /// Drives slot `i` as far as its socket allows.
+    fn drive(&mut self, i: usize) {
+        loop {
+            let step = self.step(i);
+            match step {
+                Step::Continue => continue,
+                Step::Wait => return,
+                Step::OpDone => {
+                    self.op_done(i);
+                    return;
+                }
+                Step::Failed(kind) => {
+                    self.fail(i, kind);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn step(&mut self, i: usize) -> Step {
+        let mode = self.w.cfg.mode;
+        let has_request = self.w.cfg.request.is_some();
+        let Some(conn) = self.slots[i].conn.as_mut() else {
+            return Step::Wait;
+        };
+        match conn.phase {
+            Phase::Connecting => match conn.stream.take_error() {
+                Ok(Some(e)) | Err(e) => Step::Failed(connect_error_kind(&e)),
+                Ok(None) => match conn.stream.peer_addr() {
+                    Ok(_) => {
+                        conn.connected = Some(Instant::now());
+                        conn.phase = Phase::Handshaking;
+                        Step::Continue
+                    }
+                    Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => Step::Wait,
+                    Err(e) => Step::Failed(connect_error_kind(&e)),
+                },
+            },
+            Phase::Handshaking => match conn.ssl.do_handshake() {
+                Io::Done(_) => {
+                    let now = Instant::now();
+                    conn.handshake_done = Some(now);
+                    let ids = conn.ssl.handshake_ids();
+                    conn.handshake = Some(ids);
+                    self.handshake_done(i, ids);
+                    let conn = self.slots[i].conn.as_mut().expect("connection");
+                    conn.phase = match mode {
+                        Mode::KeepAlive => Phase::Idle,
+                        _ if has_request => Phase::SendRequest,
+                        _ if needs_ticket(mode, conn) => {
+                            conn.deadline = now + TICKET_WAIT.min(self.w.cfg.timeout);
+                            Phase::AwaitTicket
+                        }
+                        _ => return Step::OpDone,
+                    };
+                    if conn.phase == Phase::Idle {
+                        return Step::OpDone;
+                    }
+                    Step::Continue
+                }
+                Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
+                Io::Closed => Step::Failed("closed early (handshake)".into()),
+                Io::Failed(e) => Step::Failed(tls_error_kind(&e, &conn.ssl)),
+            },
+            Phase::AwaitTicket => {
+                if conn.ssl.has_resumable_session() {
+                    return Step::OpDone;
+                }
+                match conn.ssl.read(&mut self.rbuf) {
+                    Io::Done(_) => Step::Continue,
+                    Io::WantRead | Io::WantWrite | Io::Retry(_) => {
+                        if conn.ssl.has_resumable_session() {
+                            Step::OpDone
+                        } else {
+                            Step::Wait
+                        }
+                    }
+                    // The server closed: the operation itself succeeded, without a session.
+                    Io::Closed | Io::Failed(_) => Step::OpDone,
+                }
+            }
+            Phase::SendRequest => {
+                let request = self.w.request;
+                if conn.sent == 0 {
+                    conn.request_started = Some(Instant::now());
+                    conn.first_byte = None;
+                    conn.parser.reset();
+                }
+                match conn.ssl.write(&request[conn.sent..]) {
+                    Io::Done(n) => {
+                        conn.sent += n;
+                        if conn.sent == request.len() {
+                            conn.sent = 0;
+                            conn.phase = Phase::ReadResponse;
+                        }
+                        Step::Continue
+                    }
+                    Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
+                    Io::Closed => Step::Failed("closed early (request)".into()),
+                    Io::Failed(e) => Step::Failed(tls_error_kind(&e, &conn.ssl)),
+                }
+            }
+            Phase::ReadResponse => match conn.ssl.read(&mut self.rbuf) {
+                Io::Done(n) => {
+                    if conn.first_byte.is_none() {
+                        conn.first_byte = Some(Instant::now());
+                    }
+                    match conn.parser.feed(&self.rbuf[..n]) {
+                        Ok(true) => self.response_done(i),
+                        Ok(false) => Step::Continue,
+                        Err(e) => Step::Failed(e.name().into()),
+                    }
+                }
+                Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
+                Io::Closed
+                | Io::Failed(TlsError {
+                    code: ossl::ErrorCode::Syscall,
+                    ..
+                }) => match conn.parser.on_close() {
+                    Ok(()) => self.response_done(i),
+                    Err(e) => Step::Failed(e.name().into()),
+                },
+                Io::Failed(e) => Step::Failed(tls_error_kind(&e, &conn.ssl)),
+            },
+            Phase::Idle => Step::Wait,
+        }
+    }
+
+    /// Counts a completed handshake and checks it against the mode's resumption rule.
+    fn handshake_done(&mut self, i: usize, ids: ossl::HandshakeIds) {
+        let (mode, measured, offered) = {
+            let conn = self.slots[i].conn.as_ref().expect("connection");
+            (self.w.cfg.mode, conn.measured, conn.offered_session)
+        };
+        let had_first = std::mem::replace(&mut self.slots[i].had_first, true);
+        if !measured {
+            return;
+        }
+        let conn = self.slots[i].conn.as_ref().expect("connection");
+        let now = conn.handshake_done.expect("handshake done");
+        let connected = conn.connected.unwrap_or(conn.opened);
+        self.rec.hist.connect.record(connected - conn.opened);
+        self.rec.hist.handshake.record(now - connected);
+        let ssl = &conn.ssl;
+        self.rec.handshake(ids, || ssl.negotiated());
+        let r = &mut self.rec.resumption;
+        match mode {
+            Mode::Resume { by, .. } if offered => {
+                r.offered += 1;
+                if ids.kind.is_resumed() {
+                    r.resumed += 1;
+                    let wanted = match by {
+                        ResumeBy::Ticket => HandshakeKind::ResumedTicket,
+                        ResumeBy::SessionId => HandshakeKind::ResumedSessionId,
+                    };
+                    // TLS 1.3 resumes only by ticket (PSK), whatever was asked.
+                    if ids.kind != wanted && ids.version != 0x0304 {
+                        r.resumed_other_kind += 1;
+                    }
+                }
+            }
+            _ if ids.kind.is_resumed() && (mode == Mode::Full || !had_first) => {
+                r.unexpected += 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// A response is complete: count it; the operation ends here unless a ticket is awaited.
+    fn response_done(&mut self, i: usize) -> Step {
+        let mode = self.w.cfg.mode;
+        let measured = self.slots[i].op.is_some_and(|op| op.measured);
+        let conn = self.slots[i].conn.as_mut().expect("connection");
+        conn.requests += 1;
+        let now = Instant::now();
+        if measured {
+            let started = conn.request_started.unwrap_or(now);
+            self.rec.hist.request.record(now - started);
+            if let Some(first) = conn.first_byte {
+                self.rec.hist.ttfb.record(first - started);
+            }
+            self.rec.requests += 1;
+            self.rec.body_bytes += conn.parser.body_bytes;
+            let status = conn.parser.status;
+            self.rec.status(status);
+            if !(200..300).contains(&status) {
+                self.rec.error(&format!("http {status}"));
+            }
+        }
+        if mode != Mode::KeepAlive && needs_ticket(mode, conn) {
+            conn.deadline = now + TICKET_WAIT.min(self.w.cfg.timeout);
+            conn.phase = Phase::AwaitTicket;
+            return Step::Continue;
+        }
+        if mode == Mode::KeepAlive {
+            conn.phase = Phase::Idle;
+        }
+        Step::OpDone
+    }
+
+    /// The slot's operation finished successfully.
+    fn op_done(&mut self, i: usize) {
+        let now = Instant::now();
+        let mode = self.w.cfg.mode;
+        if let Some(op) = self.slots[i].op.take() {
+            if op.measured {
+                self.rec.ops += 1;
+                self.rec.hist.total.record(now - op.planned);
+                self.rec.hist.total_uncorrected.record(now - op.started);
+                self.w.shared.progress[self.w.index]
+                    .ops
+                    .fetch_add(1, Relaxed);
+            }
+        }
+        let keep = match mode {
+            Mode::KeepAlive => self.slots[i]
+                .conn
+                .as_ref()
+                .is_some_and(|c| c.phase == Phase::Idle && !c.parser.closes),
+            _ => false,
+        };
+        if !keep {
+            self.close(i, None);
+        }
+        self.start_next(i, now);
+    }
+
+    /// The operation or connection failed: count the error, drop the connection, carry on.
+    fn fail(&mut self, i: usize, kind: String) {
+        let measured = match self.slots[i].op.take() {
+            Some(op) => op.measured,
+            None => self.slots[i].conn.as_ref().is_some_and(|c| c.measured),
+        };
+        if measured {
+            self.rec.error(&kind);
+            self.w.shared.progress[self.w.index]
+                .errors
+                .fetch_add(1, Relaxed);
+        }
+        self.close(i, Some(kind));
+        self.retry.push(i);
+    }
+
+    /// Closes the slot's connection, keeping its session (resume mode) and writing its row.
+    fn close(&mut self, i: usize, error: Option<String>) {
+        let Some(mut conn) = self.slots[i].conn.take() else {
+            return;
+        };
+        if matches!(self.w.cfg.mode, Mode::Resume { .. }) && error.is_none() {
+            if conn.ssl.has_resumable_session() {
+                self.slots[i].session = conn.ssl.session();
+            } else if conn.measured {
+                self.rec.resumption.no_session += 1;
+            }
+        }
+        if error.is_none() {
+            // close_notify; the peer's is not awaited.
+            let _ = conn.ssl.shutdown();
+        }
+        // Closing the socket (when `conn` drops) removes it from epoll: no deregister call.
+        if self.w.cfg.record_connections && conn.measured {
+            self.rec.rows.push(self.row(&conn, error));
+        }
+    }
+
+    fn row(&self, conn: &Conn, error: Option<String>) -> ConnectionRow {
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let now = Instant::now();
+        let connected = conn.connected.unwrap_or(conn.opened);
+        let names = conn.handshake.and_then(|ids| self.rec.names.get(&ids));
+        ConnectionRow {
+            thread: self.w.index,
+            start_us: us(conn.opened.saturating_duration_since(self.w.shared.start)),
+            connect_us: conn.connected.map_or(0, |c| us(c - conn.opened)),
+            handshake_us: conn.handshake_done.map_or(0, |h| us(h - connected)),
+            ttfb_us: match (conn.request_started, conn.first_byte) {
+                (Some(s), Some(f)) => Some(us(f.saturating_duration_since(s))),
+                _ => None,
+            },
+            request_us: conn.request_started.map(|s| us(now - s)),
+            total_us: us(now - conn.opened),
+            handshake: conn.handshake.map_or("", |ids| ids.kind.name()).to_string(),
+            version: names.map(|n| n.version.clone()).unwrap_or_default(),
+            cipher: names.map(|n| n.cipher.clone()).unwrap_or_default(),
+            group: names.and_then(|n| n.group.clone()),
+            requests: conn.requests,
+            error,
+        }
+    }
+
+    fn sweep_timeouts(&mut self, now: Instant) {
+        for i in 0..self.slots.len() {
+            let Some(conn) = self.slots[i].conn.as_ref() else {
+                continue;
+            };
+            if conn.phase == Phase::Idle || now < conn.deadline {
+                continue;
+            }
+            match conn.phase {
+                // No ticket in time: the operation succeeded; the slot has no session.
+                Phase::AwaitTicket => self.op_done(i),
+                phase => self.fail(i, format!("timeout ({})", phase_name(phase))),
+            }
+        }
+    }
+}
+
+fn needs_ticket(mode: Mode, conn: &Conn) -> bool {
+    matches!(mode, Mode::Resume { .. })
+        && conn.handshake.is_some_and(|ids| ids.version == 0x0304)
+        && !conn.ssl.has_resumable_session()
+}
+
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Connecting => "connect",
+        Phase::Handshaking => "handshake",
+        Phase::AwaitTicket => "ticket",
+        Phase::SendRequest => "request",
+        Phase::ReadResponse => "response",
+        Phase::Idle => "idle",
+    }
+}
+
+/// A non-blocking socket connecting to `target`, optionally from `source` (port chosen at
+/// connect time, so many sources multiply the usable 4-tuples).
+fn connect(target: SocketAddr, source: Option<IpAddr>) -> io::Result<TcpStream> {
+    let socket = Socket::new(
+        Domain::for_address(target),
+        Type::STREAM.nonblocking(),
+        Some(Protocol::TCP),
+    )?;
+    socket.set_tcp_nodelay(true)?;
+    if let Some(ip) = source {
+        bind_address_no_port(&socket)?;
+        socket.bind(&SocketAddr::new(ip, 0).into())?;
+    }
+    match socket.connect(&target.into()) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
+        Err(e) => return Err(e),
+    }
+    Ok(TcpStream::from_std(socket.into()))
+}
+
+/// Lets `bind` fix only the source address: the port is picked at `connect`, unique per
+/// 4-tuple rather than per address.
+fn bind_address_no_port(socket: &Socket) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let on: libc::c_int = 1;
+    // SAFETY: a valid socket fd and a pointer to an int of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            (&on as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+fn connect_error_kind(e: &io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ECONNREFUSED) => "refused".into(),
+        Some(libc::ECONNRESET) | Some(libc::EPIPE) => "reset".into(),
+        Some(libc::ETIMEDOUT) => "timeout (connect)".into(),
+        Some(libc::EADDRNOTAVAIL) => "no local address or port left".into(),
+        _ => format!("connect: {e}"),
+    }
+}
+
+/// Names a TLS failure: a verification failure, an alert, a reset, or OpenSSL's reason.
+fn tls_error_kind(e: &TlsError, ssl: &Ssl) -> String {
+    if let Err(reason) = ssl.verify_result() {
+        return format!("verify: {reason}");
+    }
+    if let Some(alert) = e.alert() {
+        return format!("tls alert: {alert}");
+    }
+    match (e.code, e.os_error) {
+        (ossl::ErrorCode::Syscall, Some(libc::ECONNRESET) | Some(libc::EPIPE)) => "reset".into(),
+        (ossl::ErrorCode::Syscall, _) if e.queue.is_empty() => "closed early (handshake)".into(),
+        _ => format!("tls: {}", e.queue.reason().unwrap_or(e.code.name())),
+    }
+}
+
+/// CPU seconds the calling thread has used.
+fn thread_cpu_s() -> f64 {
+    // SAFETY: getrusage writes into the zeroed struct we pass; RUSAGE_THREAD is Linux's
+    // per-thread usage.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut u);
+        u
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}

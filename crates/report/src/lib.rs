@@ -1,0 +1,322 @@
+//! `report`: renders results for people (text) and programs (JSON with a versioned schema, CSV).
+//! Text is rendered from the same data as the JSON.
+
+use std::io::{self, Write};
+
+use load::result::{ConnectionRow, RunResult};
+use serde::{Deserialize, Serialize};
+use stats::LatencySummary;
+
+/// The version of the bench JSON document; `schemas/bench.v1.schema.json` describes it.
+pub const BENCH_SCHEMA_VERSION: u32 = 1;
+
+/// Where and with what a run was made.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Environment {
+    pub tlsscope_version: String,
+    /// The client's OpenSSL, as it reports itself.
+    pub library: String,
+    pub library_version_number: u64,
+    pub library_path: String,
+    pub kernel: String,
+    pub cpu_model: String,
+    pub cpus: usize,
+    pub hostname: String,
+    pub command_line: Vec<String>,
+    /// UTC start time, RFC 3339.
+    pub started_at: String,
+}
+
+/// The JSON document `tlsscope bench --json` writes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct BenchDocument {
+    pub schema_version: u32,
+    pub kind: String,
+    pub environment: Environment,
+    pub result: RunResult,
+}
+
+impl BenchDocument {
+    pub fn new(environment: Environment, result: RunResult) -> BenchDocument {
+        BenchDocument {
+            schema_version: BENCH_SCHEMA_VERSION,
+            kind: "bench".into(),
+            environment,
+            result,
+        }
+    }
+}
+
+/// Writes the document as pretty JSON.
+pub fn bench_json(w: &mut impl Write, doc: &BenchDocument) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, doc)?;
+    writeln!(w)
+}
+
+/// The CSV header of [`bench_csv`].
+pub const CSV_HEADER: &str = "thread,start_us,connect_us,handshake_us,ttfb_us,request_us,\
+                              total_us,handshake,version,cipher,group,requests,error";
+
+/// One row per connection.
+pub fn bench_csv(w: &mut impl Write, rows: &[ConnectionRow]) -> io::Result<()> {
+    writeln!(w, "{CSV_HEADER}")?;
+    let opt = |v: Option<u64>| v.map(|v| v.to_string()).unwrap_or_default();
+    for r in rows {
+        writeln!(
+            w,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            r.thread,
+            r.start_us,
+            r.connect_us,
+            r.handshake_us,
+            opt(r.ttfb_us),
+            opt(r.request_us),
+            r.total_us,
+            r.handshake,
+            r.version,
+            r.cipher,
+            r.group.as_deref().unwrap_or(""),
+            r.requests,
+            csv_field(r.error.as_deref().unwrap_or("")),
+        )?;
+    }
+    Ok(())
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// The human summary: what was asked, what was obtained, rates, CPU, and a latency block.
+pub fn bench_text(w: &mut impl Write, env: &Environment, r: &RunResult) -> io::Result<()> {
+    let mode = match r.mode.as_str() {
+        "full" => "full handshakes",
+        "resume" => "resumed handshakes",
+        "keepalive" => "keep-alive requests",
+        other => other,
+    };
+    let pacing = match r.rate_per_s {
+        Some(rate) => format!(", paced at {rate}/s"),
+        None => String::new(),
+    };
+    writeln!(
+        w,
+        "tlsscope bench: {mode} to {}, {} thread{}, {} connection{}{pacing}, {:.2} s measured \
+         (warm-up {:.1} s), {}",
+        r.target,
+        r.threads,
+        plural(r.threads),
+        r.connections,
+        plural(r.connections),
+        r.duration_s,
+        r.warmup_s,
+        env.library
+    )?;
+    if r.interrupted {
+        writeln!(w, "  (interrupted: the figures cover the part that ran)")?;
+    }
+    let h = &r.handshakes;
+    writeln!(
+        w,
+        "  handshakes   {} ({}/s): full {}, resumed by session ID {}, resumed by ticket {}",
+        h.total, h.per_s, h.full, h.resumed_session_id, h.resumed_ticket
+    )?;
+    for n in &r.negotiated {
+        writeln!(
+            w,
+            "    {:>9}  {} {} {} {} {} {}",
+            n.count,
+            n.version,
+            n.cipher,
+            n.group.as_deref().unwrap_or("-"),
+            n.signature.as_deref().unwrap_or("-"),
+            n.server_key.as_deref().unwrap_or("-"),
+            n.handshake
+        )?;
+    }
+    if r.requests > 0 {
+        let statuses: Vec<String> = r
+            .http_status
+            .iter()
+            .map(|(code, n)| format!("{code}: {n}"))
+            .collect();
+        writeln!(
+            w,
+            "  requests     {} ({:.1}/s), {} body bytes; status {}",
+            r.requests,
+            r.requests_per_s,
+            r.body_bytes,
+            statuses.join(", ")
+        )?;
+    }
+    if r.mode == "resume" || r.resumption.unexpected_resumptions > 0 {
+        let c = &r.resumption;
+        writeln!(
+            w,
+            "  resumption   {}: {} of {} offers resumed ({:.1}%), {} by another kind, {} \
+             connections ended without a session",
+            if c.ok { "ok" } else { "FAILED" },
+            c.resumed,
+            c.offered,
+            100.0 * c.resumed_ratio,
+            c.resumed_other_kind,
+            c.no_session
+        )?;
+    }
+    if r.errors_total == 0 {
+        writeln!(w, "  errors       none")?;
+    } else {
+        let kinds: Vec<String> = r.errors.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+        writeln!(
+            w,
+            "  errors       {} ({})",
+            r.errors_total,
+            kinds.join(", ")
+        )?;
+    }
+    let c = &r.cpu;
+    let busy: Vec<String> = c
+        .thread_busy_pct
+        .iter()
+        .map(|b| format!("{b:.0}%"))
+        .collect();
+    writeln!(
+        w,
+        "  client CPU   user {:.2} s, system {:.2} s; {:.3} CPU-s per 1000 handshakes; \
+         threads busy {}",
+        c.client_user_s,
+        c.client_system_s,
+        c.client_cpu_s_per_1000_handshakes,
+        busy.join(" ")
+    )?;
+    if let Some(s) = &c.server {
+        writeln!(
+            w,
+            "  server CPU   pid {}: {:.0}% of a core; {:.0} µs per handshake",
+            s.pid, s.busy_pct, s.cpu_us_per_handshake
+        )?;
+    }
+    // openssl s_time's own line, for comparison with its figures.
+    writeln!(
+        w,
+        "  s_time line  {} connections in {:.2}s; {:.2} connections/user sec",
+        if h.total > 0 { h.total } else { r.ops },
+        r.duration_s,
+        c.connections_per_user_s
+    )?;
+    latency_block(w, r)?;
+    for warning in &r.warnings {
+        writeln!(w, "  warning: {warning}")?;
+    }
+    Ok(())
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 {
+        ""
+    } else {
+        "s"
+    }
+}
+
+fn latency_block(w: &mut impl Write, r: &RunResult) -> io::Result<()> {
+    writeln!(
+        w,
+        "  latency      {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "count", "p50", "p90", "p99", "p99.9", "max", "mean", "stdev"
+    )?;
+    let l = &r.latency;
+    let rows: [(&str, &LatencySummary); 5] = [
+        ("connect", &l.connect),
+        ("handshake", &l.handshake),
+        ("ttfb", &l.ttfb),
+        ("request", &l.request),
+        ("total", &l.total),
+    ];
+    for (name, s) in rows {
+        if s.count > 0 {
+            latency_row(w, name, s)?;
+        }
+    }
+    if r.rate_per_s.is_some() && l.total_uncorrected.count > 0 {
+        latency_row(w, "uncorrected", &l.total_uncorrected)?;
+    }
+    Ok(())
+}
+
+fn latency_row(w: &mut impl Write, name: &str, s: &LatencySummary) -> io::Result<()> {
+    writeln!(
+        w,
+        "    {:<10} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        name,
+        s.count,
+        duration(s.p50_us as f64),
+        duration(s.p90_us as f64),
+        duration(s.p99_us as f64),
+        duration(s.p999_us as f64),
+        duration(s.max_us as f64),
+        duration(s.mean_us),
+        duration(s.stdev_us)
+    )
+}
+
+/// "812us", "1.25ms", "2.10s": wrk's style.
+pub fn duration(us: f64) -> String {
+    if us < 1000.0 {
+        format!("{us:.0}us")
+    } else if us < 1_000_000.0 {
+        format!("{:.2}ms", us / 1000.0)
+    } else {
+        format!("{:.2}s", us / 1_000_000.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_wrk() {
+        assert_eq!(duration(812.0), "812us");
+        assert_eq!(duration(1250.0), "1.25ms");
+        assert_eq!(duration(2_100_000.0), "2.10s");
+    }
+
+    #[test]
+    fn csv_quotes_errors() {
+        let rows = vec![ConnectionRow {
+            error: Some("tls alert: handshake failure, \"x\"".into()),
+            ..ConnectionRow::default()
+        }];
+        let mut out = Vec::new();
+        bench_csv(&mut out, &rows).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with(CSV_HEADER));
+        assert!(text.contains("\"tls alert: handshake failure, \"\"x\"\"\""));
+    }
+
+    #[test]
+    fn text_names_what_was_obtained() {
+        let mut r = RunResult {
+            mode: "resume".into(),
+            target: "127.0.0.1:4433".into(),
+            threads: 1,
+            connections: 2,
+            ..RunResult::default()
+        };
+        r.resumption.ok = false;
+        r.resumption.offered = 10;
+        r.errors.insert("refused".into(), 2);
+        r.errors_total = 2;
+        let mut out = Vec::new();
+        bench_text(&mut out, &Environment::default(), &r).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("resumption   FAILED"), "{text}");
+        assert!(text.contains("errors       2 (refused: 2)"), "{text}");
+        assert!(text.contains("connections/user sec"), "{text}");
+    }
+}
