@@ -1,5 +1,6 @@
 //! tlsscope's integration tests: one binary, a module per feature, real peers throughout.
 
+mod bench;
 mod cli;
 mod openssl_build;
 mod ossl_api;

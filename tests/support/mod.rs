@@ -179,6 +179,11 @@ impl Serve {
         self.addr.port()
     }
 
+    /// The server's process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
     /// The certificate the server generated (PEM).
     pub fn cert(&self) -> PathBuf {
         self.dir.path().join("cert.pem")

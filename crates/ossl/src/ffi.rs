@@ -93,6 +93,9 @@ pub const SSL_VERIFY_PEER: c_int = 1;
 
 pub const SSL_FILETYPE_PEM: c_int = 1;
 
+pub const SSL_SENT_SHUTDOWN: c_int = 1;
+pub const SSL_RECEIVED_SHUTDOWN: c_int = 2;
+
 pub const SSL_ERROR_NONE: c_int = 0;
 pub const SSL_ERROR_SSL: c_int = 1;
 pub const SSL_ERROR_WANT_READ: c_int = 2;
@@ -323,6 +326,7 @@ api! {
         Ssl SSL_write: fn(*mut SSL, *const c_void, c_int) -> c_int;
         Ssl SSL_get_error: fn(*const SSL, c_int) -> c_int;
         Ssl SSL_shutdown: fn(*mut SSL) -> c_int;
+        Ssl SSL_set_shutdown: fn(*mut SSL, c_int) -> ();
         Ssl SSL_ctrl: fn(*mut SSL, c_int, c_long, *mut c_void) -> c_long;
         Ssl SSL_get_version: fn(*const SSL) -> *const c_char;
         Ssl SSL_version: fn(*const SSL) -> c_int;

@@ -274,6 +274,20 @@ impl Ssl {
         }
     }
 
+    /// Marks the connection as shut down both ways without sending anything. OpenSSL removes
+    /// a connection's session from the server's cache when the connection is freed without a
+    /// completed shutdown, so a client that just closes would lose its session; nginx marks
+    /// its connections the same way before freeing them.
+    pub fn mark_shut_down(&mut self) {
+        // SAFETY: live connection; this only sets flags.
+        unsafe {
+            (self.api().SSL_set_shutdown)(
+                self.ptr,
+                ffi::SSL_SENT_SHUTDOWN | ffi::SSL_RECEIVED_SHUTDOWN,
+            )
+        };
+    }
+
     /// Bytes of decrypted data buffered inside OpenSSL, readable without touching the socket.
     pub fn pending(&self) -> usize {
         // SAFETY: live connection.

@@ -82,8 +82,10 @@ impl Conn {
         &mut self.stream
     }
 
-    /// Gives the input buffer back to the worker's pool.
-    pub fn into_buffer(self) -> Box<[u8]> {
+    /// Ends the connection, keeping its session in the cache however it ended, and gives
+    /// the input buffer back to the worker's pool.
+    pub fn finish(mut self) -> Box<[u8]> {
+        self.ssl.mark_shut_down();
         self.inbuf
     }
 

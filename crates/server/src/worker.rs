@@ -149,7 +149,7 @@ impl Worker {
             );
             if registered.is_err() {
                 WorkerCounters::one(&counters.connection_errors);
-                buffers.push(conn.into_buffer());
+                buffers.push(conn.finish());
                 continue;
             }
             let inserted = conns.insert(conn);
@@ -168,6 +168,6 @@ fn close(
     if let Some(mut conn) = conns.remove(i) {
         let _ = poll.registry().deregister(conn.stream_mut());
         WorkerCounters::one(&counters.connections_closed);
-        buffers.push(conn.into_buffer());
+        buffers.push(conn.finish());
     }
 }

@@ -1,0 +1,462 @@
+//! `tlsscope bench` against real servers: the built-in one, nginx, and openssl s_server. What
+//! the client says it obtained is checked against what each server saw.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::peers::{Nginx, NginxOpts, Protocols, SServer, SServerOpts};
+use crate::support::{self, assert_one_line_error, text, Serve};
+
+/// Runs `tlsscope bench` with `--json`, returns (exit success, stdout, stderr, JSON result).
+fn bench(args: &[&str]) -> (bool, String, String, Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json_path = dir.path().join("result.json");
+    let mut all = vec!["bench"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--json", json_path.to_str().unwrap()]);
+    let out = support::tlsscope(&all);
+    let doc: Value = match std::fs::read(&json_path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).expect("bench JSON parses"),
+        Err(_) => Value::Null,
+    };
+    if !doc.is_null() {
+        assert_valid(&doc);
+    }
+    (
+        out.status.success(),
+        text(&out.stdout),
+        text(&out.stderr),
+        doc,
+    )
+}
+
+/// Checks a bench document against the committed schema.
+fn assert_valid(doc: &Value) {
+    let schema_path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/bench.v1.schema.json");
+    let schema: Value = serde_json::from_slice(&std::fs::read(schema_path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "bench JSON does not match its schema: {errors:?}"
+    );
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+#[test]
+fn full_handshakes_on_the_builtin_server() {
+    let server = Serve::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let csv = dir.path().join("rows.csv");
+    let addr = server.addr.to_string();
+    let (ok, stdout, stderr, doc) = bench(&[
+        &addr,
+        "-n",
+        "200",
+        "-c",
+        "4",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(ok, "{stderr}");
+    let r = &doc["result"];
+    assert_eq!(n(&r["ops"]), 200);
+    assert_eq!(n(&r["handshakes"]["full"]), 200);
+    assert_eq!(
+        n(&r["handshakes"]["resumed_ticket"]) + n(&r["handshakes"]["resumed_session_id"]),
+        0
+    );
+    assert_eq!(r["negotiated"][0]["version"], "TLSv1.3");
+    assert_eq!(r["negotiated"][0]["signature"], "rsa_pss_rsae_sha256");
+    assert_eq!(r["negotiated"][0]["server_key"], "RSA-2048");
+    assert_eq!(n(&r["latency"]["handshake"]["count"]), 200);
+    assert!(stdout.contains("connections/user sec"), "{stdout}");
+    assert!(stdout.contains("handshake"), "{stdout}");
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(
+        rows.lines().count(),
+        201,
+        "header and one row per connection"
+    );
+    assert!(rows.lines().nth(1).unwrap().contains(",full,TLSv1.3,"));
+    let stats = server.stop();
+    // The run's 200 and the one connection that checked the target first.
+    assert_eq!(stats["handshakes"]["full"], 201, "{stats}");
+    assert_eq!(stats["handshakes"]["failed"], 0, "{stats}");
+}
+
+#[test]
+fn resumption_by_ticket_and_session_id_agrees_with_the_server() {
+    let server = Serve::start(&[]);
+    let addr = server.addr.to_string();
+    for tls in ["1.3", "1.2"] {
+        let (ok, _, stderr, doc) = bench(&[
+            &addr, "--mode", "resume", "--tls", tls, "-n", "100", "-c", "4",
+        ]);
+        assert!(ok, "{tls}: {stderr}");
+        let r = &doc["result"];
+        assert_eq!(
+            n(&r["handshakes"]["full"]),
+            4,
+            "{tls}: the first handshake of each slot"
+        );
+        assert_eq!(n(&r["handshakes"]["resumed_ticket"]), 96, "{tls}");
+        assert_eq!(r["resumption"]["ok"], true);
+        assert_eq!(n(&r["resumption"]["offered"]), 96);
+    }
+    let (ok, _, stderr, doc) = bench(&[
+        &addr, "--mode", "resume", "--tls", "1.2", "--resume", "id", "-n", "50", "-c", "2",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(n(&doc["result"]["handshakes"]["resumed_session_id"]), 48);
+    let stats = server.stop();
+    let h = &stats["handshakes"];
+    assert_eq!(n(&h["resumed_ticket"]), 192, "{stats}");
+    assert_eq!(n(&h["resumed_session_id"]), 48, "{stats}");
+    assert_eq!(n(&h["full"]), 4 + 4 + 2 + 3, "{stats}");
+}
+
+#[test]
+fn resumption_ratio_mixes_full_and_resumed() {
+    let server = Serve::start(&[]);
+    let (ok, _, stderr, doc) = bench(&[
+        &server.addr.to_string(),
+        "--mode",
+        "resume",
+        "--resume-ratio",
+        "0.5",
+        "-n",
+        "201",
+        "-c",
+        "1",
+    ]);
+    assert!(ok, "{stderr}");
+    let h = &doc["result"]["handshakes"];
+    assert_eq!((n(&h["full"]), n(&h["resumed_ticket"])), (101, 100), "{h}");
+    server.stop();
+}
+
+#[test]
+fn resume_mode_fails_loudly_when_nothing_resumes() {
+    let server = Serve::start(&["--session-cache", "off", "--tickets", "off"]);
+    let (ok, stdout, stderr, doc) =
+        bench(&[&server.addr.to_string(), "--mode", "resume", "-n", "20"]);
+    assert!(!ok);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("--mode resume") && stderr.contains("resum"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("resumption   FAILED"),
+        "figures still printed: {stdout}"
+    );
+    assert_eq!(
+        doc["result"]["resumption"]["ok"], false,
+        "figures still written"
+    );
+    server.stop();
+}
+
+#[test]
+fn keepalive_requests_on_the_builtin_server() {
+    let server = Serve::start(&[]);
+    let (ok, _, stderr, doc) = bench(&[
+        &server.addr.to_string(),
+        "--mode",
+        "keepalive",
+        "-n",
+        "500",
+        "-c",
+        "5",
+        "-t",
+        "2",
+    ]);
+    assert!(ok, "{stderr}");
+    let r = &doc["result"];
+    assert_eq!(n(&r["requests"]), 500);
+    assert_eq!(n(&r["ops"]), 500);
+    assert_eq!(
+        n(&r["handshakes"]["total"]),
+        5,
+        "one handshake per connection"
+    );
+    assert_eq!(n(&r["http_status"]["200"]), 500);
+    assert_eq!(n(&r["body_bytes"]), 500 * 623);
+    assert_eq!(n(&r["latency"]["ttfb"]["count"]), 500);
+    assert_eq!(r["cpu"]["thread_busy_pct"].as_array().unwrap().len(), 2);
+    let stats = server.stop();
+    assert_eq!(n(&stats["requests"]), 500, "{stats}");
+    assert_eq!(
+        n(&stats["connections"]["accepted"]),
+        6,
+        "five and the first check: {stats}"
+    );
+}
+
+#[test]
+fn paced_runs_keep_to_the_rate_and_report_both_latencies() {
+    let server = Serve::start(&[]);
+    let pid = server.pid().to_string();
+    let (ok, stdout, stderr, doc) = bench(&[
+        &server.addr.to_string(),
+        "--rate",
+        "200",
+        "-d",
+        "2s",
+        "-c",
+        "8",
+        "--server-pid",
+        &pid,
+    ]);
+    assert!(ok, "{stderr}");
+    let r = &doc["result"];
+    let ops = n(&r["ops"]);
+    assert!((360..=410).contains(&ops), "200/s for 2 s: {ops}");
+    assert_eq!(r["rate_per_s"], 200.0);
+    assert!(n(&r["latency"]["total_uncorrected"]["count"]) > 0);
+    assert!(stdout.contains("uncorrected"), "{stdout}");
+    let server_cpu = &r["cpu"]["server"];
+    assert_eq!(server_cpu["pid"].as_u64().unwrap().to_string(), pid);
+    assert!(
+        server_cpu["busy_pct"].as_f64().unwrap() > 0.0,
+        "{server_cpu}"
+    );
+    server.stop();
+}
+
+#[test]
+fn warmup_is_not_counted() {
+    let server = Serve::start(&[]);
+    let (ok, _, stderr, doc) = bench(&[
+        &server.addr.to_string(),
+        "--warmup",
+        "1s",
+        "-d",
+        "1s",
+        "-c",
+        "2",
+    ]);
+    assert!(ok, "{stderr}");
+    let measured = n(&doc["result"]["handshakes"]["full"]);
+    let duration = doc["result"]["duration_s"].as_f64().unwrap();
+    assert!((0.9..1.5).contains(&duration), "{duration}");
+    let stats = server.stop();
+    let seen = n(&stats["handshakes"]["full"]);
+    assert!(
+        seen > measured + 10,
+        "the warm-up's handshakes happened but were not counted: {seen} vs {measured}"
+    );
+}
+
+#[test]
+fn errors_are_counted_by_kind_and_fail_the_run() {
+    let server = Serve::start(&[]);
+    let (ok, stdout, stderr, doc) = bench(&[
+        &server.addr.to_string(),
+        "--request",
+        "/nope",
+        "-n",
+        "10",
+        "-c",
+        "1",
+    ]);
+    assert!(!ok);
+    assert_eq!(n(&doc["result"]["errors"]["http 404"]), 10);
+    assert!(stdout.contains("http 404: 10"), "{stdout}");
+    assert!(
+        stderr.contains("10 operations failed") && stderr.contains("http 404"),
+        "{stderr}"
+    );
+    server.stop();
+
+    // A server that goes away mid-run: refused connections are counted, not hidden.
+    let server = Serve::start(&[]);
+    let addr = server.addr.to_string();
+    let run = std::thread::spawn(move || bench(&[&addr, "-d", "2s", "-c", "2"]));
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    server.stop();
+    let (ok, _, stderr, doc) = run.join().unwrap();
+    assert!(!ok, "{stderr}");
+    let errors = doc["result"]["errors"].as_object().unwrap();
+    assert!(errors.contains_key("refused"), "{errors:?}");
+}
+
+#[test]
+fn bad_targets_and_options_are_one_line_errors() {
+    let free = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let out = support::tlsscope(&["bench", &free, "-n", "1"]);
+    assert_one_line_error(&out, &[&free, "refused"]);
+
+    // A plain-text HTTP server on the port.
+    let plain = TcpListener::bind("127.0.0.1:0").unwrap();
+    let plain_addr = plain.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in plain.incoming().flatten() {
+            let mut stream = stream;
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let out = support::tlsscope(&["bench", &plain_addr, "-n", "1"]);
+    assert_one_line_error(&out, &["TLS port"]);
+
+    let server = Serve::start(&[]);
+    let addr = server.addr.to_string();
+    let cert = server.cert();
+    let out = support::tlsscope(&[
+        "bench",
+        &addr,
+        "-n",
+        "1",
+        "--cafile",
+        cert.to_str().unwrap(),
+        "--sni",
+        "wrong.example",
+    ]);
+    assert_one_line_error(&out, &["verification failed", "hostname mismatch"]);
+    let out = support::tlsscope(&[
+        "bench",
+        &addr,
+        "-n",
+        "1",
+        "--tls",
+        "1.2",
+        "--ciphers",
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+    ]);
+    assert_one_line_error(&out, &["handshake failed"]);
+    let out = support::tlsscope(&["bench", &addr, "--rate", "10"]);
+    assert_one_line_error(&out, &["--rate", "--duration"]);
+    let out = support::tlsscope(&["bench", &addr, "--resume", "id"]);
+    assert_one_line_error(&out, &["--mode resume"]);
+    let out = support::tlsscope(&["bench", &addr, "-d", "1s", "-n", "5"]);
+    assert_one_line_error(&out, &["not both"]);
+    let out = support::tlsscope(&["bench", &addr, "-d", "soon"]);
+    assert_one_line_error(&out, &["soon"]);
+    let out = support::tlsscope(&["bench", &addr, "-c", "1", "-t", "2", "-n", "5"]);
+    assert_one_line_error(&out, &["--connections"]);
+    server.stop();
+}
+
+#[test]
+fn nginx_sees_what_the_client_says() {
+    // Full handshakes: nginx with its cache and tickets off, TLS 1.2 and 1.3.
+    let nginx = Nginx::start(NginxOpts {
+        session_cache: false,
+        tickets: false,
+        ..NginxOpts::default()
+    });
+    let addr = nginx.addr().to_string();
+    for tls in ["1.2", "1.3"] {
+        let (ok, _, stderr, doc) =
+            bench(&[&addr, "--tls", tls, "--request", "/", "-n", "60", "-c", "3"]);
+        assert!(ok, "{tls}: {stderr}");
+        assert_eq!(n(&doc["result"]["handshakes"]["full"]), 60);
+        assert_eq!(
+            doc["result"]["negotiated"][0]["version"],
+            format!("TLSv{tls}")
+        );
+    }
+    let log = nginx.stop();
+    assert_eq!(log.len(), 122, "two runs of 60 and their first checks");
+    assert!(log
+        .iter()
+        .all(|l| !l.reused && l.connection_requests == 1 && l.status == 200));
+
+    // Resumption: nginx's own $ssl_session_reused agrees with tlsscope's count.
+    let nginx = Nginx::start(NginxOpts::default());
+    let addr = nginx.addr().to_string();
+    let (ok, _, stderr, doc) = bench(&[
+        &addr,
+        "--mode",
+        "resume",
+        "--tls",
+        "1.3",
+        "--request",
+        "/",
+        "-n",
+        "80",
+        "-c",
+        "4",
+    ]);
+    assert!(ok, "{stderr}");
+    let resumed = n(&doc["result"]["handshakes"]["resumed_ticket"]);
+    assert_eq!(resumed, 76);
+    let log = nginx.stop();
+    assert_eq!(
+        log.iter().filter(|l| l.reused).count() as u64,
+        resumed,
+        "nginx's count"
+    );
+    assert_eq!(log.len(), 81);
+
+    // Keep-alive requests: nginx counts them per connection.
+    let nginx = Nginx::start(NginxOpts {
+        protocols: Protocols::Tls12And13,
+        ..NginxOpts::default()
+    });
+    let (ok, _, stderr, doc) = bench(&[
+        &nginx.addr().to_string(),
+        "--mode",
+        "keepalive",
+        "-n",
+        "300",
+        "-c",
+        "3",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(n(&doc["result"]["requests"]), 300);
+    let log = nginx.stop();
+    assert_eq!(log.len(), 300);
+    assert!(
+        log.iter().any(|l| l.connection_requests >= 90),
+        "requests share connections"
+    );
+}
+
+#[test]
+fn s_server_resumes_on_both_versions() {
+    let s = SServer::start(SServerOpts::default());
+    let addr = s.addr().to_string();
+    for tls in ["1.2", "1.3"] {
+        let (ok, _, stderr, doc) = bench(&[
+            &addr,
+            "--mode",
+            "resume",
+            "--tls",
+            tls,
+            "--request",
+            "/",
+            "-n",
+            "30",
+            "-c",
+            "1",
+        ]);
+        assert!(ok, "{tls}: {stderr}");
+        let r = &doc["result"];
+        assert_eq!(n(&r["handshakes"]["full"]), 1, "{tls}");
+        assert_eq!(n(&r["resumption"]["resumed"]), 29, "{tls}");
+        assert_eq!(
+            n(&r["http_status"]["200"]),
+            30,
+            "{tls}: s_server -www answers HTTP/1.0 and closes"
+        );
+    }
+    s.stop();
+}
