@@ -28,6 +28,7 @@ test: lint
 
 bench: build
 	bench/serve-vs-nginx
+	bench/bench-vs-peers
 
 clean:
 	$(CARGO) clean

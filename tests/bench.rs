@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::support::peers::{Nginx, NginxOpts, Protocols, SServer, SServerOpts};
-use crate::support::{self, assert_one_line_error, text, Serve};
+use crate::support::{self, assert_one_line_error, text, Netns, Serve};
 
 /// Runs `tlsscope bench` with `--json`, returns (exit success, stdout, stderr, JSON result).
 fn bench(args: &[&str]) -> (bool, String, String, Value) {
@@ -459,4 +459,133 @@ fn s_server_resumes_on_both_versions() {
         );
     }
     s.stop();
+}
+
+#[test]
+fn long_full_handshake_runs_do_not_run_out_of_local_ports() {
+    // A namespace with 100 ephemeral ports and no TIME_WAIT reuse: the client closes first, so
+    // each connection leaves its port in TIME_WAIT for a minute.
+    let ns = Netns::new("ports");
+    ns.run(&[
+        "sysctl",
+        "-q",
+        "-w",
+        "net.ipv4.ip_local_port_range=40000 40099",
+    ]);
+    ns.run(&["sysctl", "-q", "-w", "net.ipv4.tcp_tw_reuse=0"]);
+    // No tickets: a server that sends nothing after the handshake lets the client close with
+    // a FIN (unread tickets would make the close a RST, which leaves no TIME_WAIT).
+    let server = Serve::start_in(
+        &ns.prefix(),
+        &[],
+        &["--session-cache", "off", "--tickets", "off"],
+    );
+    let addr = server.addr.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let run = |extra: &[&str]| {
+        let mut cmd = std::process::Command::new("ip");
+        cmd.args(ns.prefix()[1..].iter()).arg(support::bin());
+        cmd.args(["bench", &addr, "-c", "8", "--json", json.to_str().unwrap()])
+            .args(extra);
+        let out = support::run_with_timeout(&mut cmd, std::time::Duration::from_secs(60));
+        let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+        (out, doc)
+    };
+    // Spread over 16 loopback sources (the default): 1,600 usable 4-tuples for 1,000 runs.
+    let (out, doc) = run(&["-n", "1000"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(n(&doc["result"]["handshakes"]["full"]), 1000);
+    // From one source the ports run out: the run still ends on time and says why.
+    let (out, doc) = run(&["-d", "2s", "--source-ips", "1"]);
+    assert!(!out.status.success());
+    let errors = doc["result"]["errors"].as_object().unwrap();
+    assert!(
+        errors.contains_key("no local address or port left"),
+        "{errors:?}"
+    );
+    assert!(text(&out.stderr).contains("no local address or port left"));
+    server.stop();
+}
+
+#[test]
+fn client_certificates_for_servers_that_require_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
+    for (name, cn) in [("server", "localhost"), ("client", "tlsscope client")] {
+        let out = support::run_with_timeout(
+            std::process::Command::new("openssl").args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                &format!("/CN={cn}"),
+                "-keyout",
+                &path(&format!("{name}.key")),
+                "-out",
+                &path(&format!("{name}.pem")),
+            ]),
+            std::time::Duration::from_secs(30),
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = std::process::Command::new("openssl")
+        .args([
+            "s_server",
+            "-accept",
+            &format!("127.0.0.1:{port}"),
+            "-cert",
+            &path("server.pem"),
+        ])
+        .args([
+            "-key",
+            &path("server.key"),
+            "-Verify",
+            "1",
+            "-CAfile",
+            &path("client.pem"),
+            "-www",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let (ok, _, stderr, doc) = bench(&[
+        &addr,
+        "--request",
+        "/",
+        "-n",
+        "10",
+        "-c",
+        "1",
+        "--cert",
+        &path("client.pem"),
+        "--key",
+        &path("client.key"),
+    ]);
+    let without = support::tlsscope(&["bench", &addr, "--request", "/", "-n", "1"]);
+    support::terminate(&mut server);
+    let _ = server.wait();
+    assert!(ok, "{stderr}");
+    assert_eq!(n(&doc["result"]["http_status"]["200"]), 10);
+    assert_one_line_error(&without, &["certificate required"]);
 }

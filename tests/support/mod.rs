@@ -126,10 +126,23 @@ impl Serve {
 
     /// Like `start`, with global options (e.g. `--openssl DIR`) before `serve`.
     pub fn start_with(global: &[&str], args: &[&str]) -> Serve {
+        Self::start_in(&[], global, args)
+    }
+
+    /// Like `start_with`, run through a command prefix (e.g. `ip netns exec NAME`).
+    pub fn start_in(prefix: &[&str], global: &[&str], args: &[&str]) -> Serve {
         let dir = tempfile::tempdir().expect("temp dir");
         let cert = dir.path().join("cert.pem");
         let stats_path = dir.path().join("stats.json");
-        let mut child = Command::new(bin())
+        let mut command = match prefix.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(bin());
+                c
+            }
+            None => Command::new(bin()),
+        };
+        let mut child = command
             .args(global)
             .arg("serve")
             .args(["--listen", "127.0.0.1:0"])
@@ -207,6 +220,47 @@ impl Drop for Serve {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+}
+
+/// A network namespace made for one test, with its loopback up; deleted when dropped.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    /// Creates `tlsscope-<tag>-<pid>`.
+    pub fn new(tag: &str) -> Netns {
+        let name = format!("tlsscope-{tag}-{}", std::process::id());
+        let ns = Netns { name };
+        ns.ip(&["netns", "add", &ns.name]);
+        ns.run(&["ip", "link", "set", "lo", "up"]);
+        ns
+    }
+
+    fn ip(&self, args: &[&str]) {
+        let out = run_with_timeout(Command::new("ip").args(args), Duration::from_secs(10));
+        assert!(out.status.success(), "ip {args:?}: {}", text(&out.stderr));
+    }
+
+    /// Runs a command inside the namespace and asserts it succeeded.
+    pub fn run(&self, command: &[&str]) {
+        let mut args = vec!["netns", "exec", &self.name];
+        args.extend_from_slice(command);
+        self.ip(&args);
+    }
+
+    /// The prefix that runs a program inside the namespace.
+    pub fn prefix(&self) -> [&str; 4] {
+        ["ip", "netns", "exec", &self.name]
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }
 
