@@ -137,10 +137,7 @@ fn load_config(a: &BenchArgs, mode: Mode) -> anyhow::Result<LoadConfig> {
             "--request {path}: the path must start with /"
         );
     }
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if let Some(bad) = a.cpus.iter().find(|&&c| c >= n) {
-        bail!("--cpus {bad}: this machine has CPUs 0 to {}", n - 1);
-    }
+    host::check_cpus("--cpus", &a.cpus).map_err(anyhow::Error::msg)?;
     let duration = match (a.duration, a.requests) {
         (None, None) => Some(Duration::from_secs(10)),
         (d, _) => d,

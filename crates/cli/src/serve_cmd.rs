@@ -14,7 +14,7 @@ use crate::library;
 
 pub fn run(openssl: Option<&str>, a: &ServeArgs) -> anyhow::Result<ExitCode> {
     let lib = library::load(openssl)?;
-    check_cpus(&a.cpus)?;
+    host::check_cpus("--cpus", &a.cpus).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(a.threads >= 1, "--threads must be at least 1");
     let settings = a.tls.settings(a.session_cache.on(), a.tickets.on())?;
 
@@ -84,14 +84,6 @@ fn on_off(on: bool) -> &'static str {
     } else {
         "off"
     }
-}
-
-fn check_cpus(cpus: &[usize]) -> anyhow::Result<()> {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if let Some(bad) = cpus.iter().find(|&&c| c >= n) {
-        anyhow::bail!("--cpus {bad}: this machine has CPUs 0 to {}", n - 1);
-    }
-    Ok(())
 }
 
 fn print_summary(s: &StatsSnapshot) {

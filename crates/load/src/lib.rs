@@ -179,7 +179,7 @@ impl Run {
                     .name(format!("tlsscope-load-{index}"))
                     .spawn_scoped(scope, move || -> Result<Recorder, Error> {
                         if let Some(cpu) = cpu {
-                            pin_current_thread(cpu).map_err(|source| Error::Pin {
+                            host::pin_current_thread(cpu).map_err(|source| Error::Pin {
                                 thread: index,
                                 cpu,
                                 source,
@@ -464,34 +464,14 @@ struct CpuSample {
 
 impl CpuSample {
     fn take(server_pid: Option<u32>) -> CpuSample {
-        // SAFETY: getrusage fills the zeroed struct we pass.
-        let usage = unsafe {
-            let mut u: libc::rusage = std::mem::zeroed();
-            libc::getrusage(libc::RUSAGE_SELF, &mut u);
-            u
-        };
-        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+        let (user_s, system_s) = host::process_cpu_s();
         CpuSample {
             at: Instant::now(),
-            user_s: tv(usage.ru_utime),
-            system_s: tv(usage.ru_stime),
-            server: server_pid.and_then(|pid| proc_cpu_s(pid).map(|(u, s)| (pid, u, s))),
+            user_s,
+            system_s,
+            server: server_pid.and_then(|pid| host::proc_cpu_s(pid).map(|(u, s)| (pid, u, s))),
         }
     }
-}
-
-/// A process's (user, system) CPU seconds from /proc/PID/stat.
-pub fn proc_cpu_s(pid: u32) -> Option<(f64, f64)> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may contain spaces; fields resume after its closing parenthesis.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    // SAFETY: sysconf has no memory effects.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some((utime / ticks, stime / ticks))
 }
 
 fn cpu_usage(
@@ -535,23 +515,6 @@ fn cpu_usage(
     }
 }
 
-/// Pins the calling thread to one CPU.
-fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(std::io::Error::other(format!("CPU {cpu} is out of range")));
-    }
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set, CPU_SET stays in bounds
-    // (checked above), and pid 0 means the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -560,12 +523,6 @@ mod tests {
     fn split_spreads_the_remainder() {
         assert_eq!(split(10, 3), vec![4, 3, 3]);
         assert_eq!(split(2, 2), vec![1, 1]);
-    }
-
-    #[test]
-    fn proc_stat_of_this_process_parses() {
-        let (user, system) = proc_cpu_s(std::process::id()).expect("own /proc stat");
-        assert!(user >= 0.0 && system >= 0.0);
     }
 
     #[test]

@@ -198,13 +198,13 @@ impl<'a> State<'a> {
 
     fn note_measure_start(&mut self, now: Instant) {
         if self.cpu_at_measure_start.is_none() && now >= self.w.shared.measure_start {
-            self.cpu_at_measure_start = Some(thread_cpu_s());
+            self.cpu_at_measure_start = Some(host::thread_cpu_s());
         }
     }
 
     fn note_measure_end(&mut self) {
-        let start = self.cpu_at_measure_start.unwrap_or_else(thread_cpu_s);
-        self.rec.thread_cpu_s = thread_cpu_s() - start;
+        let start = self.cpu_at_measure_start.unwrap_or_else(host::thread_cpu_s);
+        self.rec.thread_cpu_s = host::thread_cpu_s() - start;
         self.rec.window_s = Instant::now()
             .saturating_duration_since(self.w.shared.measure_start)
             .as_secs_f64();
@@ -787,17 +787,4 @@ fn tls_error_kind(e: &TlsError, ssl: &Ssl) -> String {
         (ossl::ErrorCode::Syscall, _) if e.queue.is_empty() => "closed early (handshake)".into(),
         _ => format!("tls: {}", e.queue.reason().unwrap_or(e.code.name())),
     }
-}
-
-/// CPU seconds the calling thread has used.
-fn thread_cpu_s() -> f64 {
-    // SAFETY: getrusage writes into the zeroed struct we pass; RUSAGE_THREAD is Linux's
-    // per-thread usage.
-    let usage = unsafe {
-        let mut u: libc::rusage = std::mem::zeroed();
-        libc::getrusage(libc::RUSAGE_THREAD, &mut u);
-        u
-    };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    tv(usage.ru_utime) + tv(usage.ru_stime)
 }

@@ -127,7 +127,7 @@ impl Server {
                 .name(format!("tlsscope-serve-{index}"))
                 .spawn(move || -> Result<(), Error> {
                     if let Some(cpu) = cpu {
-                        pin_current_thread(cpu).map_err(|source| Error::Pin {
+                        host::pin_current_thread(cpu).map_err(|source| Error::Pin {
                             worker: index,
                             cpu,
                             source,
@@ -203,21 +203,4 @@ fn plain_bind(addr: SocketAddr) -> io::Result<Socket> {
     socket.bind(&addr.into())?;
     socket.listen(1)?;
     Ok(socket)
-}
-
-/// Pins the calling thread to one CPU.
-pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::other(format!("CPU {cpu} is out of range")));
-    }
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set, CPU_SET stays in bounds (checked
-    // above), and pid 0 means the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }

@@ -1,0 +1,98 @@
+//! `host`: the machine tlsscope runs on. Pinning threads to CPUs, and the CPU time that
+//! threads, this process and other processes have used.
+
+use std::io;
+
+/// Checks that every CPU in `cpus` exists here; the error names the first that does not.
+pub fn check_cpus(flag: &str, cpus: &[usize]) -> Result<(), String> {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    match cpus.iter().find(|&&c| c >= n) {
+        Some(bad) => Err(format!(
+            "{flag} {bad}: this machine has CPUs 0 to {}",
+            n - 1
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Pins the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(io::Error::other(format!("CPU {cpu} is out of range")));
+    }
+    // SAFETY: cpu_set_t is plain data; zeroed is the empty set, CPU_SET stays in bounds
+    // (checked above), and pid 0 means the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// (user, system) CPU seconds from `getrusage`.
+fn rusage_s(who: libc::c_int) -> (f64, f64) {
+    // SAFETY: getrusage fills the zeroed struct we pass; `who` is RUSAGE_SELF or RUSAGE_THREAD.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(who, &mut u);
+        u
+    };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    (tv(usage.ru_utime), tv(usage.ru_stime))
+}
+
+/// CPU seconds (user + system) the calling thread has used.
+pub fn thread_cpu_s() -> f64 {
+    let (user, system) = rusage_s(libc::RUSAGE_THREAD);
+    user + system
+}
+
+/// (user, system) CPU seconds this process has used, all threads.
+pub fn process_cpu_s() -> (f64, f64) {
+    rusage_s(libc::RUSAGE_SELF)
+}
+
+/// (user, system) CPU seconds another process has used, from /proc/PID/stat.
+pub fn proc_cpu_s(pid: u32) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may contain spaces; fields resume after its closing parenthesis.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 12 and 13 after the name.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no memory effects.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some((utime / ticks, stime / ticks))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_cpu_time_is_readable_and_grows() {
+        let (user, system) = proc_cpu_s(std::process::id()).expect("own /proc stat");
+        assert!(user >= 0.0 && system >= 0.0);
+        let before = thread_cpu_s();
+        let mut x = 0u64;
+        for i in 0..20_000_000u64 {
+            x = x.wrapping_add(i * i);
+        }
+        assert!(x > 0);
+        assert!(thread_cpu_s() > before);
+    }
+
+    #[test]
+    fn cpus_beyond_the_machine_are_named() {
+        assert!(check_cpus("--cpus", &[0]).is_ok());
+        let err = check_cpus("--cpus", &[100_000]).unwrap_err();
+        assert!(
+            err.starts_with("--cpus 100000: this machine has CPUs 0 to"),
+            "{err}"
+        );
+    }
+}
