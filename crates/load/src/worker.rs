@@ -25,6 +25,19 @@ use crate::{LoadConfig, Mode, ResumeBy, Shared};
 const TICKET_WAIT: Duration = Duration::from_millis(200);
 /// How often timeouts are checked.
 const SWEEP: Duration = Duration::from_millis(50);
+/// Bits of an epoll token that hold the slot index; the rest hold the slot's generation.
+const SLOT_BITS: u32 = 24;
+
+fn token(slot: usize, generation: u32) -> Token {
+    Token(((generation as usize) << SLOT_BITS) | slot)
+}
+
+fn slot_of(token: Token) -> (usize, u32) {
+    (
+        token.0 & ((1 << SLOT_BITS) - 1),
+        (token.0 >> SLOT_BITS) as u32,
+    )
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -71,6 +84,9 @@ struct Op {
 
 #[derive(Default)]
 struct Slot {
+    /// Bumped for every new connection; the epoll token carries it, so an event left over from
+    /// the slot's previous socket is recognised and ignored.
+    generation: u32,
     conn: Option<Conn>,
     op: Option<Op>,
     session: Option<Session>,
@@ -120,6 +136,8 @@ struct State<'a> {
     backlog: VecDeque<Instant>,
     resume_credit: f64,
     next_source: usize,
+    /// The kernel ran out of local ports once: connect from the source addresses from now on.
+    spreading: bool,
     no_more_ops: bool,
     cpu_at_measure_start: Option<f64>,
     /// Slots whose operation failed: restarted at the next sweep, so a target that refuses
@@ -147,6 +165,7 @@ impl<'a> State<'a> {
             backlog: VecDeque::new(),
             resume_credit: 0.0,
             next_source: w.index,
+            spreading: false,
             no_more_ops: false,
             cpu_at_measure_start: None,
             retry: Vec::new(),
@@ -182,7 +201,14 @@ impl<'a> State<'a> {
                 break;
             }
             for event in events.iter() {
-                self.drive(event.token().0);
+                let (i, generation) = slot_of(event.token());
+                if self
+                    .slots
+                    .get(i)
+                    .is_some_and(|s| s.generation == generation)
+                {
+                    self.drive(i);
+                }
             }
             let now = Instant::now();
             if now.duration_since(last_sweep) >= SWEEP {
@@ -325,19 +351,41 @@ impl<'a> State<'a> {
         Some(ips[self.next_source])
     }
 
+    /// Connects, letting the kernel pick the source until it has no local port left; from then
+    /// on connections rotate over the configured source addresses (each with its own ports).
+    fn connect_spread(&mut self, i: usize) -> io::Result<TcpStream> {
+        let sources = self.w.cfg.source_ips.len();
+        let mut source = if self.spreading {
+            self.next_source_ip()
+        } else {
+            None
+        };
+        let mut attempts = 0;
+        loop {
+            let generation = self.slots[i].generation;
+            let result = connect(self.cfg().target, source).and_then(|mut stream| {
+                let interest = Interest::READABLE | Interest::WRITABLE;
+                self.poll
+                    .registry()
+                    .register(&mut stream, token(i, generation), interest)?;
+                Ok(stream)
+            });
+            match result {
+                Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) && attempts < sources => {
+                    self.spreading = true;
+                    attempts += 1;
+                    source = self.next_source_ip();
+                }
+                other => return other,
+            }
+        }
+    }
+
     fn open_connection(&mut self, i: usize, now: Instant) {
-        let source = self.next_source_ip();
         let measured = now >= self.w.shared.measure_start;
         let offer = self.should_offer(i);
-        let result = connect(self.cfg().target, source).and_then(|mut stream| {
-            self.poll.registry().register(
-                &mut stream,
-                Token(i),
-                Interest::READABLE | Interest::WRITABLE,
-            )?;
-            Ok(stream)
-        });
-        let stream = match result {
+        self.slots[i].generation = self.slots[i].generation.wrapping_add(1) & 0xff;
+        let stream = match self.connect_spread(i) {
             Ok(s) => s,
             Err(e) => return self.fail(i, connect_error_kind(&e)),
         };
@@ -424,17 +472,16 @@ impl<'a> State<'a> {
             return Step::Wait;
         };
         match conn.phase {
+            // Only this socket's own events reach here (tokens carry the generation), and a
+            // connecting socket reports nothing until the connection is made or has failed:
+            // SO_ERROR says which.
             Phase::Connecting => match conn.stream.take_error() {
                 Ok(Some(e)) | Err(e) => Step::Failed(connect_error_kind(&e)),
-                Ok(None) => match conn.stream.peer_addr() {
-                    Ok(_) => {
-                        conn.connected = Some(Instant::now());
-                        conn.phase = Phase::Handshaking;
-                        Step::Continue
-                    }
-                    Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => Step::Wait,
-                    Err(e) => Step::Failed(connect_error_kind(&e)),
-                },
+                Ok(None) => {
+                    conn.connected = Some(Instant::now());
+                    conn.phase = Phase::Handshaking;
+                    Step::Continue
+                }
             },
             Phase::Handshaking => match conn.ssl.do_handshake() {
                 Io::Done(_) => {
@@ -653,10 +700,14 @@ impl<'a> State<'a> {
                 self.rec.resumption.no_session += 1;
             }
         }
-        if error.is_none() {
-            // close_notify; the peer's is not awaited.
+        if error.is_none() && !conn.parser.closes {
+            // close_notify (the peer's is not awaited); not when the server said it closes,
+            // where ours would meet a closing socket.
             let _ = conn.ssl.shutdown();
         }
+        // Freed without a completed shutdown, OpenSSL would mark the session we keep as not
+        // resumable.
+        conn.ssl.mark_shut_down();
         // Closing the socket (when `conn` drops) removes it from epoll: no deregister call.
         if self.w.cfg.record_connections && conn.measured {
             self.rec.rows.push(self.row(&conn, error));
