@@ -106,6 +106,41 @@ fn openssl_paths_and_versions_that_are_not_openssl() {
 }
 
 #[test]
+fn cpus_are_checked_against_the_machine_not_the_affinity_mask() {
+    // Under taskset the process may run on one CPU only; the machine still has the others.
+    let last = (host_cpus() - 1).to_string();
+    let out = support::run_with_timeout(
+        std::process::Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(support::bin())
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--cpus",
+                &last,
+                "--duration",
+                "0.2",
+            ]),
+        std::time::Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+fn host_cpus() -> usize {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap();
+    // "0-1" or "0": the last number is the highest CPU.
+    let highest: usize = online
+        .trim()
+        .rsplit(['-', ','])
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    highest + 1
+}
+
+#[test]
 fn bad_cpu_threads_and_tls_options() {
     let out = support::tlsscope(&["serve", "--cpus", "4096"]);
     assert_one_line_error(&out, &["--cpus 4096"]);

@@ -289,7 +289,7 @@ env_common() {
     echo "kernel: $(uname -a)"
     echo "cpu_model: $(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)"
     echo "nproc: $(nproc)"
-    echo "tlsscope: $("$1" --version 2>&1 | head -1) ($2, copied at start; sha256 $3...)"
+    echo "tlsscope: $("$1" --version 2>&1 | head -1) ($2, built $(date -u -r "$2" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo '?'), copied at start; sha256 $3...)"
     echo "git_commit: $(git -C "$4" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$4" diff --quiet HEAD -- 2>/dev/null || echo ' (working tree has uncommitted changes)')"
     echo "openssl: $(openssl version)"
     echo "nginx: $("$NGINX" -v 2>&1)"

@@ -3,9 +3,17 @@
 
 use std::io;
 
+/// CPUs online on this machine. Not `available_parallelism`, which counts only the CPUs this
+/// process may run on: under `taskset -c 1` it is 1, yet CPU 1 is the one asked for.
+pub fn online_cpus() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    usize::try_from(n).unwrap_or(1).max(1)
+}
+
 /// Checks that every CPU in `cpus` exists here; the error names the first that does not.
 pub fn check_cpus(flag: &str, cpus: &[usize]) -> Result<(), String> {
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = online_cpus();
     match cpus.iter().find(|&&c| c >= n) {
         Some(bad) => Err(format!(
             "{flag} {bad}: this machine has CPUs 0 to {}",
