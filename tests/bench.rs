@@ -406,6 +406,36 @@ fn nginx_sees_what_the_client_says() {
     );
     assert_eq!(log.len(), 81);
 
+    // TLS 1.2, by ticket and by session ID.
+    for (by, kind) in [("ticket", "resumed_ticket"), ("id", "resumed_session_id")] {
+        let nginx = Nginx::start(NginxOpts::default());
+        let addr = nginx.addr().to_string();
+        let (ok, _, stderr, doc) = bench(&[
+            &addr,
+            "--mode",
+            "resume",
+            "--tls",
+            "1.2",
+            "--resume",
+            by,
+            "--request",
+            "/",
+            "-n",
+            "40",
+            "-c",
+            "2",
+        ]);
+        assert!(ok, "{by}: {stderr}");
+        assert_eq!(n(&doc["result"]["handshakes"][kind]), 38, "{by}");
+        let log = nginx.stop();
+        assert_eq!(
+            log.iter().filter(|l| l.reused).count(),
+            38,
+            "{by}: nginx's count"
+        );
+        assert!(log.iter().all(|l| l.protocol == "TLSv1.2"));
+    }
+
     // Keep-alive requests: nginx counts them per connection.
     let nginx = Nginx::start(NginxOpts {
         protocols: Protocols::Tls12And13,
