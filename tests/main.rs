@@ -5,5 +5,6 @@ mod cli;
 mod openssl_build;
 mod ossl_api;
 mod peers;
+mod probes;
 mod serve;
 mod support;
