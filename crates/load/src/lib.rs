@@ -170,6 +170,7 @@ impl Run {
         let request = cfg.request.clone().unwrap_or_default();
         let per_thread = split(cfg.connections, cfg.threads);
         let mut cpu_start = None;
+        let mut cpu_end = None;
         let recorders = std::thread::scope(|scope| {
             let mut handles = Vec::new();
             for (index, &slots) in per_thread.iter().enumerate() {
@@ -210,6 +211,15 @@ impl Run {
                 .saturating_duration_since(Instant::now());
             std::thread::sleep(wait);
             cpu_start = Some(CpuSample::take(cfg.server_pid));
+            if cfg.duration.is_some() {
+                // The window ends at the deadline; the threads then drain what is in flight,
+                // which is neither counted nor charged to the window's CPU.
+                let wait = shared.deadline.saturating_duration_since(Instant::now());
+                while !shared.stop.load(Relaxed) && Instant::now() < shared.deadline {
+                    std::thread::sleep(wait.min(Duration::from_millis(50)));
+                }
+                cpu_end = Some(CpuSample::take(cfg.server_pid));
+            }
             let mut recorders = Vec::new();
             for handle in handles {
                 match handle.join() {
@@ -224,7 +234,7 @@ impl Run {
             }
             Ok(recorders)
         })?;
-        let cpu_end = CpuSample::take(cfg.server_pid);
+        let cpu_end = cpu_end.unwrap_or_else(|| CpuSample::take(cfg.server_pid));
         let cpu_start = cpu_start.unwrap_or_else(|| cpu_end.clone());
         Ok(self.assemble(recorders, &cpu_start, &cpu_end))
     }

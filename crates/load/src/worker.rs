@@ -25,6 +25,9 @@ use crate::{LoadConfig, Mode, ResumeBy, Shared};
 const TICKET_WAIT: Duration = Duration::from_millis(200);
 /// How often timeouts are checked.
 const SWEEP: Duration = Duration::from_millis(50);
+/// After the deadline, how long operations in flight may take to finish (unrecorded), so the
+/// server does not see handshakes abandoned half-way.
+const DRAIN: Duration = Duration::from_secs(2);
 /// Bits of an epoll token that hold the slot index; the rest hold the slot's generation.
 const SLOT_BITS: u32 = 24;
 
@@ -143,6 +146,8 @@ struct State<'a> {
     /// Slots whose operation failed: restarted at the next sweep, so a target that refuses
     /// at once cannot make the loop recurse or spin.
     retry: Vec<usize>,
+    /// Past the deadline: finishing what is in flight, recording nothing.
+    draining: bool,
 }
 
 impl<'a> State<'a> {
@@ -169,6 +174,7 @@ impl<'a> State<'a> {
             no_more_ops: false,
             cpu_at_measure_start: None,
             retry: Vec::new(),
+            draining: false,
         })
     }
 
@@ -185,8 +191,19 @@ impl<'a> State<'a> {
         loop {
             let now = Instant::now();
             self.note_measure_start(now);
-            if self.w.shared.stop.load(Relaxed) || now >= self.w.shared.deadline {
+            if self.w.shared.stop.load(Relaxed) {
                 break;
+            }
+            if now >= self.w.shared.deadline {
+                if !self.draining {
+                    self.draining = true;
+                    self.no_more_ops = true;
+                    self.note_measure_end();
+                }
+                let grace = DRAIN.min(self.w.cfg.timeout);
+                if self.finished() || now >= self.w.shared.deadline + grace {
+                    break;
+                }
             }
             self.schedule(now);
             if self.finished() {
@@ -219,7 +236,11 @@ impl<'a> State<'a> {
                 }
             }
         }
-        self.note_measure_end();
+        if !self.draining {
+            self.note_measure_end();
+        }
+        // Whatever is still open closes here; unfinished operations are not recorded.
+        self.slots.clear();
     }
 
     fn note_measure_start(&mut self, now: Instant) {
@@ -234,8 +255,11 @@ impl<'a> State<'a> {
         self.rec.window_s = Instant::now()
             .saturating_duration_since(self.w.shared.measure_start)
             .as_secs_f64();
-        // Unfinished connections: their rows would be partial; they are simply dropped.
-        self.slots.clear();
+    }
+
+    /// True while what completes still counts (not draining after the deadline).
+    fn recording(&self) -> bool {
+        !self.draining
     }
 
     /// True when a count-bounded run has nothing left in flight.
@@ -248,7 +272,10 @@ impl<'a> State<'a> {
         if self.interval.is_some() && !self.no_more_ops {
             t = t.min(self.next_planned.saturating_duration_since(now));
         }
-        t.min(self.w.shared.deadline.saturating_duration_since(now))
+        if !self.draining {
+            t = t.min(self.w.shared.deadline.saturating_duration_since(now));
+        }
+        t
     }
 
     /// Open loop: queue every planned start that is due, and give queued starts to free slots.
@@ -580,7 +607,7 @@ impl<'a> State<'a> {
             (self.w.cfg.mode, conn.measured, conn.offered_session)
         };
         let had_first = std::mem::replace(&mut self.slots[i].had_first, true);
-        if !measured {
+        if !measured || !self.recording() {
             return;
         }
         let conn = self.slots[i].conn.as_ref().expect("connection");
@@ -616,7 +643,7 @@ impl<'a> State<'a> {
     /// A response is complete: count it; the operation ends here unless a ticket is awaited.
     fn response_done(&mut self, i: usize) -> Step {
         let mode = self.w.cfg.mode;
-        let measured = self.slots[i].op.is_some_and(|op| op.measured);
+        let measured = self.slots[i].op.is_some_and(|op| op.measured) && self.recording();
         let conn = self.slots[i].conn.as_mut().expect("connection");
         conn.requests += 1;
         let now = Instant::now();
@@ -649,8 +676,9 @@ impl<'a> State<'a> {
     fn op_done(&mut self, i: usize) {
         let now = Instant::now();
         let mode = self.w.cfg.mode;
+        let recording = self.recording();
         if let Some(op) = self.slots[i].op.take() {
-            if op.measured {
+            if op.measured && recording {
                 self.rec.ops += 1;
                 self.rec.hist.total.record(now - op.planned);
                 self.rec.hist.total_uncorrected.record(now - op.started);
@@ -678,7 +706,7 @@ impl<'a> State<'a> {
             Some(op) => op.measured,
             None => self.slots[i].conn.as_ref().is_some_and(|c| c.measured),
         };
-        if measured {
+        if measured && self.recording() {
             self.rec.error(&kind);
             self.w.shared.progress[self.w.index]
                 .errors
@@ -696,7 +724,7 @@ impl<'a> State<'a> {
         if matches!(self.w.cfg.mode, Mode::Resume { .. }) && error.is_none() {
             if conn.ssl.has_resumable_session() {
                 self.slots[i].session = conn.ssl.session();
-            } else if conn.measured {
+            } else if conn.measured && self.recording() {
                 self.rec.resumption.no_session += 1;
             }
         }
@@ -709,7 +737,7 @@ impl<'a> State<'a> {
         // resumable.
         conn.ssl.mark_shut_down();
         // Closing the socket (when `conn` drops) removes it from epoll: no deregister call.
-        if self.w.cfg.record_connections && conn.measured {
+        if self.w.cfg.record_connections && conn.measured && self.recording() {
             self.rec.rows.push(self.row(&conn, error));
         }
     }
