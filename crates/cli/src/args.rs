@@ -62,6 +62,33 @@ fn parse_cert_type(s: &str) -> Result<ossl::CertType, String> {
     s.parse().map_err(|e: ossl::UnknownCertType| e.to_string())
 }
 
+/// How a client names and checks the server: shared by `handshake` and `bench`.
+#[derive(Debug, Args, Clone)]
+pub struct PeerArgs {
+    /// Server name to send (SNI) and, with --verify, to check the certificate against.
+    #[arg(long, value_name = "NAME")]
+    pub sni: Option<String>,
+    /// Verify the server certificate (against --cafile, or the system's trust store).
+    #[arg(long)]
+    pub verify: bool,
+    /// CA certificates (PEM) to verify against; implies --verify.
+    #[arg(long, value_name = "FILE")]
+    pub cafile: Option<PathBuf>,
+}
+
+impl PeerArgs {
+    /// True when the certificate is to be verified.
+    pub fn verifies(&self) -> bool {
+        self.verify || self.cafile.is_some()
+    }
+
+    /// The name the certificate must carry: the SNI name, else the target's address.
+    pub fn verify_host(&self, target: SocketAddr) -> Option<String> {
+        self.verifies()
+            .then(|| self.sni.clone().unwrap_or_else(|| target.ip().to_string()))
+    }
+}
+
 /// On or off, for settings that default to on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Switch {
@@ -205,15 +232,8 @@ pub struct BenchArgs {
     /// Give up on an operation's phase after this long.
     #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_duration)]
     pub timeout: std::time::Duration,
-    /// Server name to send (SNI) and, with --verify, to check the certificate against.
-    #[arg(long, value_name = "NAME")]
-    pub sni: Option<String>,
-    /// Verify the server certificate (against --cafile, or the system's trust store).
-    #[arg(long)]
-    pub verify: bool,
-    /// CA certificates (PEM) to verify against; implies --verify.
-    #[arg(long, value_name = "FILE")]
-    pub cafile: Option<PathBuf>,
+    #[command(flatten)]
+    pub peer: PeerArgs,
     /// Client certificate (PEM), for servers that ask for one; needs --key.
     #[arg(long, value_name = "FILE", requires = "key")]
     pub cert: Option<PathBuf>,
@@ -275,15 +295,8 @@ pub struct HandshakeArgs {
     /// Send GET PATH on each connection and read the response.
     #[arg(long, value_name = "PATH")]
     pub request: Option<String>,
-    /// Server name to send (SNI) and, with --verify, to check the certificate against.
-    #[arg(long, value_name = "NAME")]
-    pub sni: Option<String>,
-    /// Verify the server certificate (against --cafile, or the system's trust store).
-    #[arg(long)]
-    pub verify: bool,
-    /// CA certificates (PEM) to verify against; implies --verify.
-    #[arg(long, value_name = "FILE")]
-    pub cafile: Option<PathBuf>,
+    #[command(flatten)]
+    pub peer: PeerArgs,
     /// Print one JSON object per connection instead of text.
     #[arg(long)]
     pub json: bool,

@@ -9,24 +9,24 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use load::{LoadConfig, Mode, ResumeBy, Run};
-use ossl::{ContextBuilder, Credentials, Role};
 
 use crate::args::{BenchArgs, BenchMode, ResumeKind};
+use crate::client::client_context;
 use crate::probe::{connect_once, Probe};
 use crate::{environment, library};
 
 pub fn run(openssl: Option<&str>, a: &BenchArgs) -> anyhow::Result<ExitCode> {
     let mode = mode(a)?;
     let lib = library::load(openssl)?;
-    let ctx = client_context(lib, a)?;
+    let ctx = context(lib, a)?;
     let cfg = load_config(a, mode)?;
 
     // One connection first: a target that is down, not TLS, or fails verification is a
     // one-line error, not a run full of errors.
     let probe = Probe {
         target: a.target,
-        sni: a.sni.as_deref(),
-        verify: a.verify || a.cafile.is_some(),
+        sni: a.peer.sni.as_deref(),
+        verify: a.peer.verifies(),
         timeout: a.timeout,
         request: (mode != Mode::KeepAlive)
             .then_some(a.request.as_deref())
@@ -106,22 +106,11 @@ fn mode(a: &BenchArgs) -> anyhow::Result<Mode> {
     })
 }
 
-fn client_context(lib: &'static ossl::Library, a: &BenchArgs) -> anyhow::Result<ossl::Context> {
+fn context(lib: &'static ossl::Library, a: &BenchArgs) -> anyhow::Result<ossl::Context> {
     // Resumption by session ID: do not ask for tickets, so the server falls back to its cache.
     let tickets = a.resume != Some(ResumeKind::Id);
-    let settings = a.tls.settings(false, tickets)?;
-    let mut b = ContextBuilder::new(lib, Role::Client)?;
-    b.apply(&settings)?;
-    if a.verify || a.cafile.is_some() {
-        b.verify_peer(a.cafile.as_deref())?;
-    }
-    if let (Some(cert), Some(key)) = (&a.cert, &a.key) {
-        b.credentials(&Credentials::from_files(lib, cert, key)?)?;
-    }
-    if let Some(sink) = a.tls.keylog_sink()? {
-        b.keylog(sink);
-    }
-    Ok(b.build())
+    let cert = a.cert.as_deref().zip(a.key.as_deref());
+    client_context(lib, &a.tls, &a.peer, tickets, cert)
 }
 
 fn load_config(a: &BenchArgs, mode: Mode) -> anyhow::Result<LoadConfig> {
@@ -142,7 +131,11 @@ fn load_config(a: &BenchArgs, mode: Mode) -> anyhow::Result<LoadConfig> {
         (None, None) => Some(Duration::from_secs(10)),
         (d, _) => d,
     };
-    let host = a.sni.clone().unwrap_or_else(|| "localhost".to_string());
+    let host = a
+        .peer
+        .sni
+        .clone()
+        .unwrap_or_else(|| "localhost".to_string());
     let path = match (mode, &a.request) {
         (_, Some(p)) => Some(p.as_str()),
         (Mode::KeepAlive, None) => Some("/"),
@@ -151,9 +144,8 @@ fn load_config(a: &BenchArgs, mode: Mode) -> anyhow::Result<LoadConfig> {
     let keep_alive = mode == Mode::KeepAlive;
     Ok(LoadConfig {
         target: a.target,
-        server_name: a.sni.clone(),
-        verify_host: (a.verify || a.cafile.is_some())
-            .then(|| a.sni.clone().unwrap_or_else(|| a.target.ip().to_string())),
+        server_name: a.peer.sni.clone(),
+        verify_host: a.peer.verify_host(a.target),
         threads: a.threads,
         connections: a.connections,
         cpus: a.cpus.clone(),

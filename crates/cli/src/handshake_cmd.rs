@@ -5,10 +5,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use ossl::{ContextBuilder, Role, Session};
+use ossl::Session;
 use serde_json::json;
 
 use crate::args::HandshakeArgs;
+use crate::client::client_context;
 use crate::library;
 use crate::probe::{connect_once, Outcome, Probe};
 
@@ -22,17 +23,7 @@ pub fn run(openssl: Option<&str>, a: &HandshakeArgs) -> anyhow::Result<ExitCode>
         );
     }
     let lib = library::load(openssl)?;
-    let settings = a.tls.settings(false, true)?;
-    let verify = a.verify || a.cafile.is_some();
-    let mut builder = ContextBuilder::new(lib, Role::Client)?;
-    builder.apply(&settings)?;
-    if verify {
-        builder.verify_peer(a.cafile.as_deref())?;
-    }
-    if let Some(sink) = a.tls.keylog_sink()? {
-        builder.keylog(sink);
-    }
-    let ctx = builder.build();
+    let ctx = client_context(lib, &a.tls, &a.peer, true, None)?;
 
     let mut session: Option<Session> = None;
     let mut not_resumed = 0;
@@ -41,8 +32,8 @@ pub fn run(openssl: Option<&str>, a: &HandshakeArgs) -> anyhow::Result<ExitCode>
         let offer = if a.resume { session.as_ref() } else { None };
         let probe = Probe {
             target: a.target,
-            sni: a.sni.as_deref(),
-            verify,
+            sni: a.peer.sni.as_deref(),
+            verify: a.peer.verifies(),
             timeout: Duration::from_secs_f64(a.timeout),
             request: a.request.as_deref(),
             await_ticket: a.resume,

@@ -2,6 +2,7 @@
 
 mod args;
 mod bench_cmd;
+mod client;
 mod environment;
 mod handshake_cmd;
 mod library;
