@@ -6,7 +6,7 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
-use ossl::{Context, Io, Negotiated, Session, Ssl, TlsVersion};
+use ossl::{Context, Io, Negotiated, Session, Ssl, TlsError, TlsVersion};
 
 /// Where to connect and what to do there.
 pub struct Probe<'a> {
@@ -129,58 +129,34 @@ fn collect_tickets(ssl: &mut Ssl, stream: &TcpStream) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Sends `GET path` with `Connection: close` and reads the whole response.
+/// Sends `GET path` with `Connection: close` and reads the whole response, framed as the
+/// load engine frames it.
 fn http_get(ssl: &mut Ssl, path: &str, host: Option<&str>) -> anyhow::Result<(u16, usize)> {
-    let request = format!(
-        "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: tlsscope\r\nConnection: close\r\n\r\n",
-        host.unwrap_or("localhost")
-    );
+    let request = load::request_bytes(path, host.unwrap_or("localhost"), false);
     let mut sent = 0;
     while sent < request.len() {
-        match ssl.write(&request.as_bytes()[sent..]) {
+        match ssl.write(&request[sent..]) {
             Io::Done(n) => sent += n,
             Io::Failed(e) => bail!("sending the request failed: {e}"),
             other => bail!("sending the request stalled ({other:?})"),
         }
     }
-    let mut response = Vec::new();
+    let mut parser = load::ResponseParser::new();
     let mut buf = vec![0u8; 16 * 1024];
     loop {
-        match ssl.read(&mut buf) {
-            Io::Done(n) => response.extend_from_slice(&buf[..n]),
-            Io::Closed => break,
+        let complete = match ssl.read(&mut buf) {
+            Io::Done(n) => parser.feed(&buf[..n]),
             // A server that closes without close_notify has still sent everything.
-            Io::Failed(e) if e.code == ossl::ErrorCode::Syscall => break,
+            Io::Closed
+            | Io::Failed(TlsError {
+                code: ossl::ErrorCode::Syscall,
+                ..
+            }) => parser.on_close().map(|()| true),
             Io::Failed(e) => bail!("reading the response failed: {e}"),
             Io::WantRead | Io::WantWrite | Io::Retry(_) => bail!("reading the response timed out"),
+        };
+        if complete.map_err(|e| anyhow!("the response: {}", e.name()))? {
+            return Ok((parser.status, parser.body_bytes as usize));
         }
-    }
-    parse_response(&response)
-}
-
-/// The status code and body length of a complete HTTP/1.1 response.
-fn parse_response(response: &[u8]) -> anyhow::Result<(u16, usize)> {
-    let head_end = response
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .ok_or_else(|| anyhow!("the response has no complete HTTP head"))?;
-    let head = String::from_utf8_lossy(&response[..head_end]);
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| anyhow!("the response has no HTTP status line"))?;
-    Ok((status, response.len() - head_end - 4))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn parses_status_and_body_length() {
-        let r = b"HTTP/1.1 404 Not Found\r\nContent-Length: 3\r\n\r\nabc";
-        assert_eq!(parse_response(r).unwrap(), (404, 3));
-        assert!(parse_response(b"HTTP/1.1 200 OK\r\n").is_err());
     }
 }

@@ -12,7 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-pub use http::request_bytes;
+pub use http::{request_bytes, HttpError, ResponseParser};
 pub use record::Recorder;
 pub use result::{ConnectionRow, RunResult};
 
