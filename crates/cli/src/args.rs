@@ -28,6 +28,9 @@ pub enum Command {
     /// Connect, handshake, and report what was negotiated (version, cipher, group, signature,
     /// full or resumed).
     Handshake(HandshakeArgs),
+    /// Trace TLS library calls with eBPF uprobes: latency histograms per function and outcome
+    /// (success, retry, failure), aggregated in the kernel.
+    Trace(TraceArgs),
     /// Build OpenSSL versions to test against, or list the builds.
     #[command(subcommand)]
     Openssl(OpensslCommand),
@@ -255,6 +258,64 @@ pub struct BenchArgs {
     pub csv: Option<PathBuf>,
     #[command(flatten)]
     pub tls: TlsArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Trace these processes (the TLS libraries each maps; comma-separated PIDs).
+    #[arg(short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Trace a program with the TLS library linked in statically (its own symbol tables), in
+    /// every process running it (or only --pid's).
+    #[arg(long, value_name = "PATH")]
+    pub binary: Vec<PathBuf>,
+    /// Trace a shared library (e.g. /usr/lib/x86_64-linux-gnu/libssl.so.3) in every process
+    /// using it (or only --pid's).
+    #[arg(long, value_name = "PATH")]
+    pub lib: Vec<PathBuf>,
+    /// Only threads with this name (as in /proc/PID/comm, at most 15 characters).
+    #[arg(short = 'c', long, value_name = "COMM")]
+    pub comm: Option<String>,
+    /// Probe groups: handshake, io, crypto, or all (comma-separated).
+    #[arg(long, default_value = "all", value_name = "GROUPS", value_parser = parse_groups)]
+    pub probes: probes::Groups,
+    /// Stop after this long (default: at Ctrl-C, SIGTERM, or when every traced process exits).
+    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
+    /// Print the table of the last interval this often.
+    #[arg(long, short = 'i', value_name = "TIME", value_parser = parse_duration)]
+    pub interval: Option<std::time::Duration>,
+    /// Linear buckets MIN,MAX,STEP in microseconds (like ssllatency's lhist 0,1000,200)
+    /// instead of powers of two.
+    #[arg(long, value_name = "MIN,MAX,STEP", value_parser = parse_linear)]
+    pub linear: Option<probes::Buckets>,
+    /// One histogram per process.
+    #[arg(long)]
+    pub per_pid: bool,
+    /// Only the stats table at the end, no histograms.
+    #[arg(long)]
+    pub no_histograms: bool,
+    /// Write the results as JSON (schemas/trace.v1.schema.json).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+}
+
+fn parse_groups(s: &str) -> Result<probes::Groups, String> {
+    s.parse()
+}
+
+fn parse_linear(s: &str) -> Result<probes::Buckets, String> {
+    let numbers: Vec<u64> = s
+        .split(',')
+        .map(|n| n.trim().parse::<u64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("{s:?} is not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)"))?;
+    match numbers[..] {
+        [min, max, step] => probes::Buckets::linear(min, max, step),
+        _ => Err(format!(
+            "{s:?} is not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)"
+        )),
+    }
 }
 
 /// Parses "10", "10s", "250ms", "2m", "1.5s".

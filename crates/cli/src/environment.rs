@@ -6,12 +6,22 @@ use report::Environment;
 
 /// Describes this machine and process, with the OpenSSL under test.
 pub fn collect(lib: &ossl::Library) -> Environment {
-    let uname = uname();
     Environment {
-        tlsscope_version: env!("CARGO_PKG_VERSION").to_string(),
         library: lib.version().text.clone(),
         library_version_number: lib.version().number,
         library_path: lib.ssl_path().display().to_string(),
+        ..host()
+    }
+}
+
+/// Describes this machine and process; no OpenSSL loaded (the library fields stay empty).
+pub fn host() -> Environment {
+    let uname = uname();
+    Environment {
+        tlsscope_version: env!("CARGO_PKG_VERSION").to_string(),
+        library: String::new(),
+        library_version_number: 0,
+        library_path: String::new(),
         kernel: format!("{} {} {}", uname.0, uname.1, uname.3),
         cpu_model: cpu_model(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),

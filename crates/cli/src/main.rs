@@ -9,6 +9,7 @@ mod library;
 mod openssl_cmd;
 mod probe;
 mod serve_cmd;
+mod trace_cmd;
 
 use std::process::ExitCode;
 
@@ -37,6 +38,7 @@ fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         Command::Serve(a) => serve_cmd::run(openssl, &a),
         Command::Bench(a) => bench_cmd::run(openssl, &a),
         Command::Handshake(a) => handshake_cmd::run(openssl, &a),
+        Command::Trace(a) => trace_cmd::run(&a),
         Command::Openssl(OpensslCommand::Build(a)) => {
             let jobs = a
                 .jobs

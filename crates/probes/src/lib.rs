@@ -1,13 +1,20 @@
-//! `probes`: eBPF uprobes on TLS libraries (issue 4). So far: where to attach them. Which TLS
-//! libraries a process maps, the functions a library defines (exported `.dynsym`, and the
-//! internal `.symtab` where it was not stripped), and the file offset of each.
+//! `probes`: eBPF uprobes on TLS libraries. Where to attach them (the TLS libraries a process
+//! maps, the functions a library defines in `.dynsym` and, where it was not stripped, `.symtab`,
+//! and their file offsets), the catalog of functions per library, and the latency tracer that
+//! loads `src/bpf/latency.bpf.c` and reads its in-kernel histograms.
 
+pub mod catalog;
+pub mod latency;
 pub mod maps;
+pub mod plan;
 pub mod symbols;
 
 use std::path::PathBuf;
 
+pub use catalog::{Group, Groups, CATALOG};
+pub use latency::{Buckets, Calibration, Cell, Outcome, Snapshot, TraceConfig, Tracer};
 pub use maps::{tls_libraries, LibraryKind, MappedLibrary, Mapping};
+pub use plan::{AttachPoint, Missing, Plan, Target};
 pub use symbols::{Symbol, SymbolTable, Table};
 
 /// Errors finding libraries and symbols. Each names the file, symbol or process involved.
@@ -30,4 +37,23 @@ pub enum Error {
     NotLoaded { symbol: String, path: PathBuf },
     #[error("cannot read the memory map of process {pid}: {source} (is the PID right, and are we allowed to look?)")]
     Process { pid: u32, source: std::io::Error },
+    #[error("process {pid} maps no TLS library (OpenSSL, GnuTLS, NSS) and its executable defines no TLS function: is it the right process?")]
+    NoTlsLibrary { pid: u32 },
+    #[error("nothing to attach: {reasons}")]
+    NothingToAttach { reasons: String },
+    #[error("tracing needs root (CAP_BPF and CAP_PERFMON): run tlsscope as root, e.g. with sudo")]
+    NotRoot,
+    #[error("this kernel has no uprobes (/sys/bus/event_source/devices/uprobe is missing): use a kernel built with CONFIG_UPROBE_EVENTS")]
+    NoUprobes,
+    #[error("BPF: {what}: {detail}")]
+    Bpf { what: String, detail: String },
+}
+
+impl Error {
+    fn bpf(what: &str, e: libbpf_rs::Error) -> Error {
+        Error::Bpf {
+            what: what.to_string(),
+            detail: e.to_string(),
+        }
+    }
 }

@@ -1,5 +1,7 @@
 //! `stats`: latency histograms and their summaries. Pure: no I/O, no threads.
 
+pub mod buckets;
+
 use std::time::Duration;
 
 use hdrhistogram::Histogram;

@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: Apache-2.0
+/* latency: uprobe + uretprobe pairs on TLS library functions. The entry program stores the
+ * start time per (thread, function); the return program computes the latency, classifies the
+ * return value by the function's semantics (from the attach cookie), and adds it to a per-CPU
+ * histogram. Nothing is sent to user space per call. */
+#include <linux/bpf.h>
+#include <linux/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+#include "latency.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const volatile struct ts_config cfg = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TS_MAX_PIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+/* LRU: a call whose thread died before returning cannot pin an entry forever. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ts_entry_key);
+	__type(value, struct ts_entry);
+} entries SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct ts_pending);
+} pending SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ts_hist_key);
+	__type(value, struct ts_hist_value);
+} hist SEC(".maps");
+
+/* [0]: probed calls (entry program runs, filtered or not), [1]: cells the hist map had no room for. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	__u64 *n = bpf_map_lookup_elem(&counters, &which);
+
+	if (n)
+		*n += 1;
+}
+
+static __always_inline int wanted(__u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32;
+
+	if (cfg.filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
+		return 0;
+	if (cfg.filter_comm) {
+		char comm[TS_COMM_LEN];
+
+		bpf_get_current_comm(comm, sizeof(comm));
+		for (int i = 0; i < TS_COMM_LEN; i++) {
+			if (comm[i] != cfg.comm[i])
+				return 0;
+			if (comm[i] == 0)
+				break;
+		}
+	}
+	return 1;
+}
+
+static __always_inline __u8 bucket_of(__u64 latency_ns)
+{
+	__u64 us = latency_ns / 1000;
+
+	if (!cfg.linear) {
+		__u8 b = 0;
+
+		for (int i = 0; i < 64; i++) {
+			if (!us)
+				break;
+			us >>= 1;
+			b++;
+		}
+		return b;
+	}
+	if (us < cfg.lin_min_us)
+		return 0;
+	__u64 b = (us - cfg.lin_min_us) / (cfg.lin_step_us ? cfg.lin_step_us : 1) + 1;
+
+	if (b > cfg.lin_buckets + 1)
+		b = cfg.lin_buckets + 1;
+	return b;
+}
+
+static __always_inline void add(__u32 pid, __u16 func, __u8 outcome, __u8 bucket,
+				__u64 latency_ns)
+{
+	struct ts_hist_key key = {
+		.pid = cfg.per_pid ? pid : 0,
+		.func = func,
+		.outcome = outcome,
+		.bucket = bucket,
+	};
+	struct ts_hist_value *v = bpf_map_lookup_elem(&hist, &key);
+
+	if (!v) {
+		struct ts_hist_value zero = {};
+
+		bpf_map_update_elem(&hist, &key, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(&hist, &key);
+		if (!v) {
+			count(1);
+			return;
+		}
+	}
+	v->count += 1;
+	v->total_ns += latency_ns;
+}
+
+/* A call that only SSL_get_error can classify: park it for this thread. A call parked before
+ * and never settled is counted as unknown. */
+static __always_inline void park(__u32 tid, __u32 pid, __u16 func, __u64 ssl, __u64 latency_ns)
+{
+	struct ts_pending *old = bpf_map_lookup_elem(&pending, &tid);
+
+	if (old)
+		add(old->pid, old->func, TS_UNKNOWN, old->bucket, old->latency_ns);
+	struct ts_pending p = {
+		.ssl = ssl,
+		.latency_ns = latency_ns,
+		.pid = pid,
+		.func = func,
+		.bucket = bucket_of(latency_ns),
+	};
+	bpf_map_update_elem(&pending, &tid, &p, BPF_ANY);
+}
+
+/* SSL_get_error returned `code` for `ssl`: settle this thread's parked call on that SSL. */
+static __always_inline void settle(__u32 tid, __u64 ssl, int code)
+{
+	struct ts_pending *p = bpf_map_lookup_elem(&pending, &tid);
+
+	if (!p || p->ssl != ssl)
+		return;
+	__u8 outcome;
+
+	switch (code) {
+	case 0: /* SSL_ERROR_NONE */
+		outcome = TS_SUCCESS;
+		break;
+	case 2:  /* WANT_READ */
+	case 3:  /* WANT_WRITE */
+	case 4:  /* WANT_X509_LOOKUP */
+	case 7:  /* WANT_CONNECT */
+	case 8:  /* WANT_ACCEPT */
+	case 9:  /* WANT_ASYNC */
+	case 10: /* WANT_ASYNC_JOB */
+	case 11: /* WANT_CLIENT_HELLO_CB */
+	case 12: /* WANT_RETRY_VERIFY */
+		outcome = TS_RETRY;
+		break;
+	case 6: /* ZERO_RETURN: the peer's close_notify */
+		outcome = TS_CLOSED;
+		break;
+	default: /* SSL (1), SYSCALL (5) */
+		outcome = TS_FAILURE;
+		break;
+	}
+	add(p->pid, p->func, outcome, p->bucket, p->latency_ns);
+	bpf_map_delete_elem(&pending, &tid);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(tls_enter)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	count(0);
+	if (!wanted(pid_tgid))
+		return 0;
+	struct ts_entry_key key = {
+		.tid = (__u32)pid_tgid,
+		.func = TS_COOKIE_FUNC(bpf_get_attach_cookie(ctx)),
+	};
+	struct ts_entry e = {
+		.start_ns = bpf_ktime_get_ns(),
+		.arg0 = PT_REGS_PARM1(ctx),
+	};
+	bpf_map_update_elem(&entries, &key, &e, BPF_ANY);
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(tls_return)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct ts_entry_key key = {
+		.tid = (__u32)pid_tgid,
+		.func = TS_COOKIE_FUNC(cookie),
+	};
+	struct ts_entry *e = bpf_map_lookup_elem(&entries, &key);
+
+	if (!e)
+		return 0;
+	__u64 latency_ns = now - e->start_ns;
+	__u64 arg0 = e->arg0;
+
+	bpf_map_delete_elem(&entries, &key);
+
+	__u32 tid = (__u32)pid_tgid, pid = pid_tgid >> 32;
+	__u16 func = key.func;
+	long rc = PT_REGS_RC(ctx);
+	int rc32 = (int)rc;
+
+	switch (TS_COOKIE_SEM(cookie)) {
+	case TS_SEM_OSSL_IO:
+		if (rc32 > 0)
+			add(pid, func, TS_SUCCESS, bucket_of(latency_ns), latency_ns);
+		else
+			park(tid, pid, func, arg0, latency_ns);
+		break;
+	case TS_SEM_OSSL_SHUTDOWN:
+		if (rc32 >= 0)
+			add(pid, func, TS_SUCCESS, bucket_of(latency_ns), latency_ns);
+		else
+			park(tid, pid, func, arg0, latency_ns);
+		break;
+	case TS_SEM_OSSL_GET_ERROR:
+		settle(tid, arg0, rc32);
+		break;
+	case TS_SEM_POSITIVE:
+		add(pid, func, rc32 > 0 ? TS_SUCCESS : TS_FAILURE, bucket_of(latency_ns), latency_ns);
+		break;
+	case TS_SEM_NONNEGATIVE:
+		add(pid, func, rc32 >= 0 ? TS_SUCCESS : TS_FAILURE, bucket_of(latency_ns), latency_ns);
+		break;
+	case TS_SEM_GNUTLS: {
+		__u8 outcome = TS_SUCCESS;
+
+		/* gnutls_record_* return ssize_t, gnutls_handshake int: the error codes are small
+		 * negative ints either way, and a success (at most a record's length) is never
+		 * negative in its low 32 bits. */
+		if (rc32 < 0)
+			outcome = (rc32 == -28 || rc32 == -52) ? TS_RETRY : TS_FAILURE;
+		add(pid, func, outcome, bucket_of(latency_ns), latency_ns);
+		break;
+	}
+	case TS_SEM_NSS_STATUS:
+	case TS_SEM_NSPR_IO:
+		add(pid, func, rc32 >= 0 ? TS_SUCCESS : TS_UNKNOWN, bucket_of(latency_ns), latency_ns);
+		break;
+	default:
+		break;
+	}
+	return 0;
+}

@@ -1,0 +1,99 @@
+/* latency: the latency of TLS library calls, aggregated in the kernel. Shared by
+ * latency.bpf.c and the Rust loader (through the generated skeleton's types). */
+#ifndef TLSSCOPE_LATENCY_H
+#define TLSSCOPE_LATENCY_H
+
+#include "common.h"
+
+/* How a call ended. */
+enum ts_outcome {
+	TS_SUCCESS = 0,
+	/* Would block: the caller must call again (non-blocking I/O). */
+	TS_RETRY = 1,
+	TS_FAILURE = 2,
+	/* The return value alone cannot tell retry from failure, and the follow-up call that
+	 * would tell (SSL_get_error) was not seen. */
+	TS_UNKNOWN = 3,
+	/* The peer closed the connection cleanly (SSL_ERROR_ZERO_RETURN: its close_notify). */
+	TS_CLOSED = 4,
+};
+
+/* How to read a function's return value. The attach cookie carries it (bits 16-23) with the
+ * function's index in the catalog (bits 0-15). */
+enum ts_semantics {
+	/* OpenSSL SSL_read/SSL_write/SSL_do_handshake/..., and the _ex variants: int > 0 is
+	 * success; <= 0 is settled by the caller's next SSL_get_error on the same SSL. */
+	TS_SEM_OSSL_IO = 0,
+	/* SSL_shutdown: 0 (sent, not yet received) and 1 are success; < 0 as TS_SEM_OSSL_IO. */
+	TS_SEM_OSSL_SHUTDOWN = 1,
+	/* SSL_get_error itself: settles the pending call; not counted on its own. */
+	TS_SEM_OSSL_GET_ERROR = 2,
+	/* libcrypto functions returning int: > 0 success, <= 0 failure. */
+	TS_SEM_POSITIVE = 3,
+	/* GnuTLS (ssize_t or int): >= 0 success, -28 (AGAIN) and -52 (INTERRUPTED) retry, other
+	 * negative values failure. */
+	TS_SEM_GNUTLS = 4,
+	/* NSS SECStatus: 0 success, -1 retry or failure (PR_GetError would tell; not traced). */
+	TS_SEM_NSS_STATUS = 5,
+	/* NSPR PR_Read/PR_Write (int32): >= 0 success, < 0 retry or failure (as above). */
+	TS_SEM_NSPR_IO = 6,
+	/* Int, >= 0 success (rsa_ossl_* return a length), < 0 failure. */
+	TS_SEM_NONNEGATIVE = 7,
+};
+
+#define TS_COOKIE_FUNC(c) ((__u16)((c) & 0xffff))
+#define TS_COOKIE_SEM(c) ((__u8)(((c) >> 16) & 0xff))
+
+/* Most in-range buckets in linear mode (the bucket number is a __u8, with one bucket below
+ * the range and one at or over its top). */
+#define TS_MAX_LINEAR_BUCKETS 253
+
+/* One histogram cell. The bucket is log2 microseconds (0: under 1 us, b: [2^(b-1), 2^b) us),
+ * or in linear mode 0: under lin_min_us, b: [lin_min + (b-1) step, lin_min + b step), the last
+ * bucket (lin_buckets + 1) everything at or over the top. */
+struct ts_hist_key {
+	__u32 pid; /* 0 unless per_pid */
+	__u16 func;
+	__u8 outcome;
+	__u8 bucket;
+};
+
+struct ts_hist_value {
+	__u64 count;
+	__u64 total_ns;
+};
+
+/* A call in progress, per thread and function. */
+struct ts_entry_key {
+	__u32 tid;
+	__u32 func;
+};
+
+struct ts_entry {
+	__u64 start_ns;
+	__u64 arg0; /* the SSL * of OpenSSL calls */
+};
+
+/* An OpenSSL call that returned <= 0, waiting for the caller's SSL_get_error. Per thread. */
+struct ts_pending {
+	__u64 ssl;
+	__u64 latency_ns;
+	__u32 pid;
+	__u16 func;
+	__u8 bucket;
+	__u8 _pad;
+};
+
+/* Settings, fixed before the programs load. */
+struct ts_config {
+	__u8 filter_pids; /* trace only the processes in the pids map */
+	__u8 filter_comm; /* trace only threads whose comm is `comm` */
+	__u8 per_pid;     /* key histograms by process */
+	__u8 linear;      /* linear buckets instead of log2 */
+	__u32 lin_buckets;
+	__u64 lin_min_us;
+	__u64 lin_step_us;
+	char comm[TS_COMM_LEN];
+};
+
+#endif

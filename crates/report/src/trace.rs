@@ -1,0 +1,257 @@
+//! `tlsscope trace` results: the JSON document (`schemas/trace.v1.schema.json`) and its text
+//! rendering (bpftrace-like histograms, then a stats table).
+
+use std::io::{self, Write};
+
+use serde::{Deserialize, Serialize};
+use stats::buckets::{Bucket, BucketSummary};
+
+use crate::{duration, Environment};
+
+/// The version of the trace JSON document.
+pub const TRACE_SCHEMA_VERSION: u32 = 1;
+
+/// The JSON document `tlsscope trace --json` writes.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TraceDocument {
+    pub schema_version: u32,
+    pub kind: String,
+    pub environment: Environment,
+    /// The targets as given: "pid 123", "binary /path", "library /path".
+    pub targets: Vec<String>,
+    pub buckets: BucketScheme,
+    /// Seconds from the probes attaching to the last read-out.
+    pub duration_s: f64,
+    pub attached: Vec<ProbeDoc>,
+    pub not_attached: Vec<MissingDoc>,
+    pub overhead: Overhead,
+    /// Histogram cells lost because the kernel map was full (0 normally).
+    pub dropped_cells: u64,
+    /// One entry per function and outcome (and process, with --per-pid).
+    pub functions: Vec<FunctionStats>,
+}
+
+impl TraceDocument {
+    pub fn new(environment: Environment) -> TraceDocument {
+        TraceDocument {
+            schema_version: TRACE_SCHEMA_VERSION,
+            kind: "trace".into(),
+            environment,
+            ..TraceDocument::default()
+        }
+    }
+}
+
+/// How latencies were bucketed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketScheme {
+    /// "log2" or "linear".
+    pub kind: String,
+    pub min_us: Option<u64>,
+    pub max_us: Option<u64>,
+    pub step_us: Option<u64>,
+}
+
+/// An attached probe pair (uprobe + uretprobe).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeDoc {
+    pub function: String,
+    pub symbol: String,
+    pub path: String,
+    pub offset: u64,
+    /// The process it was attached in; -1 for every process.
+    pub pid: i64,
+}
+
+/// A function that is not traced, and why.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MissingDoc {
+    pub function: String,
+    pub path: String,
+    pub reason: String,
+}
+
+/// What observing cost, estimated from a measurement at start-up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Overhead {
+    /// Calls that hit an entry probe (in any process).
+    pub probed_calls: u64,
+    /// Calls of a function in tlsscope itself, timed without and with the probes.
+    pub calibration_calls: u64,
+    pub plain_ns_per_call: f64,
+    pub probed_ns_per_call: f64,
+    /// probed - plain: what one probed call costs.
+    pub cost_ns_per_call: f64,
+    /// probed_calls x cost_ns_per_call, in CPU seconds.
+    pub estimated_cpu_s: f64,
+}
+
+/// One function's calls with one outcome.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FunctionStats {
+    pub function: String,
+    /// handshake, io or crypto.
+    pub group: String,
+    /// success, retry, failure or unknown.
+    pub outcome: String,
+    /// The process (with --per-pid), else absent.
+    pub pid: Option<u32>,
+    pub summary: BucketSummary,
+    /// Non-empty buckets, lowest first.
+    pub buckets: Vec<Bucket>,
+}
+
+/// Writes the document as pretty JSON.
+pub fn trace_json(w: &mut impl Write, doc: &TraceDocument) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *w, doc)?;
+    writeln!(w)
+}
+
+/// The text report: a histogram per function and outcome, then one stats table.
+pub fn trace_text(w: &mut impl Write, doc: &TraceDocument, histograms: bool) -> io::Result<()> {
+    if histograms {
+        for f in &doc.functions {
+            let pid = f.pid.map(|p| format!(" pid {p}")).unwrap_or_default();
+            writeln!(w, "@{} [{}]{pid}:", f.function, f.outcome)?;
+            write_histogram(w, &f.buckets)?;
+            writeln!(w)?;
+        }
+    }
+    stats_table(w, &doc.functions)?;
+    if doc.functions.is_empty() {
+        writeln!(w, "  (no calls traced)")?;
+    }
+    if doc.dropped_cells > 0 {
+        writeln!(
+            w,
+            "warning: {} histogram updates were lost (the kernel map was full)",
+            doc.dropped_cells
+        )?;
+    }
+    Ok(())
+}
+
+/// The trailer: what is not traced, and what tracing cost.
+pub fn trace_footer(w: &mut impl Write, doc: &TraceDocument) -> io::Result<()> {
+    for m in &doc.not_attached {
+        writeln!(w, "not traced: {} in {}: {}", m.function, m.path, m.reason)?;
+    }
+    let o = &doc.overhead;
+    if o.calibration_calls > 0 {
+        let share = if doc.duration_s > 0.0 {
+            format!(
+                " ({:.1}% of one CPU)",
+                100.0 * o.estimated_cpu_s / doc.duration_s
+            )
+        } else {
+            String::new()
+        };
+        writeln!(
+            w,
+            "probe cost: {:.2} us per probed call (measured on {} calls at start-up); {} probed calls ~ {:.3} CPU-s{share}",
+            o.cost_ns_per_call / 1000.0,
+            o.calibration_calls,
+            o.probed_calls,
+            o.estimated_cpu_s
+        )?;
+    }
+    Ok(())
+}
+
+/// Columns: function, outcome, count, average, total, p50, p99 (estimated from buckets).
+pub fn stats_table(w: &mut impl Write, functions: &[FunctionStats]) -> io::Result<()> {
+    let per_pid = functions.iter().any(|f| f.pid.is_some());
+    let pid_head = if per_pid { "     pid" } else { "" };
+    writeln!(
+        w,
+        "{pid_head}  {:<26} {:<8} {:>10} {:>9} {:>9} {:>9} {:>9}",
+        "function", "outcome", "count", "avg", "total", "p50", "p99"
+    )?;
+    for f in functions {
+        let s = &f.summary;
+        let pid = match (per_pid, f.pid) {
+            (true, Some(p)) => format!("{p:>8}"),
+            (true, None) => format!("{:>8}", "-"),
+            _ => String::new(),
+        };
+        writeln!(
+            w,
+            "{pid}  {:<26} {:<8} {:>10} {:>9} {:>9} {:>9} {:>9}",
+            f.function,
+            f.outcome,
+            s.count,
+            duration(s.mean_us),
+            duration(s.total_ns as f64 / 1000.0),
+            duration(s.p50_us),
+            duration(s.p99_us)
+        )?;
+    }
+    Ok(())
+}
+
+/// bpftrace's layout: "[low, high)   count |@@@@   |".
+fn write_histogram(w: &mut impl Write, buckets: &[Bucket]) -> io::Result<()> {
+    const WIDTH: u64 = 52;
+    let max = buckets.iter().map(|b| b.count).max().unwrap_or(0).max(1);
+    for b in buckets {
+        let range = match b.high_us {
+            Some(h) => format!("[{}, {})", us_label(b.low_us), us_label(h)),
+            None => format!("[{}, ...)", us_label(b.low_us)),
+        };
+        let bar = "@".repeat(usize::try_from(b.count * WIDTH / max).unwrap_or(0));
+        writeln!(w, "{range:<20} {:>10} |{bar:<52}|", b.count)?;
+    }
+    Ok(())
+}
+
+/// Microseconds with bpftrace's K/M suffixes for round values.
+fn us_label(us: u64) -> String {
+    if us >= 1_000_000 && us.is_multiple_of(1_000_000) {
+        format!("{}s", us / 1_000_000)
+    } else if us >= 1000 && us.is_multiple_of(1000) {
+        format!("{}ms", us / 1000)
+    } else {
+        format!("{us}us")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_and_table_render() {
+        let buckets = vec![
+            Bucket {
+                low_us: 256,
+                high_us: Some(512),
+                count: 10,
+            },
+            Bucket {
+                low_us: 512,
+                high_us: Some(1024),
+                count: 5,
+            },
+        ];
+        let mut doc = TraceDocument::new(Environment::default());
+        doc.functions.push(FunctionStats {
+            function: "SSL_do_handshake".into(),
+            group: "handshake".into(),
+            outcome: "success".into(),
+            pid: None,
+            summary: stats::buckets::summarize(&buckets, 6_000_000),
+            buckets,
+        });
+        let mut out = Vec::new();
+        trace_text(&mut out, &doc, true).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("@SSL_do_handshake [success]:"), "{text}");
+        assert!(text.contains("[256us, 512us)"), "{text}");
+        let full_bar = format!("|{}|", "@".repeat(52));
+        assert!(text.contains(&full_bar), "{text}");
+        assert!(
+            text.contains("SSL_do_handshake           success          15"),
+            "{text}"
+        );
+    }
+}
