@@ -3,7 +3,6 @@
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::path::Path;
 
 use serde_json::Value;
 
@@ -35,18 +34,7 @@ fn bench(args: &[&str]) -> (bool, String, String, Value) {
 
 /// Checks a bench document against the committed schema.
 fn assert_valid(doc: &Value) {
-    let schema_path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../schemas/bench.v1.schema.json");
-    let schema: Value = serde_json::from_slice(&std::fs::read(schema_path).unwrap()).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(doc)
-        .map(|e| format!("{e} at {}", e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "bench JSON does not match its schema: {errors:?}"
-    );
+    support::assert_matches_schema(doc, "bench.v1");
 }
 
 fn n(v: &Value) -> u64 {

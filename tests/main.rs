@@ -8,3 +8,4 @@ mod peers;
 mod probes;
 mod serve;
 mod support;
+mod trace;

@@ -332,3 +332,22 @@ pub fn openssl_111w() -> &'static Path {
         PathBuf::from(prefix)
     })
 }
+
+/// Asserts `doc` matches the committed JSON schema `schemas/<name>.schema.json`.
+pub fn assert_matches_schema(doc: &serde_json::Value, name: &str) {
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../schemas")
+        .join(format!("{name}.schema.json"));
+    let schema: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&schema_path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "the document does not match {}: {errors:?}",
+        schema_path.display()
+    );
+}

@@ -24,6 +24,7 @@ use crate::environment;
 const CALIBRATION_CALLS: u64 = 20_000;
 
 pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
+    probes::latency::check_can_trace()?;
     let targets = targets(a)?;
     let plan = Plan::new(&targets, a.probes)?;
     let config = TraceConfig {
@@ -58,6 +59,11 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
+    // Fault injection for the tests: a panic while the probes are attached must still detach
+    // them (the tracer's Drop runs as the panic unwinds).
+    if std::env::var_os("TLSSCOPE_TEST_PANIC_WHILE_TRACING").is_some() {
+        panic!("TLSSCOPE_TEST_PANIC_WHILE_TRACING is set");
+    }
     let end = watch(a, &tracer, &stop, started);
     let snapshot = tracer.final_snapshot();
     let elapsed = started.elapsed();

@@ -517,7 +517,7 @@ impl Tracer {
 }
 
 /// Root, BPF and uprobes: say which is missing before libbpf says it less clearly.
-fn check_can_trace() -> Result<(), Error> {
+pub fn check_can_trace() -> Result<(), Error> {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Err(Error::NotRoot);
@@ -526,6 +526,22 @@ fn check_can_trace() -> Result<(), Error> {
         return Err(Error::NoUprobes);
     }
     Ok(())
+}
+
+/// The names of the BPF programs tlsscope loads (see `bpf/latency.bpf.c`).
+pub const PROGRAM_NAMES: [&str; 2] = ["tls_enter", "tls_return"];
+
+/// The BPF programs loaded in the kernel right now that bear one of tlsscope's program names,
+/// as (id, name). Empty when every tracer has detached and unloaded.
+pub fn loaded_programs() -> Vec<(u32, String)> {
+    libbpf_rs::query::ProgInfoIter::default()
+        .filter_map(|info| {
+            let name = info.name.to_string_lossy().into_owned();
+            PROGRAM_NAMES
+                .contains(&name.as_str())
+                .then_some((info.id, name))
+        })
+        .collect()
 }
 
 fn time_calls(calls: u64) -> Duration {

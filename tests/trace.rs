@@ -1,0 +1,566 @@
+//! `tlsscope trace`: real uprobes on real TLS peers (the built-in server, nginx, curl, a program
+//! on a 1.1.1w build, GnuTLS), counts checked against what the peers report, every exit path
+//! checked to leave nothing attached, and bad inputs.
+//!
+//! The tests in this module run one at a time (TRACE_LOCK): each checks the kernel's list of
+//! loaded BPF programs, which another test's tracer would pollute.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::peers::{Nginx, NginxOpts};
+use crate::support::{self, Serve};
+
+static TRACE_LOCK: Mutex<()> = Mutex::new(());
+
+fn one_at_a_time() -> MutexGuard<'static, ()> {
+    TRACE_LOCK
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A `tlsscope trace` running in the background, attached.
+struct Trace {
+    child: Child,
+    dir: tempfile::TempDir,
+    stderr: Receiver<String>,
+    early_stderr: Vec<String>,
+}
+
+impl Trace {
+    /// Starts `tlsscope trace <args> --json FILE` and waits until its probes are attached.
+    fn start(args: &[&str]) -> Trace {
+        Trace::start_env(args, &[])
+    }
+
+    fn start_env(args: &[&str], env: &[(&str, &str)]) -> Trace {
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("trace.json");
+        let mut child = Command::new(support::bin())
+            .arg("trace")
+            .args(args)
+            .arg("--json")
+            .arg(&json)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start tlsscope trace");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut trace = Trace {
+            child,
+            dir,
+            stderr: rx,
+            early_stderr: Vec::new(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match trace.stderr.recv_timeout(Duration::from_millis(200)) {
+                Ok(line) => {
+                    let attached = line.contains("functions attached");
+                    trace.early_stderr.push(line);
+                    if attached {
+                        return trace;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    let _ = trace.child.wait();
+                    panic!(
+                        "tlsscope trace ended before attaching: {:?}",
+                        trace.early_stderr
+                    );
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tlsscope trace did not attach in 60 s: {:?}",
+                trace.early_stderr
+            );
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, signal: i32) {
+        let pid = i32::try_from(self.pid()).unwrap();
+        // SAFETY: kill sends a signal to a child we started and have not reaped.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    }
+
+    /// Waits for the tracer to end on its own (after `signal`, -d, or the target exiting);
+    /// returns its exit success, stdout, all of stderr, and the JSON document (validated).
+    fn finish(mut self) -> (bool, String, String, Value) {
+        let mut stdout = self.child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
+            s
+        });
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                let _ = self.child.kill();
+                panic!("tlsscope trace did not stop within 60 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stdout = reader.join().unwrap();
+        let mut stderr = self.early_stderr.join("\n");
+        for line in self.stderr.try_iter() {
+            stderr.push('\n');
+            stderr.push_str(&line);
+        }
+        let doc = match std::fs::read(self.dir.path().join("trace.json")) {
+            Ok(bytes) => {
+                let doc: Value = serde_json::from_slice(&bytes).expect("trace JSON parses");
+                assert_valid(&doc);
+                doc
+            }
+            Err(_) => Value::Null,
+        };
+        (status.success(), stdout, stderr, doc)
+    }
+
+    fn stop(self) -> (bool, String, String, Value) {
+        self.signal(libc::SIGINT);
+        self.finish()
+    }
+}
+
+impl Drop for Trace {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn assert_valid(doc: &Value) {
+    support::assert_matches_schema(doc, "trace.v1");
+}
+
+/// Calls of `function` that ended with `outcome`, over all processes.
+fn calls(doc: &Value, function: &str, outcome: &str) -> u64 {
+    doc["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .filter(|f| f["function"] == function && f["outcome"] == outcome)
+        .map(|f| f["summary"]["count"].as_u64().unwrap())
+        .sum()
+}
+
+fn attached(doc: &Value) -> Vec<String> {
+    doc["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["function"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Runs `tlsscope bench` to completion; panics when it fails.
+fn bench(target: SocketAddr, args: &[&str]) -> String {
+    let target = target.to_string();
+    let mut all = vec!["bench", target.as_str()];
+    all.extend_from_slice(args);
+    let out = support::tlsscope(&all);
+    let text = support::text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bench failed: {text}{}",
+        support::text(&out.stderr)
+    );
+    text
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// Waits up to 5 s for the kernel to unload every tlsscope BPF program.
+fn assert_nothing_attached(context: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let left = probes::latency::loaded_programs();
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{context}: tlsscope BPF programs still loaded: {left:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn assert_attached_now(context: &str) {
+    assert_eq!(
+        probes::latency::loaded_programs().len(),
+        2,
+        "{context}: the tracer's two programs are not loaded"
+    );
+}
+
+#[test]
+fn handshakes_and_requests_of_the_built_in_server_match_its_own_counts() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&["--threads", "1"]);
+    let pid = serve.pid().to_string();
+    let trace = Trace::start(&["-p", &pid, "--probes", "all"]);
+    bench(
+        serve.addr,
+        &["--mode", "full", "-n", "300", "-c", "4", "--request", "/"],
+    );
+    bench(serve.addr, &["--mode", "keepalive", "-n", "400", "-c", "4"]);
+    let (ok, stdout, stderr, doc) = trace.stop();
+    let stats = serve.stop();
+    assert!(ok, "{stderr}");
+    let server_handshakes: u64 = ["full", "resumed_session_id", "resumed_ticket"]
+        .iter()
+        .map(|k| stats["handshakes"][k].as_u64().unwrap_or(0))
+        .sum();
+    assert!(server_handshakes >= 300, "{stats}");
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        server_handshakes,
+        "SSL_do_handshake successes vs the server's handshakes\n{stdout}\n{stats}"
+    );
+    // The server is non-blocking: handshakes wait for the client, and say so.
+    assert!(calls(&doc, "SSL_do_handshake", "retry") > 0, "{stdout}");
+    assert_eq!(calls(&doc, "SSL_do_handshake", "failure"), 0, "{stdout}");
+    let requests = n(&stats["requests"]);
+    assert!(requests >= 700, "{stats}");
+    assert_eq!(
+        calls(&doc, "SSL_write", "success") + calls(&doc, "SSL_write_ex", "success"),
+        requests,
+        "one write per response\n{stdout}\n{stats}"
+    );
+    let reads = calls(&doc, "SSL_read", "success") + calls(&doc, "SSL_read_ex", "success");
+    assert!(
+        reads >= requests,
+        "{reads} reads for {requests} requests\n{stdout}"
+    );
+    // Libcrypto's exported functions are traced on Debian's stripped library: one ephemeral
+    // key per full handshake, and at least the CertificateVerify signature.
+    assert_eq!(
+        calls(&doc, "EVP_PKEY_keygen", "success"),
+        server_handshakes,
+        "{stdout}"
+    );
+    assert!(
+        calls(&doc, "EVP_DigestSign", "success") >= server_handshakes,
+        "{stdout}"
+    );
+    // ...and the internals are reported as not traced, with the reason.
+    let missing = doc["not_attached"].as_array().unwrap();
+    assert!(
+        missing
+            .iter()
+            .any(|m| m["function"] == "rsa_ossl_private_decrypt"
+                && m["reason"].as_str().unwrap().contains("stripped")),
+        "{missing:?}"
+    );
+    assert!(stdout.contains("@SSL_do_handshake [success]:"), "{stdout}");
+    assert!(n(&doc["overhead"]["probed_calls"]) > server_handshakes);
+    assert!(doc["overhead"]["cost_ns_per_call"].as_f64().unwrap() > 0.0);
+    assert_nothing_attached("after SIGINT");
+}
+
+#[test]
+fn nginx_handshakes_and_responses_match_its_access_log() {
+    let _one = one_at_a_time();
+    let nginx = Nginx::start(NginxOpts::default());
+    let pid = nginx.pid().to_string();
+    let trace = Trace::start(&["-p", &pid, "--probes", "handshake,io"]);
+    bench(
+        nginx.addr(),
+        &["--mode", "full", "-n", "120", "-c", "4", "--request", "/"],
+    );
+    bench(
+        nginx.addr(),
+        &["--mode", "keepalive", "-n", "300", "-c", "3"],
+    );
+    let (ok, stdout, stderr, doc) = trace.stop();
+    let log = nginx.stop();
+    assert!(ok, "{stderr}");
+    // Every request nginx logged was answered with SSL_write.
+    let writes = calls(&doc, "SSL_write", "success");
+    assert_eq!(writes, log.len() as u64, "{stdout}");
+    // 120 connections with a request, 3 keep-alive connections, plus each run's
+    // one-connection check before it starts.
+    let handshakes = calls(&doc, "SSL_do_handshake", "success");
+    assert_eq!(handshakes, 120 + 3 + 2, "{stdout}");
+    assert!(
+        !attached(&doc).iter().any(|f| f.starts_with("EVP_")),
+        "crypto group not asked for"
+    );
+    assert_nothing_attached("after tracing nginx");
+}
+
+/// The libssl this test process loads (the system's), by path.
+fn system_libssl() -> PathBuf {
+    ossl::Library::load(&ossl::LibrarySource::System).unwrap();
+    probes::tls_libraries(std::process::id())
+        .unwrap()
+        .into_iter()
+        .find(|l| l.kind == probes::LibraryKind::OpensslSsl)
+        .expect("libssl mapped")
+        .path
+}
+
+#[test]
+fn curl_client_side_connects_are_traced_through_the_library() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&[]);
+    let libssl = system_libssl();
+    let trace = Trace::start(&[
+        "--lib",
+        libssl.to_str().unwrap(),
+        "-c",
+        "curl",
+        "--probes",
+        "handshake",
+    ]);
+    let url = format!("https://{}/", serve.addr);
+    for _ in 0..3 {
+        let out = support::curl(&serve.cert(), &url, &[]);
+        assert!(out.status.success(), "{}", support::text(&out.stderr));
+    }
+    let (ok, stdout, stderr, doc) = trace.stop();
+    assert!(ok, "{stderr}");
+    assert_eq!(calls(&doc, "SSL_connect", "success"), 3, "{stdout}");
+    // SSL_connect runs the handshake through SSL_do_handshake: both are seen, nested.
+    assert_eq!(calls(&doc, "SSL_do_handshake", "success"), 3, "{stdout}");
+    // The server is in another process with another comm: filtered out.
+    assert_eq!(calls(&doc, "SSL_accept", "success"), 0, "{stdout}");
+    assert!(doc["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|a| a["pid"] == -1));
+    assert_nothing_attached("after tracing curl");
+}
+
+#[test]
+fn a_server_on_openssl_111w_is_traced_down_to_its_internal_functions() {
+    let _one = one_at_a_time();
+    let build = support::openssl_111w();
+    let serve = Serve::start_with(&["--openssl", build.to_str().unwrap()], &["--threads", "1"]);
+    let pid = serve.pid().to_string();
+    let trace = Trace::start(&["-p", &pid, "--probes", "handshake,crypto"]);
+    bench(serve.addr, &["--mode", "full", "-n", "60", "-c", "2"]);
+    let (ok, stdout, stderr, doc) = trace.stop();
+    let stats = serve.stop();
+    assert!(ok, "{stderr}");
+    let handshakes = n(&stats["handshakes"]["full"]);
+    let libs: Vec<String> = doc["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["path"].as_str().unwrap().to_string())
+        .collect();
+    assert!(libs.iter().any(|p| p.contains("libssl.so.1.1")), "{libs:?}");
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        handshakes,
+        "{stdout}"
+    );
+    // The build keeps its symbol table: the RSA private-key operation itself is traced
+    // (RSA-PSS signing goes through rsa_ossl_private_encrypt), once per handshake.
+    assert_eq!(
+        calls(&doc, "rsa_ossl_private_encrypt", "success"),
+        handshakes,
+        "{stdout}"
+    );
+    assert!(
+        calls(&doc, "ossl_x25519", "success") >= handshakes,
+        "{stdout}"
+    );
+    assert_nothing_attached("after tracing 1.1.1w");
+}
+
+#[test]
+fn a_gnutls_server_is_traced_through_its_own_functions() {
+    let _one = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+        ])
+        .args(["-nodes", "-days", "1", "-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let port = free_port();
+    let mut server = Command::new("gnutls-serv")
+        .args(["--port", &port.to_string(), "--http", "--x509certfile"])
+        .arg(&cert)
+        .arg("--x509keyfile")
+        .arg(&key)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("gnutls-serv (Debian's gnutls-bin) starts");
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    wait_for_port(addr, &mut server);
+    let pid = server.id().to_string();
+    let trace = Trace::start(&["-p", &pid, "--probes", "handshake,io"]);
+    let target = addr.to_string();
+    let out = support::tlsscope(&["handshake", &target, "-n", "5", "--request", "/"]);
+    let (ok, stdout, stderr, doc) = trace.stop();
+    support::terminate(&mut server);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    assert!(ok, "{stderr}");
+    assert_eq!(calls(&doc, "gnutls_handshake", "success"), 5, "{stdout}");
+    assert!(
+        calls(&doc, "gnutls_record_send", "success") >= 5,
+        "{stdout}"
+    );
+    assert!(
+        calls(&doc, "gnutls_record_recv", "success") >= 5,
+        "{stdout}"
+    );
+    assert!(
+        !attached(&doc).iter().any(|f| f.starts_with("SSL_")),
+        "{:?}",
+        attached(&doc)
+    );
+    assert_nothing_attached("after tracing gnutls-serv");
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn wait_for_port(addr: SocketAddr, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the server exited before listening"
+        );
+        assert!(Instant::now() < deadline, "nothing listens on {addr}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn every_way_out_detaches_every_probe() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&[]);
+    let pid = serve.pid().to_string();
+    let base = ["-p", pid.as_str(), "--probes", "handshake"];
+
+    for (name, signal) in [("SIGINT", libc::SIGINT), ("SIGTERM", libc::SIGTERM)] {
+        let trace = Trace::start(&base);
+        assert_attached_now(name);
+        trace.signal(signal);
+        let (ok, stdout, stderr, doc) = trace.finish();
+        assert!(ok, "{name}: {stderr}");
+        assert!(stdout.contains("stopped: signal"), "{name}: {stdout}");
+        assert!(!doc.is_null(), "{name}: the results are still written");
+        assert_nothing_attached(name);
+    }
+
+    let mut args = base.to_vec();
+    args.extend(["-d", "1s"]);
+    let (ok, _, stderr, doc) = Trace::start(&args).finish();
+    assert!(ok, "{stderr}");
+    assert!(doc["duration_s"].as_f64().unwrap() >= 1.0);
+    assert_nothing_attached("-d");
+
+    let trace = Trace::start_env(&base, &[("TLSSCOPE_TEST_PANIC_WHILE_TRACING", "1")]);
+    let (ok, _, stderr, _) = trace.finish();
+    assert!(!ok && stderr.contains("panicked"), "{stderr}");
+    assert_nothing_attached("panic");
+
+    // SIGKILL: no code of ours runs; the kernel drops the probes with the process's files.
+    let trace = Trace::start(&base);
+    trace.signal(libc::SIGKILL);
+    let _ = trace.finish();
+    assert_nothing_attached("SIGKILL");
+
+    // The traced process exits: the trace ends by itself and reports.
+    let trace = Trace::start(&base);
+    serve.stop();
+    let (ok, stdout, stderr, doc) = trace.finish();
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("the traced process exited"), "{stdout}");
+    assert!(!doc.is_null());
+    assert_nothing_attached("target exit");
+}
+
+#[test]
+fn bad_inputs_get_one_line_errors() {
+    let _one = one_at_a_time();
+    let run = |args: &[&str]| {
+        let mut all = vec!["trace"];
+        all.extend_from_slice(args);
+        support::tlsscope(&all)
+    };
+    support::assert_one_line_error(&run(&[]), &["nothing to trace", "-p PID"]);
+    support::assert_one_line_error(
+        &run(&["-p", "999999999"]),
+        &["no process with PID 999999999"],
+    );
+    support::assert_one_line_error(
+        &run(&["--binary", "/bin/true"]),
+        &["/bin/true", "defines none"],
+    );
+    support::assert_one_line_error(
+        &run(&["--lib", "/nonexistent/libssl.so.3"]),
+        &["no such file"],
+    );
+    support::assert_one_line_error(&run(&["-p", "1", "--linear", "5,1,1"]), &["MIN < MAX"]);
+    support::assert_one_line_error(&run(&["-p", "1", "--probes", "tls"]), &["'tls'"]);
+    support::assert_one_line_error(
+        &run(&["-p", "1", "-c", "a-name-longer-than-15"]),
+        &["15 bytes"],
+    );
+    // Not root: the tracer says so before anything else.
+    let out = support::run_with_timeout(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(support::bin())
+            .args(["trace", "-p", "1"]),
+        Duration::from_secs(30),
+    );
+    support::assert_one_line_error(&out, &["needs root"]);
+    assert_nothing_attached("bad inputs");
+}
