@@ -18,7 +18,7 @@ build: deps
 
 # Until `tlsscope lab` exists: the built-in server and handshakes against it.
 lab: build
-	scripts/lab
+	target/release/tlsscope lab
 
 lint: deps
 	$(CARGO) fmt --all --check
@@ -30,6 +30,7 @@ test: lint
 bench: build
 	bench/serve-vs-nginx
 	bench/bench-vs-peers
+	bench/trace-overhead
 
 clean:
 	$(CARGO) clean

@@ -564,3 +564,63 @@ fn bad_inputs_get_one_line_errors() {
     support::assert_one_line_error(&out, &["needs root"]);
     assert_nothing_attached("bad inputs");
 }
+
+/// `tlsscope lab` on a target: every experiment reports, with the handshake obtained and the
+/// server's traced calls.
+fn lab(target: &str) -> String {
+    let out = support::tlsscope(&[
+        "lab",
+        "--target",
+        target,
+        "-d",
+        "1s",
+        "--trace-duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "-c",
+        "8",
+    ]);
+    let text = support::text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "lab --target {target} failed: {text}{}",
+        support::text(&out.stderr)
+    );
+    assert_eq!(text.matches("\n== ").count(), 5, "{text}");
+    for want in [
+        "x25519 rsa_pss_rsae_sha256 full",
+        "ecdsa_secp256r1_sha256 full",
+        "TLSv1.2",
+        "resumed_ticket",
+        "requests/s untraced",
+        "probe cost on this machine",
+    ] {
+        assert!(
+            text.contains(want),
+            "lab --target {target} lacks {want:?}: {text}"
+        );
+    }
+    // Each experiment shows the server's SSL_do_handshake (or SSL_read for keep-alive) calls.
+    assert!(
+        text.matches("SSL_do_handshake       success").count() >= 4,
+        "{text}"
+    );
+    assert!(text.contains("SSL_write              success"), "{text}");
+    assert!(!text.contains("failed:"), "{text}");
+    text
+}
+
+#[test]
+fn lab_runs_every_experiment_on_the_built_in_server() {
+    let _one = one_at_a_time();
+    lab("builtin");
+    assert_nothing_attached("after the lab");
+}
+
+#[test]
+fn lab_runs_every_experiment_on_nginx() {
+    let _one = one_at_a_time();
+    lab("nginx");
+    assert_nothing_attached("after the lab on nginx");
+}

@@ -31,6 +31,9 @@ pub enum Command {
     /// Trace TLS library calls with eBPF uprobes: latency histograms per function and outcome
     /// (success, retry, failure), aggregated in the kernel.
     Trace(TraceArgs),
+    /// The main experiment: full RSA and ECDSA handshakes, resumed TLS 1.2 and 1.3, keep-alive
+    /// requests, each loaded then traced on the server, in one report (about a minute).
+    Lab(LabArgs),
     /// Build OpenSSL versions to test against, or list the builds.
     #[command(subcommand)]
     Openssl(OpensslCommand),
@@ -258,6 +261,37 @@ pub struct BenchArgs {
     pub csv: Option<PathBuf>,
     #[command(flatten)]
     pub tls: TlsArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    /// The server under test: the built-in one, or Debian's nginx with a generated config.
+    #[arg(long, value_enum, default_value = "builtin")]
+    pub target: LabTarget,
+    /// Measured load per experiment, without probes.
+    #[arg(long, short = 'd', default_value = "5s", value_name = "TIME", value_parser = parse_duration)]
+    pub duration: std::time::Duration,
+    /// Load per experiment with the server traced.
+    #[arg(long, default_value = "3s", value_name = "TIME", value_parser = parse_duration)]
+    pub trace_duration: std::time::Duration,
+    /// Unmeasured load before each experiment.
+    #[arg(long, default_value = "1s", value_name = "TIME", value_parser = parse_duration)]
+    pub warmup: std::time::Duration,
+    /// Client connections.
+    #[arg(long, short = 'c', default_value_t = 32)]
+    pub connections: usize,
+    /// The CPU the server is pinned to.
+    #[arg(long, default_value_t = 0, value_name = "CPU")]
+    pub server_cpu: usize,
+    /// The CPU the load runs on.
+    #[arg(long, default_value_t = 1, value_name = "CPU")]
+    pub client_cpu: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LabTarget {
+    Builtin,
+    Nginx,
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,32 @@ use crate::probe::{connect_once, Probe};
 use crate::{environment, library};
 
 pub fn run(openssl: Option<&str>, a: &BenchArgs) -> anyhow::Result<ExitCode> {
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, interrupted.clone())?;
+    }
+    let (doc, rows) = measure(openssl, a, &interrupted)?;
+    if let Some(path) = &a.json {
+        let mut f = create(path, "--json")?;
+        report::bench_json(&mut f, &doc).with_context(|| format!("--json {}", path.display()))?;
+    }
+    if let Some(path) = &a.csv {
+        let mut f = create(path, "--csv")?;
+        report::bench_csv(&mut f, &rows).with_context(|| format!("--csv {}", path.display()))?;
+    }
+    let mut out = std::io::stdout().lock();
+    report::bench_text(&mut out, &doc.environment, &doc.result)?;
+    out.flush()?;
+    verdict(&doc.result)
+}
+
+/// Validates, checks the target answers, and runs the load; prints nothing. `interrupted`
+/// (set by a signal handler the caller installed) ends the run early.
+pub fn measure(
+    openssl: Option<&str>,
+    a: &BenchArgs,
+    interrupted: &AtomicBool,
+) -> anyhow::Result<(report::BenchDocument, Vec<load::result::ConnectionRow>)> {
     let mode = mode(a)?;
     let lib = library::load(openssl)?;
     let ctx = context(lib, a)?;
@@ -37,35 +63,18 @@ pub fn run(openssl: Option<&str>, a: &BenchArgs) -> anyhow::Result<ExitCode> {
 
     let environment = environment::collect(lib);
     let run = Run::new(cfg)?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, interrupted.clone())?;
-    }
     let (result, rows) = std::thread::scope(|scope| {
-        let watcher = scope.spawn(|| watch(&run, &interrupted));
+        let watcher = scope.spawn(|| watch(&run, interrupted));
         let outcome = run.run(&ctx);
         run.shared().stop.store(true, Ordering::Relaxed);
         let _ = watcher.join();
         outcome
     })?;
-
-    let doc = report::BenchDocument::new(environment, result);
-    if let Some(path) = &a.json {
-        let mut f = create(path, "--json")?;
-        report::bench_json(&mut f, &doc).with_context(|| format!("--json {}", path.display()))?;
-    }
-    if let Some(path) = &a.csv {
-        let mut f = create(path, "--csv")?;
-        report::bench_csv(&mut f, &rows).with_context(|| format!("--csv {}", path.display()))?;
-    }
-    let mut out = std::io::stdout().lock();
-    report::bench_text(&mut out, &doc.environment, &doc.result)?;
-    out.flush()?;
-    verdict(&doc.result)
+    Ok((report::BenchDocument::new(environment, result), rows))
 }
 
 /// The run's exit status: errors and an unmet resumption rule fail it, after the figures.
-fn verdict(r: &load::RunResult) -> anyhow::Result<ExitCode> {
+pub fn verdict(r: &load::RunResult) -> anyhow::Result<ExitCode> {
     if let Some(problem) = &r.resumption.problem {
         eprintln!("tlsscope: error: --mode {}: {problem}", r.mode);
         return Ok(ExitCode::FAILURE);

@@ -5,6 +5,7 @@ mod bench_cmd;
 mod client;
 mod environment;
 mod handshake_cmd;
+mod lab_cmd;
 mod library;
 mod openssl_cmd;
 mod probe;
@@ -39,6 +40,7 @@ fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         Command::Bench(a) => bench_cmd::run(openssl, &a),
         Command::Handshake(a) => handshake_cmd::run(openssl, &a),
         Command::Trace(a) => trace_cmd::run(&a),
+        Command::Lab(a) => lab_cmd::run(openssl, &a),
         Command::Openssl(OpensslCommand::Build(a)) => {
             let jobs = a
                 .jobs
