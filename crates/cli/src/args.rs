@@ -326,6 +326,12 @@ pub struct TraceArgs {
     /// One histogram per process.
     #[arg(long)]
     pub per_pid: bool,
+    /// Settle every OpenSSL call returning <= 0 with the caller's SSL_get_error (probed too):
+    /// exact retry / closed / failure classes, one more probe hit per such call. Without it,
+    /// the call's last read/write syscall decides (EAGAIN: retry; EOF, errors: failure), and a
+    /// close_notify or alert is "unknown".
+    #[arg(long)]
+    pub exact_outcomes: bool,
     /// Only the stats table at the end, no histograms.
     #[arg(long)]
     pub no_histograms: bool,

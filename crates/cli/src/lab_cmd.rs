@@ -126,7 +126,7 @@ pub fn run(openssl: Option<&str>, a: &LabArgs) -> anyhow::Result<ExitCode> {
             LabTarget::Builtin => start_builtin(openssl, cert, a.server_cpu)?,
             LabTarget::Nginx => start_nginx(cert, a.server_cpu)?,
         };
-        let plan = Plan::new(&[Target::Pid(server.pid())], Groups::all())?;
+        let plan = Plan::new(&[Target::Pid(server.pid())], Groups::all(), false)?;
         for e in EXPERIMENTS.iter().filter(|e| e.cert == cert) {
             if interrupted.load(Ordering::Relaxed) {
                 break;

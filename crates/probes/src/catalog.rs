@@ -385,9 +385,13 @@ pub fn cookie(id: u16, semantics: Semantics) -> u64 {
     u64::from(id) | (u64::from(semantics as u8) << 16)
 }
 
-/// The functions of `library` in `groups`. `SSL_get_error` comes with any OpenSSL libssl
-/// function whose failures it settles.
-pub fn functions_for(library: LibraryKind, groups: Groups) -> Vec<(u16, &'static Function)> {
+/// The functions of `library` in `groups`. With `exact`, `SSL_get_error` comes with any
+/// OpenSSL libssl function whose <= 0 returns it settles.
+pub fn functions_for(
+    library: LibraryKind,
+    groups: Groups,
+    exact: bool,
+) -> Vec<(u16, &'static Function)> {
     let mut out: Vec<(u16, &'static Function)> = CATALOG
         .iter()
         .enumerate()
@@ -396,7 +400,7 @@ pub fn functions_for(library: LibraryKind, groups: Groups) -> Vec<(u16, &'static
         .map(|(i, f)| (i as u16, f))
         .collect();
     let settles = |f: &Function| matches!(f.semantics, OpensslIo | OpensslShutdown);
-    if out.iter().any(|(_, f)| settles(f)) {
+    if exact && out.iter().any(|(_, f)| settles(f)) {
         out.push((get_error_id(), &CATALOG[usize::from(get_error_id())]));
     }
     out
@@ -432,12 +436,14 @@ mod tests {
 
     #[test]
     fn get_error_comes_with_openssl_io_only() {
-        let io = functions_for(LibraryKind::OpensslSsl, Groups::only(Group::Io));
+        let io = functions_for(LibraryKind::OpensslSsl, Groups::only(Group::Io), true);
         assert!(io.iter().any(|(_, f)| f.name == "SSL_get_error"));
         assert!(io.iter().any(|(_, f)| f.name == "SSL_read_ex"));
-        let crypto = functions_for(LibraryKind::OpensslSsl, Groups::only(Group::Crypto));
+        let cheap = functions_for(LibraryKind::OpensslSsl, Groups::only(Group::Io), false);
+        assert!(!cheap.iter().any(|(_, f)| f.name == "SSL_get_error"));
+        let crypto = functions_for(LibraryKind::OpensslSsl, Groups::only(Group::Crypto), true);
         assert!(crypto.is_empty());
-        let gnutls = functions_for(LibraryKind::GnuTls, Groups::all());
+        let gnutls = functions_for(LibraryKind::GnuTls, Groups::all(), true);
         assert_eq!(gnutls.len(), 3);
     }
 }

@@ -245,6 +245,18 @@ pub extern "C" fn tlsscope_calibration_target(x: u64) -> u64 {
     std::hint::black_box(x.wrapping_mul(2_654_435_761).rotate_left(7))
 }
 
+/// Syscalls OpenSSL's socket BIO (and kTLS) read and write with.
+const SYSCALL_EXITS: [&str; 8] = [
+    "sys_exit_read",
+    "sys_exit_write",
+    "sys_exit_readv",
+    "sys_exit_writev",
+    "sys_exit_recvfrom",
+    "sys_exit_sendto",
+    "sys_exit_recvmsg",
+    "sys_exit_sendmsg",
+];
+
 /// The catalog id used for calibration cells (never a catalog function).
 const CALIBRATION_ID: u16 = u16::MAX;
 
@@ -281,6 +293,7 @@ impl Tracer {
         let cfg = &mut rodata.cfg;
         cfg.filter_pids = u8::from(!config.pids.is_empty());
         cfg.per_pid = u8::from(config.per_pid);
+        cfg.exact = u8::from(plan.exact);
         if let Some(comm) = &config.comm {
             cfg.filter_comm = 1;
             for (dst, src) in cfg.comm.iter_mut().zip(comm.bytes().take(15)) {
@@ -320,6 +333,16 @@ impl Tracer {
                     reason,
                 }),
             }
+        }
+        let syscall_settled = !plan.exact
+            && tracer.attached.iter().any(|a| {
+                matches!(
+                    a.point.function.semantics,
+                    Semantics::OpensslIo | Semantics::OpensslShutdown
+                )
+            });
+        if syscall_settled {
+            tracer.attach_syscall_exits();
         }
         if tracer.attached.is_empty() {
             let reasons: Vec<String> = tracer
@@ -383,6 +406,28 @@ impl Tracer {
                     if retprobe { "uretprobe" } else { "uprobe" }
                 )
             })
+    }
+
+    /// The read/write-family syscall exits that settle OpenSSL calls returning <= 0 (see
+    /// `sys_exit_io` in `bpf/latency.bpf.c`). One that cannot attach is reported.
+    fn attach_syscall_exits(&mut self) {
+        for name in SYSCALL_EXITS {
+            match self
+                .skel
+                .progs
+                .sys_exit_io
+                .attach_tracepoint(libbpf_rs::TracepointCategory::Syscalls, name)
+            {
+                Ok(link) => self.links.push(link),
+                Err(e) => self.not_attached.push(Missing {
+                    function: name,
+                    path: "tracepoint syscalls".into(),
+                    reason: format!(
+                        "the kernel refused the tracepoint ({e}); OpenSSL calls returning <= 0 after this syscall are classed unknown"
+                    ),
+                }),
+            }
+        }
     }
 
     pub fn attached(&self) -> &[Attached] {
@@ -529,7 +574,7 @@ pub fn check_can_trace() -> Result<(), Error> {
 }
 
 /// The names of the BPF programs tlsscope loads (see `bpf/latency.bpf.c`).
-pub const PROGRAM_NAMES: [&str; 2] = ["tls_enter", "tls_return"];
+pub const PROGRAM_NAMES: [&str; 3] = ["tls_enter", "tls_return", "sys_exit_io"];
 
 /// The BPF programs loaded in the kernel right now that bear one of tlsscope's program names,
 /// as (id, name). Empty when every tracer has detached and unloaded.

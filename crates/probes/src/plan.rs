@@ -47,13 +47,19 @@ pub struct Missing {
 pub struct Plan {
     pub points: Vec<AttachPoint>,
     pub missing: Vec<Missing>,
+    /// `SSL_get_error` is probed to settle OpenSSL calls returning <= 0.
+    pub exact: bool,
 }
 
 impl Plan {
-    /// Plans `targets` with the probe `groups`. Fails when a target cannot be read, or when
-    /// nothing at all can be attached.
-    pub fn new(targets: &[Target], groups: Groups) -> Result<Plan, Error> {
-        let mut plan = Plan::default();
+    /// Plans `targets` with the probe `groups`; `exact` adds `SSL_get_error` to settle
+    /// OpenSSL calls returning <= 0. Fails when a target cannot be read, or when nothing at
+    /// all can be attached.
+    pub fn new(targets: &[Target], groups: Groups, exact: bool) -> Result<Plan, Error> {
+        let mut plan = Plan {
+            exact,
+            ..Plan::default()
+        };
         for target in targets {
             match target {
                 Target::Pid(pid) => plan.add_process(*pid, groups)?,
@@ -108,7 +114,7 @@ impl Plan {
 
     /// Every catalog function of `kind` in `groups`: attach where found, else say why not.
     fn add_library(&mut self, table: &SymbolTable, kind: LibraryKind, groups: Groups, pid: i32) {
-        for (id, function) in functions_for(kind, groups) {
+        for (id, function) in functions_for(kind, groups, self.exact) {
             match find(table, function) {
                 Ok(found) => self.push(point(table, id, function, found, pid)),
                 Err(reason) => self.missing.push(Missing {
@@ -133,7 +139,7 @@ impl Plan {
         ];
         let before = self.points.len();
         for kind in kinds {
-            for (id, function) in functions_for(kind, groups) {
+            for (id, function) in functions_for(kind, groups, self.exact) {
                 if let Ok(found) = find(table, function) {
                     self.push(point(table, id, function, found, pid));
                 }
@@ -229,7 +235,7 @@ mod tests {
     #[test]
     fn process_plan_finds_openssl_and_reports_stripped_internals() {
         let _ = system_libssl();
-        let plan = Plan::new(&[Target::Pid(std::process::id())], Groups::all()).unwrap();
+        let plan = Plan::new(&[Target::Pid(std::process::id())], Groups::all(), true).unwrap();
         let names: Vec<&str> = plan.points.iter().map(|p| p.function.name).collect();
         for want in [
             "SSL_do_handshake",
@@ -255,7 +261,12 @@ mod tests {
     #[test]
     fn library_plan_attaches_everywhere_and_respects_groups() {
         let libssl = system_libssl();
-        let plan = Plan::new(&[Target::Library(libssl)], Groups::only(Group::Handshake)).unwrap();
+        let plan = Plan::new(
+            &[Target::Library(libssl)],
+            Groups::only(Group::Handshake),
+            false,
+        )
+        .unwrap();
         assert!(plan.points.iter().all(|p| p.pid == -1));
         let names: Vec<&str> = plan.points.iter().map(|p| p.function.name).collect();
         assert!(names.contains(&"SSL_do_handshake"));
@@ -267,7 +278,8 @@ mod tests {
 
     #[test]
     fn a_binary_without_tls_functions_is_an_error() {
-        let err = Plan::new(&[Target::Binary("/bin/true".into())], Groups::all()).unwrap_err();
+        let err =
+            Plan::new(&[Target::Binary("/bin/true".into())], Groups::all(), false).unwrap_err();
         assert!(err.to_string().contains("defines none"), "{err}");
     }
 }

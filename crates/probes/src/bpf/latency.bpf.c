@@ -37,6 +37,13 @@ struct {
 } pending SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct ts_inflight);
+} inflight SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct ts_hist_key);
@@ -181,6 +188,23 @@ static __always_inline void settle(__u32 tid, __u64 ssl, int code)
 	bpf_map_delete_elem(&pending, &tid);
 }
 
+static __always_inline int settled_by_syscalls(__u8 sem)
+{
+	return !cfg.exact && (sem == TS_SEM_OSSL_IO || sem == TS_SEM_OSSL_SHUTDOWN);
+}
+
+/* A call that returned <= 0, classified by the last read/write-family syscall it made. */
+static __always_inline __u8 outcome_of_syscall(__s64 last)
+{
+	if (last == -11) /* EAGAIN: would block */
+		return TS_RETRY;
+	if (last == TS_NO_SYSCALL || last > 0)
+		/* No syscall (data already buffered, a memory BIO, a callback), or data was read
+		 * and the call still ended: a close_notify or an alert. Only SSL_get_error knows. */
+		return TS_UNKNOWN;
+	return TS_FAILURE; /* EOF without close_notify, ECONNRESET, EPIPE, ... */
+}
+
 SEC("uprobe")
 int BPF_KPROBE(tls_enter)
 {
@@ -198,6 +222,20 @@ int BPF_KPROBE(tls_enter)
 		.arg0 = PT_REGS_PARM1(ctx),
 	};
 	bpf_map_update_elem(&entries, &key, &e, BPF_ANY);
+
+	if (settled_by_syscalls(TS_COOKIE_SEM(bpf_get_attach_cookie(ctx)))) {
+		__u32 tid = (__u32)pid_tgid;
+		struct ts_inflight *f = bpf_map_lookup_elem(&inflight, &tid);
+
+		if (f) {
+			f->depth += 1;
+			f->last_syscall_ret = TS_NO_SYSCALL;
+		} else {
+			struct ts_inflight first = { .last_syscall_ret = TS_NO_SYSCALL, .depth = 1 };
+
+			bpf_map_update_elem(&inflight, &tid, &first, BPF_ANY);
+		}
+	}
 	return 0;
 }
 
@@ -224,19 +262,31 @@ int BPF_KRETPROBE(tls_return)
 	__u16 func = key.func;
 	long rc = PT_REGS_RC(ctx);
 	int rc32 = (int)rc;
+	__u8 sem = TS_COOKIE_SEM(cookie);
+	__s64 last_syscall = TS_NO_SYSCALL;
 
-	switch (TS_COOKIE_SEM(cookie)) {
+	if (settled_by_syscalls(sem)) {
+		struct ts_inflight *f = bpf_map_lookup_elem(&inflight, &tid);
+
+		if (f) {
+			last_syscall = f->last_syscall_ret;
+			if (f->depth <= 1)
+				bpf_map_delete_elem(&inflight, &tid);
+			else
+				f->depth -= 1;
+		}
+	}
+
+	switch (sem) {
 	case TS_SEM_OSSL_IO:
-		if (rc32 > 0)
-			add(pid, func, TS_SUCCESS, bucket_of(latency_ns), latency_ns);
-		else
-			park(tid, pid, func, arg0, latency_ns);
-		break;
 	case TS_SEM_OSSL_SHUTDOWN:
-		if (rc32 >= 0)
+		if (rc32 > 0 || (rc32 == 0 && sem == TS_SEM_OSSL_SHUTDOWN))
 			add(pid, func, TS_SUCCESS, bucket_of(latency_ns), latency_ns);
-		else
+		else if (cfg.exact)
 			park(tid, pid, func, arg0, latency_ns);
+		else
+			add(pid, func, outcome_of_syscall(last_syscall), bucket_of(latency_ns),
+			    latency_ns);
 		break;
 	case TS_SEM_OSSL_GET_ERROR:
 		settle(tid, arg0, rc32);
@@ -265,5 +315,26 @@ int BPF_KRETPROBE(tls_return)
 	default:
 		break;
 	}
+	return 0;
+}
+
+/* The sys_exit_* tracepoints of the read/write family (syscalls/sys_exit_read, ...). */
+struct ts_sys_exit {
+	__u64 common;
+	int syscall_nr;
+	int _pad;
+	long ret;
+};
+
+/* Notes the result of a read/write-family syscall made inside a traced OpenSSL call. Every
+ * thread's syscalls pass here; those outside a traced call cost one map lookup. */
+SEC("tracepoint")
+int sys_exit_io(struct ts_sys_exit *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct ts_inflight *f = bpf_map_lookup_elem(&inflight, &tid);
+
+	if (f)
+		f->last_syscall_ret = ctx->ret;
 	return 0;
 }

@@ -84,12 +84,26 @@ struct ts_pending {
 	__u8 _pad;
 };
 
+/* An OpenSSL call in progress on a thread, and the result of the last read/write-family
+ * syscall it made: how a call returning <= 0 is classified without probing SSL_get_error
+ * (-EAGAIN: retry; 0 from a read: EOF, failure; another error: failure). */
+struct ts_inflight {
+	__s64 last_syscall_ret;
+	__u32 depth;
+	__u32 _pad;
+};
+
+/* last_syscall_ret before any syscall. */
+#define TS_NO_SYSCALL 0x7fffffffffffffffLL
+
 /* Settings, fixed before the programs load. */
 struct ts_config {
 	__u8 filter_pids; /* trace only the processes in the pids map */
 	__u8 filter_comm; /* trace only threads whose comm is `comm` */
 	__u8 per_pid;     /* key histograms by process */
 	__u8 linear;      /* linear buckets instead of log2 */
+	__u8 exact;       /* settle OpenSSL <= 0 returns with SSL_get_error, not syscall results */
+	__u8 _pad[3];
 	__u32 lin_buckets;
 	__u64 lin_min_us;
 	__u64 lin_step_us;
