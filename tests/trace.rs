@@ -571,6 +571,10 @@ fn bad_inputs_get_one_line_errors() {
     support::assert_one_line_error(&run(&["-p", "1", "--linear", "5,1,1"]), &["MIN < MAX"]);
     support::assert_one_line_error(&run(&["-p", "1", "--probes", "tls"]), &["'tls'"]);
     support::assert_one_line_error(
+        &run(&["-p", "1", "--functions", "SSL_reed"]),
+        &["unknown function SSL_reed"],
+    );
+    support::assert_one_line_error(
         &run(&["-p", "1", "-c", "a-name-longer-than-15"]),
         &["15 bytes"],
     );

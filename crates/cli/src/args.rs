@@ -313,6 +313,10 @@ pub struct TraceArgs {
     /// Probe groups: handshake, io, crypto, or all (comma-separated).
     #[arg(long, default_value = "all", value_name = "GROUPS", value_parser = parse_groups)]
     pub probes: probes::Groups,
+    /// Only these functions (comma-separated catalog names, e.g.
+    /// SSL_do_handshake,SSL_read,SSL_write), whatever --probes says.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub functions: Vec<String>,
     /// Stop after this long (default: at Ctrl-C, SIGTERM, or when every traced process exits).
     #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_duration)]
     pub duration: Option<std::time::Duration>,

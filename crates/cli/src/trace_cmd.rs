@@ -26,7 +26,7 @@ const CALIBRATION_CALLS: u64 = 20_000;
 pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     probes::latency::check_can_trace()?;
     let targets = targets(a)?;
-    let plan = Plan::new(&targets, a.probes, a.exact_outcomes)?;
+    let plan = Plan::with_functions(&targets, a.probes, &a.functions, a.exact_outcomes)?;
     let config = TraceConfig {
         pids: a.pids.clone(),
         comm: a.comm.clone(),

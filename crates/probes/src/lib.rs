@@ -39,6 +39,8 @@ pub enum Error {
     Process { pid: u32, source: std::io::Error },
     #[error("process {pid} maps no TLS library (OpenSSL, GnuTLS, NSS) and its executable defines no TLS function: is it the right process?")]
     NoTlsLibrary { pid: u32 },
+    #[error("unknown function {name}: tlsscope traces {known}")]
+    UnknownFunction { name: String, known: String },
     #[error("nothing to attach: {reasons}")]
     NothingToAttach { reasons: String },
     #[error("tracing needs root (CAP_BPF and CAP_PERFMON): run tlsscope as root, e.g. with sudo")]

@@ -49,6 +49,8 @@ pub struct Plan {
     pub missing: Vec<Missing>,
     /// `SSL_get_error` is probed to settle OpenSSL calls returning <= 0.
     pub exact: bool,
+    /// When not empty, only these catalog functions.
+    pub only: Vec<String>,
 }
 
 impl Plan {
@@ -56,8 +58,36 @@ impl Plan {
     /// OpenSSL calls returning <= 0. Fails when a target cannot be read, or when nothing at
     /// all can be attached.
     pub fn new(targets: &[Target], groups: Groups, exact: bool) -> Result<Plan, Error> {
+        Plan::with_functions(targets, groups, &[], exact)
+    }
+
+    /// Like [`Plan::new`], narrowed to the catalog functions named in `only` (when not
+    /// empty), whatever their group.
+    pub fn with_functions(
+        targets: &[Target],
+        groups: Groups,
+        only: &[String],
+        exact: bool,
+    ) -> Result<Plan, Error> {
+        if let Some(unknown) = only.iter().find(|n| crate::catalog::id_of(n).is_none()) {
+            return Err(Error::UnknownFunction {
+                name: unknown.clone(),
+                known: CATALOG
+                    .iter()
+                    .filter(|f| f.semantics != crate::catalog::Semantics::OpensslGetError)
+                    .map(|f| f.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        let groups = if only.is_empty() {
+            groups
+        } else {
+            Groups::all()
+        };
         let mut plan = Plan {
             exact,
+            only: only.to_vec(),
             ..Plan::default()
         };
         for target in targets {
@@ -114,7 +144,7 @@ impl Plan {
 
     /// Every catalog function of `kind` in `groups`: attach where found, else say why not.
     fn add_library(&mut self, table: &SymbolTable, kind: LibraryKind, groups: Groups, pid: i32) {
-        for (id, function) in functions_for(kind, groups, self.exact) {
+        for (id, function) in self.selected(kind, groups) {
             match find(table, function) {
                 Ok(found) => self.push(point(table, id, function, found, pid)),
                 Err(reason) => self.missing.push(Missing {
@@ -139,7 +169,7 @@ impl Plan {
         ];
         let before = self.points.len();
         for kind in kinds {
-            for (id, function) in functions_for(kind, groups, self.exact) {
+            for (id, function) in self.selected(kind, groups) {
                 if let Ok(found) = find(table, function) {
                     self.push(point(table, id, function, found, pid));
                 }
@@ -156,6 +186,19 @@ impl Plan {
                 ),
             });
         }
+    }
+
+    /// The catalog functions of `kind` this plan wants: the groups' (or the named ones),
+    /// plus `SSL_get_error` when exact.
+    fn selected(&self, kind: LibraryKind, groups: Groups) -> Vec<(u16, &'static Function)> {
+        functions_for(kind, groups, self.exact)
+            .into_iter()
+            .filter(|(_, f)| {
+                self.only.is_empty()
+                    || self.only.iter().any(|n| n == f.name)
+                    || f.semantics == crate::catalog::Semantics::OpensslGetError
+            })
+            .collect()
     }
 
     fn push(&mut self, point: AttachPoint) {
@@ -274,6 +317,21 @@ mod tests {
             !names.contains(&"SSL_read"),
             "io is not in the handshake group"
         );
+    }
+
+    #[test]
+    fn named_functions_narrow_the_plan() {
+        let _ = system_libssl();
+        let only = vec!["SSL_read".to_string(), "EVP_PKEY_derive".to_string()];
+        let pid = Target::Pid(std::process::id());
+        let plan =
+            Plan::with_functions(std::slice::from_ref(&pid), Groups::all(), &only, false).unwrap();
+        let mut names: Vec<&str> = plan.points.iter().map(|p| p.function.name).collect();
+        names.sort_unstable();
+        assert_eq!(names, ["EVP_PKEY_derive", "SSL_read"]);
+        let bad = vec!["SSL_reed".to_string()];
+        let err = Plan::with_functions(&[pid], Groups::all(), &bad, false).unwrap_err();
+        assert!(err.to_string().contains("SSL_reed"), "{err}");
     }
 
     #[test]
