@@ -683,3 +683,54 @@ fn exact_outcomes_tell_a_close_notify_from_a_failure() {
     assert_eq!(calls(&doc, "SSL_read", "unknown"), 0, "{stdout}");
     assert!(attached(&doc).contains(&"SSL_get_error".to_string()));
 }
+
+#[test]
+fn linear_buckets_per_process_tables_and_intervals() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&[]);
+    let pid = serve.pid().to_string();
+    let trace = Trace::start(&[
+        "-p",
+        &pid,
+        "--functions",
+        "SSL_do_handshake",
+        "--linear",
+        "0,1000,200",
+        "--per-pid",
+        "-i",
+        "500ms",
+    ]);
+    bench(serve.addr, &["--mode", "full", "-n", "50", "-c", "2"]);
+    // Long enough for two more interval tables after the load.
+    std::thread::sleep(Duration::from_millis(1300));
+    let (ok, stdout, stderr, doc) = trace.stop();
+    assert!(ok, "{stderr}");
+    assert_eq!(doc["buckets"]["kind"], "linear");
+    assert_eq!(attached(&doc), ["SSL_do_handshake"]);
+    let success: Vec<&Value> = doc["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["outcome"] == "success")
+        .collect();
+    assert_eq!(success.len(), 1, "{stdout}");
+    assert_eq!(success[0]["pid"], serve.pid(), "per process: {stdout}");
+    for b in success[0]["buckets"].as_array().unwrap() {
+        let low = n(&b["low_us"]);
+        assert!(
+            low.is_multiple_of(200) && low <= 1000,
+            "linear 0,1000,200 edges: {b}"
+        );
+        match b["high_us"].as_u64() {
+            Some(high) => assert_eq!(high, low + 200, "{b}"),
+            None => assert_eq!(low, 1000, "only the top bucket is open: {b}"),
+        }
+    }
+    assert_eq!(n(&success[0]["summary"]["count"]), 51, "{stdout}");
+    // The interval tables came before the final report.
+    assert!(stdout.matches("--- ").count() >= 2, "{stdout}");
+    assert!(
+        stdout.contains("[0us, 200us)") || stdout.contains("[200us, 400us)"),
+        "{stdout}"
+    );
+}

@@ -291,7 +291,10 @@ impl Tracer {
                 detail: "the object has no read-only data section".into(),
             })?;
         let cfg = &mut rodata.cfg;
-        cfg.filter_pids = u8::from(!config.pids.is_empty());
+        // Probes attached in one process are filtered by the kernel already; the map lookup
+        // is only needed for probes attached in every process (--lib, --binary) with -p.
+        cfg.filter_pids =
+            u8::from(!config.pids.is_empty() && plan.points.iter().any(|p| p.pid == -1));
         cfg.per_pid = u8::from(config.per_pid);
         cfg.exact = u8::from(plan.exact);
         if let Some(comm) = &config.comm {

@@ -21,13 +21,13 @@ struct {
 	__type(value, __u8);
 } pids SEC(".maps");
 
-/* LRU: a call whose thread died before returning cannot pin an entry forever. */
+/* LRU: a thread that exits leaves its element behind; the oldest go first. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
-	__type(key, struct ts_entry_key);
-	__type(value, struct ts_entry);
-} entries SEC(".maps");
+	__type(key, __u32);
+	__type(value, struct ts_thread);
+} threads SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -35,13 +35,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct ts_pending);
 } pending SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, struct ts_inflight);
-} inflight SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -209,33 +202,34 @@ SEC("uprobe")
 int BPF_KPROBE(tls_enter)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
 
 	count(0);
 	if (!wanted(pid_tgid))
 		return 0;
-	struct ts_entry_key key = {
-		.tid = (__u32)pid_tgid,
-		.func = TS_COOKIE_FUNC(bpf_get_attach_cookie(ctx)),
-	};
-	struct ts_entry e = {
-		.start_ns = bpf_ktime_get_ns(),
-		.arg0 = PT_REGS_PARM1(ctx),
-	};
-	bpf_map_update_elem(&entries, &key, &e, BPF_ANY);
+	struct ts_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
-	if (settled_by_syscalls(TS_COOKIE_SEM(bpf_get_attach_cookie(ctx)))) {
-		__u32 tid = (__u32)pid_tgid;
-		struct ts_inflight *f = bpf_map_lookup_elem(&inflight, &tid);
+	if (!t) {
+		struct ts_thread fresh = { .last_syscall_ret = TS_NO_SYSCALL };
 
-		if (f) {
-			f->depth += 1;
-			f->last_syscall_ret = TS_NO_SYSCALL;
-		} else {
-			struct ts_inflight first = { .last_syscall_ret = TS_NO_SYSCALL, .depth = 1 };
-
-			bpf_map_update_elem(&inflight, &tid, &first, BPF_ANY);
-		}
+		bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
+		t = bpf_map_lookup_elem(&threads, &tid);
+		if (!t)
+			return 0;
 	}
+	__u32 depth = t->depth;
+
+	t->depth = depth + 1;
+	if (depth >= TS_MAX_DEPTH)
+		return 0;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	struct ts_frame *f = &t->frames[depth & (TS_MAX_DEPTH - 1)];
+
+	f->func = TS_COOKIE_FUNC(cookie);
+	f->arg0 = PT_REGS_PARM1(ctx);
+	if (settled_by_syscalls(TS_COOKIE_SEM(cookie)))
+		t->last_syscall_ret = TS_NO_SYSCALL;
+	f->start_ns = bpf_ktime_get_ns();
 	return 0;
 }
 
@@ -245,37 +239,31 @@ int BPF_KRETPROBE(tls_return)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	struct ts_entry_key key = {
-		.tid = (__u32)pid_tgid,
-		.func = TS_COOKIE_FUNC(cookie),
-	};
-	struct ts_entry *e = bpf_map_lookup_elem(&entries, &key);
-
-	if (!e)
-		return 0;
-	__u64 latency_ns = now - e->start_ns;
-	__u64 arg0 = e->arg0;
-
-	bpf_map_delete_elem(&entries, &key);
-
 	__u32 tid = (__u32)pid_tgid, pid = pid_tgid >> 32;
-	__u16 func = key.func;
+	__u16 func = TS_COOKIE_FUNC(cookie);
+	struct ts_thread *t = bpf_map_lookup_elem(&threads, &tid);
+
+	if (!t || t->depth == 0)
+		return 0; /* entered before the probes attached, or filtered out */
+	__u32 depth = t->depth - 1;
+
+	t->depth = depth;
+	if (depth >= TS_MAX_DEPTH)
+		return 0; /* too deep to have been timed */
+	struct ts_frame *f = &t->frames[depth & (TS_MAX_DEPTH - 1)];
+
+	if (f->func != func) {
+		/* A return without its entry (a longjmp out of a traced call, or attached
+		 * mid-call): the stack is not to be trusted any more. */
+		t->depth = 0;
+		return 0;
+	}
+	__u64 latency_ns = now - f->start_ns;
+	__u64 arg0 = f->arg0;
 	long rc = PT_REGS_RC(ctx);
 	int rc32 = (int)rc;
 	__u8 sem = TS_COOKIE_SEM(cookie);
-	__s64 last_syscall = TS_NO_SYSCALL;
-
-	if (settled_by_syscalls(sem)) {
-		struct ts_inflight *f = bpf_map_lookup_elem(&inflight, &tid);
-
-		if (f) {
-			last_syscall = f->last_syscall_ret;
-			if (f->depth <= 1)
-				bpf_map_delete_elem(&inflight, &tid);
-			else
-				f->depth -= 1;
-		}
-	}
+	__s64 last_syscall = t->last_syscall_ret;
 
 	switch (sem) {
 	case TS_SEM_OSSL_IO:
@@ -326,15 +314,15 @@ struct ts_sys_exit {
 	long ret;
 };
 
-/* Notes the result of a read/write-family syscall made inside a traced OpenSSL call. Every
- * thread's syscalls pass here; those outside a traced call cost one map lookup. */
+/* Notes the result of a read/write-family syscall made inside a traced call. Every thread's
+ * syscalls pass here; those of threads never traced cost one map lookup. */
 SEC("tracepoint")
 int sys_exit_io(struct ts_sys_exit *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct ts_inflight *f = bpf_map_lookup_elem(&inflight, &tid);
+	struct ts_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
-	if (f)
-		f->last_syscall_ret = ctx->ret;
+	if (t && t->depth)
+		t->last_syscall_ret = ctx->ret;
 	return 0;
 }

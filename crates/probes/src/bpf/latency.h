@@ -63,15 +63,26 @@ struct ts_hist_value {
 	__u64 total_ns;
 };
 
-/* A call in progress, per thread and function. */
-struct ts_entry_key {
-	__u32 tid;
-	__u32 func;
-};
+/* Calls in progress on one thread, innermost last (SSL_connect holds SSL_do_handshake, which
+ * holds EVP_DigestSign, ...). Deeper calls are not timed. */
+#define TS_MAX_DEPTH 8
 
-struct ts_entry {
+struct ts_frame {
 	__u64 start_ns;
 	__u64 arg0; /* the SSL * of OpenSSL calls */
+	__u16 func;
+	__u8 _pad[6];
+};
+
+/* Per thread: its call stack, and the result of the last read/write-family syscall made inside
+ * an OpenSSL call: how a call returning <= 0 is classified without probing SSL_get_error
+ * (-EAGAIN: retry; EOF or another error: failure). Kept between calls, so a thread's calls
+ * update this in place instead of inserting and deleting map elements. */
+struct ts_thread {
+	__s64 last_syscall_ret;
+	__u32 depth;
+	__u32 _pad;
+	struct ts_frame frames[TS_MAX_DEPTH];
 };
 
 /* An OpenSSL call that returned <= 0, waiting for the caller's SSL_get_error. Per thread. */
@@ -82,15 +93,6 @@ struct ts_pending {
 	__u16 func;
 	__u8 bucket;
 	__u8 _pad;
-};
-
-/* An OpenSSL call in progress on a thread, and the result of the last read/write-family
- * syscall it made: how a call returning <= 0 is classified without probing SSL_get_error
- * (-EAGAIN: retry; 0 from a read: EOF, failure; another error: failure). */
-struct ts_inflight {
-	__s64 last_syscall_ret;
-	__u32 depth;
-	__u32 _pad;
 };
 
 /* last_syscall_ret before any syscall. */
