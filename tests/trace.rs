@@ -734,3 +734,38 @@ fn linear_buckets_per_process_tables_and_intervals() {
         "{stdout}"
     );
 }
+
+#[test]
+fn attach_all_filters_to_the_traced_process_in_bpf() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&["--threads", "1"]);
+    let pid = serve.pid().to_string();
+    let trace = Trace::start(&[
+        "-p",
+        &pid,
+        "--functions",
+        "SSL_do_handshake",
+        "--attach-all",
+    ]);
+    // The bench client calls SSL_do_handshake too, in its own process: it hits the same
+    // breakpoints (attached for every process) and must be filtered out.
+    bench(serve.addr, &["--mode", "full", "-n", "80", "-c", "2"]);
+    let (ok, stdout, stderr, doc) = trace.stop();
+    let stats = serve.stop();
+    assert!(ok, "{stderr}");
+    assert!(doc["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|a| a["pid"] == -1));
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        n(&stats["handshakes"]["full"]),
+        "only the server's calls\n{stdout}"
+    );
+    // ...while the probe was hit by both processes.
+    assert!(
+        n(&doc["overhead"]["probed_calls"]) > 2 * n(&stats["handshakes"]["full"]),
+        "{stdout}"
+    );
+}

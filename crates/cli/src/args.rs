@@ -336,6 +336,11 @@ pub struct TraceArgs {
     /// close_notify or alert is "unknown".
     #[arg(long)]
     pub exact_outcomes: bool,
+    /// Attach the probes for every process running the library and filter by PID in BPF:
+    /// the traced process pays a little less per call, every other process using the
+    /// library pays the breakpoint. Default: attach in the traced processes only.
+    #[arg(long)]
+    pub attach_all: bool,
     /// Only the stats table at the end, no histograms.
     #[arg(long)]
     pub no_histograms: bool,

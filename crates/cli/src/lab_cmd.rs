@@ -200,6 +200,7 @@ fn experiment(
         comm: None,
         buckets: Buckets::Log2,
         per_pid: false,
+        attach_all: false,
     };
     let mut tracer = Tracer::start(&config, t.plan)?;
     if t.calibration.is_none() {

@@ -32,6 +32,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
         comm: a.comm.clone(),
         buckets: a.linear.unwrap_or(Buckets::Log2),
         per_pid: a.per_pid,
+        attach_all: a.attach_all,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

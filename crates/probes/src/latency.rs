@@ -142,6 +142,11 @@ pub struct TraceConfig {
     pub buckets: Buckets,
     /// Keep one histogram per process.
     pub per_pid: bool,
+    /// Attach every probe for all processes and filter by PID in BPF, instead of attaching
+    /// in each traced process. The traced process pays less per call (no per-task perf
+    /// events to switch on every context switch); every other process running the library
+    /// pays the breakpoint.
+    pub attach_all: bool,
 }
 
 /// One histogram cell read from the kernel, summed over CPUs.
@@ -245,18 +250,6 @@ pub extern "C" fn tlsscope_calibration_target(x: u64) -> u64 {
     std::hint::black_box(x.wrapping_mul(2_654_435_761).rotate_left(7))
 }
 
-/// Syscalls OpenSSL's socket BIO (and kTLS) read and write with.
-const SYSCALL_EXITS: [&str; 8] = [
-    "sys_exit_read",
-    "sys_exit_write",
-    "sys_exit_readv",
-    "sys_exit_writev",
-    "sys_exit_recvfrom",
-    "sys_exit_sendto",
-    "sys_exit_recvmsg",
-    "sys_exit_sendmsg",
-];
-
 /// The catalog id used for calibration cells (never a catalog function).
 const CALIBRATION_ID: u16 = u16::MAX;
 
@@ -265,6 +258,7 @@ pub struct Tracer {
     // Declared first: links drop (detach) before the skeleton's programs are unloaded.
     links: Vec<Link>,
     skel: LatencySkel<'static>,
+    attach_all: bool,
     attached: Vec<Attached>,
     not_attached: Vec<NotAttached>,
     calibration: Option<Calibration>,
@@ -293,8 +287,10 @@ impl Tracer {
         let cfg = &mut rodata.cfg;
         // Probes attached in one process are filtered by the kernel already; the map lookup
         // is only needed for probes attached in every process (--lib, --binary) with -p.
-        cfg.filter_pids =
-            u8::from(!config.pids.is_empty() && plan.points.iter().any(|p| p.pid == -1));
+        cfg.filter_pids = u8::from(
+            !config.pids.is_empty()
+                && (config.attach_all || plan.points.iter().any(|p| p.pid == -1)),
+        );
         cfg.per_pid = u8::from(config.per_pid);
         cfg.exact = u8::from(plan.exact);
         if let Some(comm) = &config.comm {
@@ -318,6 +314,7 @@ impl Tracer {
         let mut tracer = Tracer {
             links: Vec::new(),
             skel,
+            attach_all: config.attach_all,
             attached: Vec::new(),
             not_attached: plan.missing.clone(),
             calibration: None,
@@ -327,9 +324,15 @@ impl Tracer {
         }
         for point in &plan.points {
             match tracer.attach(point) {
-                Ok(()) => tracer.attached.push(Attached {
-                    point: point.clone(),
-                }),
+                Ok(()) => {
+                    let pid = if tracer.attach_all { -1 } else { point.pid };
+                    tracer.attached.push(Attached {
+                        point: AttachPoint {
+                            pid,
+                            ..point.clone()
+                        },
+                    })
+                }
                 Err(reason) => tracer.not_attached.push(Missing {
                     function: point.function.name,
                     path: point.path.clone(),
@@ -377,8 +380,9 @@ impl Tracer {
     fn attach(&mut self, point: &AttachPoint) -> Result<(), String> {
         let cookie = cookie(point.id, point.function.semantics);
         let offset = usize::try_from(point.offset).map_err(|e| e.to_string())?;
-        let entry = self.attach_one(point.pid, &point.path, offset, cookie, false)?;
-        let ret = self.attach_one(point.pid, &point.path, offset, cookie, true)?;
+        let pid = if self.attach_all { -1 } else { point.pid };
+        let entry = self.attach_one(pid, &point.path, offset, cookie, false)?;
+        let ret = self.attach_one(pid, &point.path, offset, cookie, true)?;
         self.links.push(entry);
         self.links.push(ret);
         Ok(())
@@ -411,25 +415,18 @@ impl Tracer {
             })
     }
 
-    /// The read/write-family syscall exits that settle OpenSSL calls returning <= 0 (see
-    /// `sys_exit_io` in `bpf/latency.bpf.c`). One that cannot attach is reported.
+    /// The raw `sys_exit` tracepoint whose read/write-family results settle OpenSSL calls
+    /// returning <= 0 (see `sys_exit_io` in `bpf/latency.bpf.c`). Reported if it cannot attach.
     fn attach_syscall_exits(&mut self) {
-        for name in SYSCALL_EXITS {
-            match self
-                .skel
-                .progs
-                .sys_exit_io
-                .attach_tracepoint(libbpf_rs::TracepointCategory::Syscalls, name)
-            {
-                Ok(link) => self.links.push(link),
-                Err(e) => self.not_attached.push(Missing {
-                    function: name,
-                    path: "tracepoint syscalls".into(),
-                    reason: format!(
-                        "the kernel refused the tracepoint ({e}); OpenSSL calls returning <= 0 after this syscall are classed unknown"
-                    ),
-                }),
-            }
+        match self.skel.progs.sys_exit_io.attach_raw_tracepoint("sys_exit") {
+            Ok(link) => self.links.push(link),
+            Err(e) => self.not_attached.push(Missing {
+                function: "sys_exit",
+                path: "raw tracepoint".into(),
+                reason: format!(
+                    "the kernel refused the raw tracepoint ({e}); OpenSSL calls returning <= 0 are classed unknown"
+                ),
+            }),
         }
     }
 
@@ -460,7 +457,12 @@ impl Tracer {
         let me = std::process::id();
         self.allow_pid(me)?;
         let cookie = cookie(CALIBRATION_ID, Semantics::Positive);
-        let pid = i32::try_from(me).unwrap_or(-1);
+        // Attached the way the real probes are, so the cost measured is theirs.
+        let pid = if self.attach_all {
+            -1
+        } else {
+            i32::try_from(me).unwrap_or(-1)
+        };
         let probed = (|| {
             let entry = self.attach_one(pid, &exe, offset, cookie, false)?;
             let ret = self.attach_one(pid, &exe, offset, cookie, true)?;

@@ -5,6 +5,7 @@
  * histogram. Nothing is sent to user space per call. */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
+#include <asm/unistd.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
@@ -306,23 +307,34 @@ int BPF_KRETPROBE(tls_return)
 	return 0;
 }
 
-/* The sys_exit_* tracepoints of the read/write family (syscalls/sys_exit_read, ...). */
-struct ts_sys_exit {
-	__u64 common;
-	int syscall_nr;
-	int _pad;
-	long ret;
-};
-
-/* Notes the result of a read/write-family syscall made inside a traced call. Every thread's
- * syscalls pass here; those of threads never traced cost one map lookup. */
-SEC("tracepoint")
-int sys_exit_io(struct ts_sys_exit *ctx)
+/* Notes the result of a read/write-family syscall made inside a traced call. The raw
+ * sys_exit tracepoint runs for every syscall of every thread, without the record a syscalls:
+ * tracepoint builds first; threads never traced cost one map lookup. */
+SEC("raw_tracepoint/sys_exit")
+int sys_exit_io(struct bpf_raw_tracepoint_args *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct ts_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
-	if (t && t->depth)
-		t->last_syscall_ret = ctx->ret;
+	if (!t || !t->depth)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
+	long nr = -1;
+
+	bpf_probe_read_kernel(&nr, sizeof(nr), &regs->orig_rax);
+	switch (nr) {
+	case __NR_read:
+	case __NR_write:
+	case __NR_readv:
+	case __NR_writev:
+	case __NR_recvfrom:
+	case __NR_sendto:
+	case __NR_recvmsg:
+	case __NR_sendmsg:
+		t->last_syscall_ret = (long)ctx->args[1];
+		break;
+	default:
+		break;
+	}
 	return 0;
 }
