@@ -7,5 +7,6 @@ mod ossl_api;
 mod peers;
 mod probes;
 mod serve;
+mod sniff;
 mod support;
 mod trace;

@@ -6,11 +6,9 @@
 //! comms (curl) that another test could also be running. Every tracer's BPF programs (by id,
 //! from its fds) are checked to be unloaded when it ends.
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::sync::mpsc::Receiver;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -21,7 +19,7 @@ use crate::support::{self, Serve};
 
 static TRACE_LOCK: Mutex<()> = Mutex::new(());
 
-fn one_at_a_time() -> MutexGuard<'static, ()> {
+pub fn one_at_a_time() -> MutexGuard<'static, ()> {
     TRACE_LOCK
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -46,62 +44,29 @@ impl Trace {
     fn start_env(args: &[&str], env: &[(&str, &str)]) -> Trace {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("trace.json");
-        let mut child = Command::new(support::bin())
-            .arg("trace")
-            .args(args)
-            .arg("--json")
-            .arg(&json)
-            .envs(env.iter().copied())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start tlsscope trace");
-        let stderr = child.stderr.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut trace = Trace {
-            child,
-            programs: Vec::new(),
+        let watched = support::start_until(
+            Command::new(support::bin())
+                .arg("trace")
+                .args(args)
+                .arg("--json")
+                .arg(&json)
+                .envs(env.iter().copied())
+                .stdout(Stdio::piped()),
+            "functions attached",
+            Duration::from_secs(60),
+        );
+        let programs = program_ids_of(watched.child.id());
+        assert_eq!(
+            programs.len(),
+            3,
+            "the tracer holds its three programs: {programs:?}"
+        );
+        Trace {
+            child: watched.child,
+            programs,
             dir,
-            stderr: rx,
-            early_stderr: Vec::new(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            match trace.stderr.recv_timeout(Duration::from_millis(200)) {
-                Ok(line) => {
-                    let attached = line.contains("functions attached");
-                    trace.early_stderr.push(line);
-                    if attached {
-                        trace.programs = program_ids_of(trace.pid());
-                        assert_eq!(
-                            trace.programs.len(),
-                            3,
-                            "the tracer holds its three programs: {:?}",
-                            trace.programs
-                        );
-                        return trace;
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    let _ = trace.child.wait();
-                    panic!(
-                        "tlsscope trace ended before attaching: {:?}",
-                        trace.early_stderr
-                    );
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "tlsscope trace did not attach in 60 s: {:?}",
-                trace.early_stderr
-            );
+            stderr: watched.lines,
+            early_stderr: watched.seen,
         }
     }
 
@@ -214,7 +179,7 @@ fn n(v: &Value) -> u64 {
 }
 
 /// The BPF programs a process holds open, by id (from the `prog_id:` of its fds' fdinfo).
-fn program_ids_of(pid: u32) -> Vec<u32> {
+pub fn program_ids_of(pid: u32) -> Vec<u32> {
     let mut ids = Vec::new();
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fdinfo")) else {
         return ids;
@@ -236,7 +201,7 @@ fn program_ids_of(pid: u32) -> Vec<u32> {
 
 /// Waits up to 5 s for the kernel to unload the programs `ids` (a tracer's, taken while it
 /// ran). Other tlsscope tracers on the machine do not matter.
-fn assert_unloaded(ids: &[u32], context: &str) {
+pub fn assert_unloaded(ids: &[u32], context: &str) {
     assert!(!ids.is_empty(), "{context}: no program ids were taken");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -349,22 +314,11 @@ fn nginx_handshakes_and_responses_match_its_access_log() {
     );
 }
 
-/// The libssl this test process loads (the system's), by path.
-fn system_libssl() -> PathBuf {
-    ossl::Library::load(&ossl::LibrarySource::System).unwrap();
-    probes::tls_libraries(std::process::id())
-        .unwrap()
-        .into_iter()
-        .find(|l| l.kind == probes::LibraryKind::OpensslSsl)
-        .expect("libssl mapped")
-        .path
-}
-
 #[test]
 fn curl_client_side_connects_are_traced_through_the_library() {
     let _one = one_at_a_time();
     let serve = Serve::start(&[]);
-    let libssl = system_libssl();
+    let libssl = support::system_libssl();
     let trace = Trace::start(&[
         "--lib",
         libssl.to_str().unwrap(),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use libbpf_cargo::SkeletonBuilder;
 
 /// The BPF programs, by name: `src/bpf/<name>.bpf.c` becomes `OUT_DIR/<name>.skel.rs`.
-const PROGRAMS: &[&str] = &["latency"];
+const PROGRAMS: &[&str] = &["latency", "sniff"];
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -16,11 +16,20 @@ fn main() {
     // headers live in Debian's multiarch include directory, which clang -target bpf does not
     // search on its own.
     let multiarch = format!("-idirafter/usr/include/{arch}-linux-gnu");
+    vmlinux_h(&out);
+    let out_include = format!("-I{}", out.display());
     for name in PROGRAMS {
         let src = format!("src/bpf/{name}.bpf.c");
         SkeletonBuilder::new()
             .source(&src)
-            .clang_args(["-O2", "-g", "-Wall", "-Werror", multiarch.as_str()])
+            .clang_args([
+                "-O2",
+                "-g",
+                "-Wall",
+                "-Werror",
+                multiarch.as_str(),
+                out_include.as_str(),
+            ])
             .build_and_generate(out.join(format!("{name}.skel.rs")))
             .unwrap_or_else(|e| {
                 panic!("building {src} failed (is clang installed? `make deps`): {e:#}")
@@ -33,4 +42,23 @@ fn main() {
             println!("cargo:rerun-if-changed={}", path.display());
         }
     }
+}
+
+/// `vmlinux.h` in OUT_DIR: the kernel's types from its BTF, for the programs that read kernel
+/// structures with CO-RE (sniff reads a socket's addresses). bpftool comes from `make deps`.
+fn vmlinux_h(out: &std::path::Path) {
+    let btf = "/sys/kernel/btf/vmlinux";
+    println!("cargo:rerun-if-changed={btf}");
+    let output = std::process::Command::new("bpftool")
+        .args(["btf", "dump", "file", btf, "format", "c"])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("running bpftool to write vmlinux.h failed (install Debian's bpftool: `make deps`): {e}")
+        });
+    assert!(
+        output.status.success(),
+        "bpftool btf dump {btf} failed (does this kernel have BTF?): {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::write(out.join("vmlinux.h"), output.stdout).expect("writing vmlinux.h");
 }

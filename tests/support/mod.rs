@@ -351,3 +351,66 @@ pub fn assert_matches_schema(doc: &serde_json::Value, name: &str) {
         schema_path.display()
     );
 }
+
+/// A process started with its stderr read line by line in the background.
+pub struct Watched {
+    pub child: Child,
+    /// Lines not taken yet.
+    pub lines: mpsc::Receiver<String>,
+    /// The lines read up to and including the awaited one.
+    pub seen: Vec<String>,
+}
+
+/// Starts `cmd` (stdin closed, stderr piped) and waits up to `limit` for a stderr line
+/// containing `needle`; panics with what it printed if it ends or times out first.
+pub fn start_until(cmd: &mut Command, needle: &str, limit: Duration) -> Watched {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let stderr = child.stderr.take().expect("piped stderr");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + limit;
+    loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) => {
+                let found = line.contains(needle);
+                seen.push(line);
+                if found {
+                    return Watched {
+                        child,
+                        lines: rx,
+                        seen,
+                    };
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let _ = child.wait();
+                panic!("{cmd:?} ended before printing {needle:?}: {seen:?}");
+            }
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("{cmd:?} did not print {needle:?} within {limit:?}: {seen:?}");
+        }
+    }
+}
+
+/// The system's libssl, by the path this test process maps it from.
+pub fn system_libssl() -> PathBuf {
+    ossl::Library::load(&ossl::LibrarySource::System).unwrap();
+    probes::tls_libraries(std::process::id())
+        .unwrap()
+        .into_iter()
+        .find(|l| l.kind == probes::LibraryKind::OpensslSsl)
+        .expect("libssl mapped")
+        .path
+}

@@ -31,6 +31,9 @@ pub enum Command {
     /// Trace TLS library calls with eBPF uprobes: latency histograms per function and outcome
     /// (success, retry, failure), aggregated in the kernel.
     Trace(TraceArgs),
+    /// Show the plaintext TLS libraries read and write (SSL_read/_ex, SSL_write/_ex, GnuTLS),
+    /// per call and connection, with nothing lost silently.
+    Sniff(SniffArgs),
     /// The main experiment: full RSA and ECDSA handshakes, resumed TLS 1.2 and 1.3, keep-alive
     /// requests, each loaded then traced on the server, in one report (about a minute).
     Lab(LabArgs),
@@ -263,6 +266,87 @@ pub struct BenchArgs {
     pub tls: TlsArgs,
 }
 
+/// What trace and sniff attach to.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// These processes (the TLS libraries each maps; comma-separated PIDs).
+    #[arg(short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// A program with the TLS library linked in statically (its own symbol tables), in every
+    /// process running it (or only --pid's).
+    #[arg(long, value_name = "PATH")]
+    pub binary: Vec<PathBuf>,
+    /// A shared library (e.g. /usr/lib/x86_64-linux-gnu/libssl.so.3) in every process using
+    /// it (or only --pid's).
+    #[arg(long, value_name = "PATH")]
+    pub lib: Vec<PathBuf>,
+    /// Only threads with this name (as in /proc/PID/comm, at most 15 characters).
+    #[arg(short = 'c', long, value_name = "COMM")]
+    pub comm: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SniffArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Bytes captured per call at most; the rest is counted and reported, not captured.
+    #[arg(long, default_value_t = 16384, value_name = "BYTES")]
+    pub max_bytes: u32,
+    /// Ring buffer size (power of two; suffixes K, M). Too small loses events, and says so.
+    #[arg(long, default_value = "4M", value_name = "SIZE", value_parser = parse_size)]
+    pub ring_size: u32,
+    /// Also report handshake calls (no data).
+    #[arg(long)]
+    pub handshake: bool,
+    /// Payload as a hex dump.
+    #[arg(long, conflicts_with_all = ["quiet", "json"])]
+    pub hex: bool,
+    /// Counts only: no payload is printed or written.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+    /// JSON lines (one object per call, the payload in base64) instead of text.
+    #[arg(long, conflicts_with = "quiet")]
+    pub json: bool,
+    /// Write the stream to FILE (created 0600) instead of standard output.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Also write the plaintext as synthetic TCP streams between the real endpoints to a pcapng
+    /// FILE (created 0600), for Wireshark/tshark (decode the TLS port as HTTP:
+    /// `tshark -d tcp.port==443,http`).
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<PathBuf>,
+    /// Keep only calls whose payload contains this text.
+    #[arg(long, value_name = "TEXT")]
+    pub grep: Option<String>,
+    /// Mask the values of Authorization, Cookie and Set-Cookie headers.
+    #[arg(long)]
+    pub redact_headers: bool,
+    /// Stop after this long (default: Ctrl-C, SIGTERM, or every sniffed process gone).
+    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_duration)]
+    pub duration: Option<std::time::Duration>,
+}
+
+/// "4M", "256K", "65536": a power of two of at least 4096 bytes.
+fn parse_size(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let (n, scale) = match t.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&t[..i], 1024u64),
+        Some((i, 'M' | 'm')) => (&t[..i], 1024 * 1024),
+        _ => (t, 1),
+    };
+    let bytes = n
+        .parse::<u64>()
+        .ok()
+        .and_then(|v| v.checked_mul(scale))
+        .ok_or_else(|| format!("{s:?} is not a size (try 4M, 256K)"))?;
+    if bytes < 4096 || !bytes.is_power_of_two() || bytes > 1 << 30 {
+        return Err(format!(
+            "{s:?}: the ring size must be a power of two from 4K to 1024M"
+        ));
+    }
+    Ok(bytes as u32)
+}
+
 #[derive(Debug, Args)]
 pub struct LabArgs {
     /// The server under test: the built-in one, or Debian's nginx with a generated config.
@@ -296,20 +380,8 @@ pub enum LabTarget {
 
 #[derive(Debug, Args)]
 pub struct TraceArgs {
-    /// Trace these processes (the TLS libraries each maps; comma-separated PIDs).
-    #[arg(short = 'p', long = "pid", value_delimiter = ',', value_name = "PID")]
-    pub pids: Vec<u32>,
-    /// Trace a program with the TLS library linked in statically (its own symbol tables), in
-    /// every process running it (or only --pid's).
-    #[arg(long, value_name = "PATH")]
-    pub binary: Vec<PathBuf>,
-    /// Trace a shared library (e.g. /usr/lib/x86_64-linux-gnu/libssl.so.3) in every process
-    /// using it (or only --pid's).
-    #[arg(long, value_name = "PATH")]
-    pub lib: Vec<PathBuf>,
-    /// Only threads with this name (as in /proc/PID/comm, at most 15 characters).
-    #[arg(short = 'c', long, value_name = "COMM")]
-    pub comm: Option<String>,
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Probe groups: handshake, io, crypto, or all (comma-separated).
     #[arg(long, default_value = "all", value_name = "GROUPS", value_parser = parse_groups)]
     pub probes: probes::Groups,

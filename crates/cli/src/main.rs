@@ -10,6 +10,8 @@ mod library;
 mod openssl_cmd;
 mod probe;
 mod serve_cmd;
+mod sniff_cmd;
+mod sockets;
 mod trace_cmd;
 
 use std::process::ExitCode;
@@ -41,6 +43,7 @@ fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         Command::Handshake(a) => handshake_cmd::run(openssl, &a),
         Command::Trace(a) => trace_cmd::run(&a),
         Command::Lab(a) => lab_cmd::run(openssl, &a),
+        Command::Sniff(a) => sniff_cmd::run(&a),
         Command::Openssl(OpensslCommand::Build(a)) => {
             let jobs = a
                 .jobs

@@ -28,8 +28,8 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     let targets = targets(a)?;
     let plan = Plan::with_functions(&targets, a.probes, &a.functions, a.exact_outcomes)?;
     let config = TraceConfig {
-        pids: a.pids.clone(),
-        comm: a.comm.clone(),
+        pids: a.target.pids.clone(),
+        comm: a.target.comm.clone(),
         buckets: a.linear.unwrap_or(Buckets::Log2),
         per_pid: a.per_pid,
         attach_all: a.attach_all,
@@ -97,31 +97,37 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn targets(a: &TraceArgs) -> anyhow::Result<Vec<Target>> {
-    if a.pids.is_empty() && a.binary.is_empty() && a.lib.is_empty() {
-        bail!("nothing to trace: give -p PID, --binary PATH or --lib PATH");
+    targets_of(&a.target, "trace")
+}
+
+/// Checks -p/--binary/--lib/-c (shared by trace and sniff) and turns them into targets.
+pub fn targets_of(t: &crate::args::TargetArgs, verb: &str) -> anyhow::Result<Vec<Target>> {
+    let (pids, binary, lib, comm) = (&t.pids, &t.binary, &t.lib, t.comm.as_deref());
+    if pids.is_empty() && binary.is_empty() && lib.is_empty() {
+        bail!("nothing to {verb}: give -p PID, --binary PATH or --lib PATH");
     }
-    if let Some(comm) = &a.comm {
+    if let Some(comm) = comm {
         if comm.is_empty() || comm.len() > 15 {
             bail!("--comm {comm:?}: a thread name is 1 to 15 bytes (as in /proc/PID/comm)");
         }
     }
-    for pid in &a.pids {
+    for pid in pids {
         if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
             bail!("no process with PID {pid}");
         }
     }
     let mut targets = Vec::new();
-    // With --binary or --lib, the PIDs filter; alone, they also say which libraries to trace.
-    if a.binary.is_empty() && a.lib.is_empty() {
-        targets.extend(a.pids.iter().map(|&p| Target::Pid(p)));
+    // With --binary or --lib, the PIDs filter; alone, they also say which libraries to use.
+    if binary.is_empty() && lib.is_empty() {
+        targets.extend(pids.iter().map(|&p| Target::Pid(p)));
     }
-    for path in &a.binary {
+    for path in binary {
         if !path.is_file() {
             bail!("--binary {}: no such file", path.display());
         }
         targets.push(Target::Binary(path.clone()));
     }
-    for path in &a.lib {
+    for path in lib {
         if !path.is_file() {
             bail!("--lib {}: no such file", path.display());
         }
@@ -181,7 +187,7 @@ fn watch(
         if a.duration.is_some_and(|d| started.elapsed() >= d) {
             return Ok(End { reason: None });
         }
-        if !a.pids.is_empty() && a.pids.iter().all(|&p| !alive(p)) {
+        if !a.target.pids.is_empty() && a.target.pids.iter().all(|&p| !alive(p)) {
             return Ok(End {
                 reason: Some("the traced process exited".into()),
             });
@@ -207,7 +213,7 @@ fn print_interval(a: &TraceArgs, delta: &Snapshot, at: Duration) -> anyhow::Resu
 }
 
 /// A process that exists and is not a zombie.
-fn alive(pid: u32) -> bool {
+pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         // "pid (comm) S ...": the state follows the last ')'.
         Ok(stat) => stat

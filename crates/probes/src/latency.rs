@@ -250,6 +250,11 @@ pub extern "C" fn tlsscope_calibration_target(x: u64) -> u64 {
     std::hint::black_box(x.wrapping_mul(2_654_435_761).rotate_left(7))
 }
 
+/// The syscalls OpenSSL's socket BIO (and kTLS) read and write with.
+pub const SYSCALLS: [&str; 8] = [
+    "read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg",
+];
+
 /// The catalog id used for calibration cells (never a catalog function).
 const CALIBRATION_ID: u16 = u16::MAX;
 
@@ -295,9 +300,7 @@ impl Tracer {
         cfg.exact = u8::from(plan.exact);
         if let Some(comm) = &config.comm {
             cfg.filter_comm = 1;
-            for (dst, src) in cfg.comm.iter_mut().zip(comm.bytes().take(15)) {
-                *dst = src as i8;
-            }
+            cfg.comm = crate::comm_filter(comm);
         }
         if let Buckets::Linear {
             min_us, step_us, ..
@@ -365,11 +368,7 @@ impl Tracer {
     }
 
     fn allow_pid(&self, pid: u32) -> Result<(), Error> {
-        self.skel
-            .maps
-            .pids
-            .update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
-            .map_err(|e| Error::bpf("adding a process to the PID filter", e))
+        crate::allow_pid(&self.skel.maps.pids, pid)
     }
 
     fn forbid_pid(&self, pid: u32) {
@@ -415,18 +414,26 @@ impl Tracer {
             })
     }
 
-    /// The raw `sys_exit` tracepoint whose read/write-family results settle OpenSSL calls
-    /// returning <= 0 (see `sys_exit_io` in `bpf/latency.bpf.c`). Reported if it cannot attach.
+    /// The read/write-family syscall exits that settle OpenSSL calls returning <= 0 (see
+    /// `sys_exit_io` in `bpf/latency.bpf.c`). One that cannot attach is reported.
     fn attach_syscall_exits(&mut self) {
-        match self.skel.progs.sys_exit_io.attach_raw_tracepoint("sys_exit") {
-            Ok(link) => self.links.push(link),
-            Err(e) => self.not_attached.push(Missing {
-                function: "sys_exit",
-                path: "raw tracepoint".into(),
-                reason: format!(
-                    "the kernel refused the raw tracepoint ({e}); OpenSSL calls returning <= 0 are classed unknown"
-                ),
-            }),
+        for name in SYSCALLS {
+            let tracepoint = format!("sys_exit_{name}");
+            match self
+                .skel
+                .progs
+                .sys_exit_io
+                .attach_tracepoint(libbpf_rs::TracepointCategory::Syscalls, &tracepoint)
+            {
+                Ok(link) => self.links.push(link),
+                Err(e) => self.not_attached.push(Missing {
+                    function: name,
+                    path: "tracepoint syscalls".into(),
+                    reason: format!(
+                        "the kernel refused syscalls:{tracepoint} ({e}); OpenSSL calls returning <= 0 after this syscall are classed unknown"
+                    ),
+                }),
+            }
         }
     }
 

@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod latency;
 pub mod maps;
 pub mod plan;
+pub mod sniff;
 pub mod symbols;
 
 use std::path::PathBuf;
@@ -49,6 +50,21 @@ pub enum Error {
     NoUprobes,
     #[error("BPF: {what}: {detail}")]
     Bpf { what: String, detail: String },
+}
+
+/// A thread name as the BPF programs compare it: at most 15 bytes, NUL-padded.
+fn comm_filter(comm: &str) -> [i8; 16] {
+    let mut out = [0i8; 16];
+    for (dst, src) in out.iter_mut().zip(comm.bytes().take(15)) {
+        *dst = src as i8;
+    }
+    out
+}
+
+/// Adds `pid` to a program's PID filter map (`pids` in `bpf/*.bpf.c`).
+fn allow_pid(pids: &dyn libbpf_rs::MapCore, pid: u32) -> Result<(), Error> {
+    pids.update(&pid.to_ne_bytes(), &[1u8], libbpf_rs::MapFlags::ANY)
+        .map_err(|e| Error::bpf("adding a process to the PID filter", e))
 }
 
 impl Error {

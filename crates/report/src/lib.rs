@@ -1,6 +1,8 @@
 //! `report`: renders results for people (text) and programs (JSON with a versioned schema, CSV).
 //! Text is rendered from the same data as the JSON.
 
+pub mod pcap;
+pub mod sniff;
 pub mod trace;
 
 use std::io::{self, Write};

@@ -5,11 +5,11 @@
  * histogram. Nothing is sent to user space per call. */
 #include <linux/bpf.h>
 #include <linux/ptrace.h>
-#include <asm/unistd.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 
 #include "latency.h"
+#include "filter.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -54,30 +54,12 @@ struct {
 
 static __always_inline void count(__u32 which)
 {
-	__u64 *n = bpf_map_lookup_elem(&counters, &which);
-
-	if (n)
-		*n += 1;
+	ts_count(&counters, which);
 }
 
 static __always_inline int wanted(__u64 pid_tgid)
 {
-	__u32 tgid = pid_tgid >> 32;
-
-	if (cfg.filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
-		return 0;
-	if (cfg.filter_comm) {
-		char comm[TS_COMM_LEN];
-
-		bpf_get_current_comm(comm, sizeof(comm));
-		for (int i = 0; i < TS_COMM_LEN; i++) {
-			if (comm[i] != cfg.comm[i])
-				return 0;
-			if (comm[i] == 0)
-				break;
-		}
-	}
-	return 1;
+	return ts_wanted(&pids, pid_tgid, cfg.filter_pids, cfg.filter_comm, cfg.comm);
 }
 
 static __always_inline __u8 bucket_of(__u64 latency_ns)
@@ -307,34 +289,26 @@ int BPF_KRETPROBE(tls_return)
 	return 0;
 }
 
-/* Notes the result of a read/write-family syscall made inside a traced call. The raw
- * sys_exit tracepoint runs for every syscall of every thread, without the record a syscalls:
- * tracepoint builds first; threads never traced cost one map lookup. */
-SEC("raw_tracepoint/sys_exit")
-int sys_exit_io(struct bpf_raw_tracepoint_args *ctx)
+/* The syscalls:sys_exit_* tracepoints of the read/write family (format in
+ * /sys/kernel/tracing/events/syscalls/sys_exit_read/format). Only the syscalls attached run
+ * this program, unlike the raw sys_exit tracepoint, which would run it for every syscall of
+ * every process. */
+struct ts_sys_exit {
+	__u64 common;
+	int syscall_nr;
+	int _pad;
+	long ret;
+};
+
+/* Notes the result of a read/write-family syscall made inside a traced call; threads never
+ * traced cost one map lookup. */
+SEC("tracepoint")
+int sys_exit_io(struct ts_sys_exit *ctx)
 {
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
 	struct ts_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
-	if (!t || !t->depth)
-		return 0;
-	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
-	long nr = -1;
-
-	bpf_probe_read_kernel(&nr, sizeof(nr), &regs->orig_rax);
-	switch (nr) {
-	case __NR_read:
-	case __NR_write:
-	case __NR_readv:
-	case __NR_writev:
-	case __NR_recvfrom:
-	case __NR_sendto:
-	case __NR_recvmsg:
-	case __NR_sendmsg:
-		t->last_syscall_ret = (long)ctx->args[1];
-		break;
-	default:
-		break;
-	}
+	if (t && t->depth)
+		t->last_syscall_ret = ctx->ret;
 	return 0;
 }

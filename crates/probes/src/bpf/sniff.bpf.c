@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: Apache-2.0
+/* sniff: what TLS libraries read and write, in plaintext. The entry probe notes the call's
+ * buffer per thread; a raw sys_enter tracepoint notes the socket the call reads or writes; the
+ * return probe sends the bytes the call really moved (up to max_bytes) through a ring buffer in
+ * pieces, and counts what did not fit. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+
+#include "sniff.h"
+#include "filter.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+const volatile struct sn_config cfg = {};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TS_MAX_PIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u32);
+	__type(value, struct sn_call);
+} calls SEC(".maps");
+
+/* The socket last seen under each connection object, for calls that make no syscall (data
+ * already decrypted and buffered). */
+struct ssl_key {
+	__u64 ssl;
+	__u32 pid;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ssl_key);
+	__type(value, struct sn_socket);
+} ssl_socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sn_event);
+} scratch SEC(".maps");
+
+/* Size set by the loader (--ring-size). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 * 1024 * 1024);
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SN_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} call_seq SEC(".maps");
+
+static __always_inline void count(__u32 which)
+{
+	ts_count(&counters, which);
+}
+
+static __always_inline int wanted(__u64 pid_tgid)
+{
+	return ts_wanted(&pids, pid_tgid, cfg.filter_pids, cfg.filter_comm, cfg.comm);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(sniff_enter)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+
+	if (!wanted(pid_tgid))
+		return 0;
+	struct sn_call c = {
+		.start_ns = bpf_ktime_get_ns(),
+		.ssl = PT_REGS_PARM1(ctx),
+		.buf = PT_REGS_PARM2(ctx),
+		.count_ptr = PT_REGS_PARM4(ctx),
+		.sock = { .fd = -1 },
+	};
+	bpf_map_update_elem(&calls, &tid, &c, BPF_ANY);
+	return 0;
+}
+
+/* The syscalls:sys_enter_* tracepoints of the read/write family: the first argument is the
+ * socket (format in /sys/kernel/tracing/events/syscalls/sys_enter_read/format). */
+struct sn_sys_enter {
+	__u64 common;
+	int syscall_nr;
+	int _pad;
+	unsigned long fd;
+};
+
+#define SN_AF_INET 2
+#define SN_AF_INET6 10
+
+/* The two ends of socket `fd` of the current task, read through task->files (CO-RE). A file
+ * that is not a socket, or not IPv4/IPv6, leaves `ends` unknown (family 0). */
+static __always_inline void read_endpoints(int fd, struct sn_endpoints *ends)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct file **fds = BPF_CORE_READ(task, files, fdt, fd);
+	struct file *f = NULL;
+
+	if (fd < 0 || bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) < 0 || !f)
+		return;
+	struct socket *sock = BPF_CORE_READ(f, private_data);
+
+	if (!sock || BPF_CORE_READ(sock, file) != f)
+		return; /* not a socket */
+	struct sock *sk = BPF_CORE_READ(sock, sk);
+
+	if (!sk)
+		return;
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+
+	if (family == SN_AF_INET) {
+		bpf_core_read(ends->local_addr, 4, &sk->__sk_common.skc_rcv_saddr);
+		bpf_core_read(ends->peer_addr, 4, &sk->__sk_common.skc_daddr);
+	} else if (family == SN_AF_INET6) {
+		bpf_core_read(ends->local_addr, 16, &sk->__sk_common.skc_v6_rcv_saddr);
+		bpf_core_read(ends->peer_addr, 16, &sk->__sk_common.skc_v6_daddr);
+	} else {
+		return;
+	}
+	ends->local_port = BPF_CORE_READ(sk, __sk_common.skc_num);
+	ends->peer_port = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	ends->family = family;
+}
+
+/* Notes the socket a sniffed call reads or writes, and its two ends, once per call. */
+SEC("tracepoint")
+int sniff_sys_enter(struct sn_sys_enter *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct sn_call *c = bpf_map_lookup_elem(&calls, &tid);
+
+	if (!c)
+		return 0;
+	int fd = (int)ctx->fd;
+
+	if (c->sock.fd == fd && c->sock.ends.family)
+		return 0;
+	c->sock.fd = fd;
+	read_endpoints(fd, &c->sock.ends);
+	return 0;
+}
+
+struct piece_ctx {
+	__u64 buf;
+	__u32 captured;
+	__u32 total;
+	__u8 lost;
+};
+
+/* Sends piece `i` of the call's data; stops the loop after the last one. */
+static long send_piece(__u32 i, struct piece_ctx *p)
+{
+	__u32 zero = 0;
+	struct sn_event *e = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (!e)
+		return 1;
+	__u64 offset = (__u64)i * SN_PIECE;
+	__u64 captured = p->captured;
+
+	if (offset >= captured && !(i == 0 && captured == 0))
+		return 1;
+	__u64 len = captured - offset;
+
+	if (len > SN_PIECE)
+		len = SN_PIECE;
+	/* Keep the clamped value in the register the helpers get, for the verifier. */
+	barrier_var(len);
+	int last = offset + len >= captured;
+
+	e->offset = offset;
+	e->len = len;
+	e->flags = (e->flags & ~SN_LAST_PIECE) | (last ? SN_LAST_PIECE : 0);
+	e->uncaptured = last ? p->total - p->captured : 0;
+	if (len > 0 && bpf_probe_read_user(e->data, len, (void *)(p->buf + offset)) < 0) {
+		/* Unreadable (paged out): send what is known, without the bytes. */
+		e->uncaptured += len;
+		e->len = 0;
+		len = 0;
+	}
+	__u64 size = __builtin_offsetof(struct sn_event, data) + len;
+
+	if (size > sizeof(*e))
+		size = sizeof(*e);
+	barrier_var(size);
+	if (bpf_ringbuf_output(&events, e, size, 0) < 0) {
+		count(SN_LOST_RECORDS);
+		p->lost = 1;
+	}
+	return last ? 1 : 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(sniff_return)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid, pid = pid_tgid >> 32;
+	struct sn_call *c = bpf_map_lookup_elem(&calls, &tid);
+
+	if (!c)
+		return 0;
+	struct sn_call call = *c;
+
+	bpf_map_delete_elem(&calls, &tid);
+
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u8 kind = SN_COOKIE_KIND(cookie);
+	long ret = PT_REGS_RC(ctx);
+	__u64 total = 0;
+
+	if (SN_COOKIE_COUNT(cookie) == SN_COUNT_ARG4_PTR) {
+		ret = (int)ret;
+		if (ret == 1 && call.count_ptr)
+			bpf_probe_read_user(&total, sizeof(total), (void *)call.count_ptr);
+	} else {
+		/* int for OpenSSL and NSPR, ssize_t for GnuTLS; a byte count never has bit 31. */
+		ret = (int)ret;
+		if (ret > 0)
+			total = ret;
+	}
+	if (kind == SN_HANDSHAKE)
+		total = 0;
+
+	__u32 zero = 0;
+	struct sn_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	__u64 *seq = bpf_map_lookup_elem(&call_seq, &zero);
+
+	if (!e || !seq)
+		return 0;
+	*seq += 1;
+	struct ssl_key sk = { .ssl = call.ssl, .pid = pid };
+
+	e->flags = 0;
+	if (call.sock.fd >= 0) {
+		bpf_map_update_elem(&ssl_socks, &sk, &call.sock, BPF_ANY);
+	} else {
+		struct sn_socket *known = bpf_map_lookup_elem(&ssl_socks, &sk);
+
+		if (known) {
+			call.sock = *known;
+			e->flags = SN_FD_GUESSED;
+		}
+	}
+	e->call_id = (*seq << 8) | (bpf_get_smp_processor_id() & 0xff);
+	e->start_ns = call.start_ns;
+	e->latency_ns = now - call.start_ns;
+	e->ret = ret;
+	e->ssl = call.ssl;
+	e->pid = pid;
+	e->tid = tid;
+	e->fd = call.sock.fd;
+	e->ends = call.sock.ends;
+	e->total_bytes = total > 0xffffffff ? 0xffffffff : (__u32)total;
+	e->func = SN_COOKIE_FUNC(cookie);
+	e->kind = kind;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+
+	struct piece_ctx p = {
+		.buf = call.buf,
+		.captured = total < cfg.max_bytes ? (__u32)total : cfg.max_bytes,
+		.total = e->total_bytes,
+	};
+	count(SN_CALLS);
+	bpf_loop(SN_MAX_PIECES, send_piece, &p, 0);
+	if (p.lost)
+		count(SN_LOST_CALLS);
+	return 0;
+}

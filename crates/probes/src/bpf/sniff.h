@@ -1,0 +1,101 @@
+/* sniff: the plaintext TLS libraries read and write, per call, through a ring buffer. Shared by
+ * sniff.bpf.c and the Rust loader (through the generated skeleton's types). */
+#ifndef TLSSCOPE_SNIFF_H
+#define TLSSCOPE_SNIFF_H
+
+#include "common.h"
+
+/* Bytes of payload per ring-buffer record: a full TLS record. A call that moved more is sent in
+ * several records (pieces) with increasing offsets. */
+#define SN_PIECE 16384
+/* Most pieces of one call (bounds --max-bytes at 16 MiB). */
+#define SN_MAX_PIECES 1024
+
+/* What a probe does with its call's data. */
+enum sn_kind {
+	SN_READ = 0,      /* SSL_read, gnutls_record_recv, PR_Read: copied on return */
+	SN_WRITE = 1,     /* SSL_write, gnutls_record_send, PR_Write */
+	SN_HANDSHAKE = 2, /* SSL_do_handshake & co. with --handshake: no data */
+};
+
+/* How the byte count is returned. The attach cookie carries the kind (bits 8-15), this
+ * (bits 16-23) and the function's index in tlsscope's sniff catalog (bits 0-7). */
+enum sn_count {
+	SN_COUNT_RET = 0,      /* the return value (int or ssize_t) */
+	SN_COUNT_ARG4_PTR = 1, /* through the size_t * fourth argument (SSL_read_ex/SSL_write_ex) */
+};
+
+#define SN_COOKIE_FUNC(c) ((__u8)((c) & 0xff))
+#define SN_COOKIE_KIND(c) ((__u8)(((c) >> 8) & 0xff))
+#define SN_COOKIE_COUNT(c) ((__u8)(((c) >> 16) & 0xff))
+
+/* flags */
+#define SN_LAST_PIECE 1  /* the call's last record */
+#define SN_FD_GUESSED 2  /* no syscall in this call: the fd last seen with this SSL object */
+
+/* A TCP socket's two ends, read from the kernel's socket when the call's syscall names it
+ * (family 0: unknown). Addresses in network order; IPv4 in the first 4 bytes. */
+struct sn_endpoints {
+	__u16 family;     /* AF_INET (2) or AF_INET6 (10) */
+	__u16 local_port; /* host order */
+	__u16 peer_port;  /* host order */
+	__u16 _pad;
+	__u8 local_addr[16];
+	__u8 peer_addr[16];
+};
+
+/* What is known of a connection object's socket, for calls that make no syscall. */
+struct sn_socket {
+	__s32 fd;
+	__u32 _pad;
+	struct sn_endpoints ends;
+};
+
+/* One ring-buffer record: a piece of one call's data, or (len 0) a call without data. */
+struct sn_event {
+	__u64 call_id;    /* unique per call (per CPU counter << 8 | cpu) */
+	__u64 start_ns;   /* CLOCK_MONOTONIC at entry */
+	__u64 latency_ns;
+	__s64 ret;        /* the call's return value */
+	__u64 ssl;        /* the library's connection object (SSL *, gnutls_session_t, PRFileDesc *) */
+	__u32 pid;
+	__u32 tid;
+	__s32 fd;         /* the socket the call read or wrote; -1 when unknown */
+	__u32 total_bytes;  /* bytes the call moved (0 when it failed) */
+	__u32 offset;       /* of this piece within the call's data */
+	__u32 len;          /* bytes in this piece */
+	__u32 uncaptured;   /* bytes over --max-bytes, not sent (in the last piece) */
+	__u8 func;
+	__u8 kind;
+	__u8 flags;
+	__u8 _pad;
+	struct sn_endpoints ends;
+	char comm[TS_COMM_LEN];
+	__u8 data[SN_PIECE]; /* last: only `len` bytes of it travel */
+};
+
+/* A call in progress, per thread. */
+struct sn_call {
+	__u64 start_ns;
+	__u64 ssl;
+	__u64 buf;
+	__u64 count_ptr; /* the _ex functions' size_t * */
+	struct sn_socket sock;
+};
+
+/* Settings, fixed before the programs load. */
+struct sn_config {
+	__u8 filter_pids;
+	__u8 filter_comm;
+	__u8 _pad[2];
+	__u32 max_bytes;
+	char comm[TS_COMM_LEN];
+};
+
+/* counters */
+#define SN_LOST_RECORDS 0 /* ring buffer full: records not sent */
+#define SN_LOST_CALLS 1   /* calls with at least one record lost */
+#define SN_CALLS 2        /* calls seen (sent in full or not) */
+#define SN_COUNTERS 3
+
+#endif

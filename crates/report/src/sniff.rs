@@ -1,0 +1,244 @@
+//! `tlsscope sniff` output: a readable stream (a header line per call, then the payload with
+//! non-printable bytes escaped, or a hex dump), JSON lines, and header redaction.
+
+use std::io::{self, Write};
+use std::net::SocketAddr;
+
+use serde::Serialize;
+
+/// One sniffed call, as the writers see it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Record<'a> {
+    /// CLOCK_MONOTONIC nanoseconds at the call's start.
+    pub start_ns: u64,
+    pub latency_ns: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: &'a str,
+    pub fd: Option<i32>,
+    /// The fd was taken from an earlier call on the same connection (this one made no syscall).
+    pub fd_from_earlier_call: bool,
+    pub local: Option<SocketAddr>,
+    pub peer: Option<SocketAddr>,
+    pub function: &'a str,
+    /// "read", "write" or "handshake".
+    pub direction: &'a str,
+    pub ret: i64,
+    /// Bytes the call moved; `data` holds the first of them.
+    pub total_bytes: u64,
+    /// Bytes over --max-bytes, not captured.
+    pub uncaptured_bytes: u64,
+    /// Pieces were lost (ring buffer full): `data` stops early.
+    pub incomplete: bool,
+    #[serde(skip)]
+    pub data: &'a [u8],
+}
+
+/// The header line of a call.
+pub fn header(r: &Record<'_>) -> String {
+    let fd = match r.fd {
+        Some(fd) if r.fd_from_earlier_call => format!("fd {fd}*"),
+        Some(fd) => format!("fd {fd}"),
+        None => "fd ?".to_string(),
+    };
+    let addr = |a: Option<SocketAddr>| a.map_or_else(|| "?".to_string(), |a| a.to_string());
+    let arrow = if r.direction == "read" { "<-" } else { "->" };
+    let mut line = format!(
+        "{:.6} {} {}/{} {fd} {} {arrow} {} {} ret {} {} bytes {:.0}us",
+        r.start_ns as f64 / 1e9,
+        r.comm,
+        r.pid,
+        r.tid,
+        addr(r.local),
+        addr(r.peer),
+        r.function,
+        r.ret,
+        r.total_bytes,
+        r.latency_ns as f64 / 1000.0
+    );
+    if r.uncaptured_bytes > 0 {
+        line.push_str(&format!(
+            " [{} bytes not captured: --max-bytes]",
+            r.uncaptured_bytes
+        ));
+    }
+    if r.incomplete {
+        line.push_str(" [incomplete: pieces lost, ring buffer full]");
+    }
+    line
+}
+
+/// Header line, then the payload: printable ASCII as is, line ends kept, other bytes as \xHH.
+pub fn write_text(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<()> {
+    writeln!(w, "{}", header(r))?;
+    if r.data.is_empty() {
+        return Ok(());
+    }
+    let mut out = Vec::with_capacity(r.data.len() + 16);
+    for &b in r.data {
+        match b {
+            b'\n' => out.extend_from_slice(b"\\n\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.push(b'\t'),
+            0x20..=0x7e if b != b'\\' => out.push(b),
+            _ => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+        }
+    }
+    if out.last() != Some(&b'\n') {
+        out.push(b'\n');
+    }
+    w.write_all(&out)
+}
+
+/// Header line, then a hex dump (offset, 16 bytes in hex, ASCII).
+pub fn write_hex(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<()> {
+    writeln!(w, "{}", header(r))?;
+    for (i, row) in r.data.chunks(16).enumerate() {
+        let hex: Vec<String> = row.iter().map(|b| format!("{b:02x}")).collect();
+        let ascii: String = row
+            .iter()
+            .map(|&b| {
+                if (0x20..0x7f).contains(&b) {
+                    b as char
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        writeln!(w, "  {:08x}  {:<47}  {ascii}", i * 16, hex.join(" "))?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct JsonLine<'a> {
+    #[serde(flatten)]
+    record: &'a Record<'a>,
+    /// The captured bytes, base64.
+    data_base64: String,
+}
+
+/// One JSON object per line; the payload in base64.
+pub fn write_json(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<()> {
+    let line = JsonLine {
+        record: r,
+        data_base64: base64(r.data),
+    };
+    serde_json::to_writer(&mut *w, &line)?;
+    writeln!(w)
+}
+
+/// Standard base64 with padding.
+pub fn base64(data: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
+    for chunk in data.chunks(3) {
+        let n = match chunk {
+            [a, b, c] => u32::from(*a) << 16 | u32::from(*b) << 8 | u32::from(*c),
+            [a, b] => u32::from(*a) << 16 | u32::from(*b) << 8,
+            [a] => u32::from(*a) << 16,
+            _ => unreachable!("chunks(3)"),
+        };
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// Replaces the values of Authorization, Proxy-Authorization, Cookie and Set-Cookie header
+/// lines with "[redacted]" (case-insensitive names; the line ends are kept).
+pub fn redact_headers(data: &[u8]) -> Vec<u8> {
+    const NAMES: [&[u8]; 4] = [
+        b"authorization:",
+        b"proxy-authorization:",
+        b"cookie:",
+        b"set-cookie:",
+    ];
+    let mut out = Vec::with_capacity(data.len());
+    let mut rest = data;
+    while !rest.is_empty() {
+        let end = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(rest.len(), |i| i + 1);
+        let (line, tail) = rest.split_at(end);
+        let lower: Vec<u8> = line.iter().map(u8::to_ascii_lowercase).collect();
+        match NAMES.iter().find(|n| lower.starts_with(n)) {
+            Some(name) => {
+                out.extend_from_slice(&line[..name.len()]);
+                out.extend_from_slice(b" [redacted]");
+                let eol = line
+                    .iter()
+                    .rposition(|&b| b != b'\r' && b != b'\n')
+                    .map_or(0, |i| i + 1);
+                out.extend_from_slice(&line[eol..]);
+            }
+            None => out.extend_from_slice(line),
+        }
+        rest = tail;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648_vectors() {
+        for (plain, encoded) in [
+            ("", ""),
+            ("f", "Zg=="),
+            ("fo", "Zm8="),
+            ("foo", "Zm9v"),
+            ("foob", "Zm9vYg=="),
+            ("fooba", "Zm9vYmE="),
+            ("foobar", "Zm9vYmFy"),
+        ] {
+            assert_eq!(base64(plain.as_bytes()), encoded);
+        }
+    }
+
+    #[test]
+    fn redaction_keeps_everything_but_secret_values() {
+        let req =
+            b"GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cr3t\r\ncookie: a=b\r\n\r\nbody";
+        let out = String::from_utf8(redact_headers(req)).unwrap();
+        assert_eq!(
+            out,
+            "GET / HTTP/1.1\r\nHost: x\r\nAuthorization: [redacted]\r\ncookie: [redacted]\r\n\r\nbody"
+        );
+    }
+
+    #[test]
+    fn text_escapes_non_printable_bytes() {
+        let r = Record {
+            start_ns: 1_500_000_000,
+            latency_ns: 12_000,
+            pid: 7,
+            tid: 8,
+            comm: "curl",
+            fd: Some(5),
+            fd_from_earlier_call: false,
+            local: "127.0.0.1:40000".parse().ok(),
+            peer: "127.0.0.1:443".parse().ok(),
+            function: "SSL_write",
+            direction: "write",
+            ret: 6,
+            total_bytes: 6,
+            uncaptured_bytes: 0,
+            incomplete: false,
+            data: b"hi\r\n\x00\\",
+        };
+        let mut out = Vec::new();
+        write_text(&mut out, &r).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("1.500000 curl 7/8 fd 5 127.0.0.1:40000 -> 127.0.0.1:443 SSL_write ret 6 6 bytes 12us\n"), "{text}");
+        assert!(text.ends_with("hi\\r\\n\n\\x00\\x5c\n"), "{text:?}");
+    }
+}

@@ -1,0 +1,502 @@
+//! `tlsscope sniff`: real uprobes on curl, nginx, Python's ssl module and gnutls-cli; what each
+//! side wrote and read is checked byte for byte against what was sent, with the right sockets;
+//! cuts, losses and every way out are checked; bad inputs.
+
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::peers::{Nginx, NginxOpts};
+use crate::support::{self, Serve};
+use crate::trace::{one_at_a_time, program_ids_of};
+
+/// A `tlsscope sniff --json -o FILE` running in the background, attached.
+struct Sniff {
+    child: Child,
+    dir: tempfile::TempDir,
+    stderr: Receiver<String>,
+    lines: Vec<String>,
+    programs: Vec<u32>,
+}
+
+impl Sniff {
+    fn start(args: &[&str]) -> Sniff {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("sniff.jsonl");
+        let watched = support::start_until(
+            Command::new(support::bin())
+                .arg("sniff")
+                .args(args)
+                .args(["--json", "-o"])
+                .arg(&out)
+                .stdout(Stdio::null()),
+            "functions attached",
+            Duration::from_secs(60),
+        );
+        let programs = program_ids_of(watched.child.id());
+        assert!(!programs.is_empty());
+        Sniff {
+            child: watched.child,
+            dir,
+            stderr: watched.lines,
+            lines: watched.seen,
+            programs,
+        }
+    }
+
+    fn output(&self) -> PathBuf {
+        self.dir.path().join("sniff.jsonl")
+    }
+
+    /// Stops it with SIGINT; returns the exit code, stderr, and the calls written.
+    fn stop(mut self) -> (Option<i32>, String, Vec<Value>) {
+        // Let the last calls through the ring buffer first.
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = i32::try_from(self.child.id()).unwrap();
+        // SAFETY: kill signals a child we started and have not reaped.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "sniff did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        crate::trace::assert_unloaded(&self.programs, "after sniff");
+        std::thread::sleep(Duration::from_millis(100));
+        let mut stderr = self.lines.join("\n");
+        for line in self.stderr.try_iter() {
+            stderr.push('\n');
+            stderr.push_str(&line);
+        }
+        // Captured plaintext is private: the -o file is created 0600.
+        if let Ok(meta) = std::fs::metadata(self.output()) {
+            assert_eq!(
+                meta.permissions().mode() & 0o777,
+                0o600,
+                "the -o file's mode"
+            );
+        }
+        let text = std::fs::read_to_string(self.output()).unwrap_or_default();
+        let calls = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+            .collect();
+        (status.code(), stderr, calls)
+    }
+}
+
+impl Drop for Sniff {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The captured bytes of a call.
+fn data(call: &Value) -> Vec<u8> {
+    decode_base64(call["data_base64"].as_str().unwrap())
+}
+
+fn decode_base64(s: &str) -> Vec<u8> {
+    let value = |c: u8| -> u32 {
+        match c {
+            b'A'..=b'Z' => u32::from(c - b'A'),
+            b'a'..=b'z' => u32::from(c - b'a') + 26,
+            b'0'..=b'9' => u32::from(c - b'0') + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => panic!("not base64: {c}"),
+        }
+    };
+    let mut out = Vec::new();
+    for chunk in s.as_bytes().chunks(4) {
+        let pad = chunk.iter().filter(|&&c| c == b'=').count();
+        let mut n = 0u32;
+        for &c in chunk {
+            n = n << 6 | if c == b'=' { 0 } else { value(c) };
+        }
+        let bytes = n.to_be_bytes();
+        out.extend_from_slice(&bytes[1..4 - pad]);
+    }
+    out
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+fn token() -> String {
+    format!(
+        "tok{}x{}",
+        std::process::id(),
+        Instant::now().elapsed().as_nanos()
+    )
+}
+
+#[test]
+fn curl_to_nginx_both_sides_with_sockets_and_ports() {
+    let _one = one_at_a_time();
+    let nginx = Nginx::start(NginxOpts::default());
+    let libssl = support::system_libssl();
+    let pcap_dir = tempfile::tempdir().unwrap();
+    let pcap = pcap_dir.path().join("plain.pcapng");
+    let sniff = Sniff::start(&[
+        "--lib",
+        libssl.to_str().unwrap(),
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    let token = token();
+    let url = format!("https://{}/post-{token}", nginx.addr());
+    let out = support::curl(
+        &nginx.cert(),
+        &url,
+        &[
+            "--tlsv1.3",
+            "-X",
+            "POST",
+            "--data-binary",
+            &format!("body={token}"),
+        ],
+    );
+    assert!(
+        out.status.code().is_some(),
+        "{}",
+        support::text(&out.stderr)
+    );
+    let (code, stderr, calls) = sniff.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+
+    let find = |comm_pid: &dyn Fn(&Value) -> bool, direction: &str, needle: &str| -> Value {
+        calls
+            .iter()
+            .find(|c| comm_pid(c) && c["direction"] == direction && contains(&data(c), needle))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {direction} with {needle:?}: {calls:#?}"))
+    };
+    let is_curl = |c: &Value| c["comm"] == "curl";
+    let is_nginx = |c: &Value| c["pid"] == nginx.pid();
+    // The request, as curl wrote it and as nginx read it.
+    let request_line = format!("POST /post-{token} HTTP/1.1");
+    let curl_write = find(&is_curl, "write", &request_line);
+    let nginx_read = find(&is_nginx, "read", &request_line);
+    assert!(
+        contains(&data(&nginx_read), &format!("body={token}"))
+            || calls.iter().any(|c| is_nginx(c)
+                && c["direction"] == "read"
+                && contains(&data(c), &format!("body={token}")))
+    );
+    // The response, the other way.
+    let nginx_write = find(&is_nginx, "write", "HTTP/1.1 ");
+    let curl_read = find(&is_curl, "read", "HTTP/1.1 ");
+    assert_eq!(data(&nginx_write)[..12], data(&curl_read)[..12]);
+    // The sockets: nginx's local address is the server's, its peer is curl's local end.
+    let addr = |c: &Value, k: &str| -> SocketAddr {
+        c[k].as_str()
+            .unwrap_or_else(|| panic!("no {k} in {c}"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(addr(&nginx_read, "local"), nginx.addr());
+    assert_eq!(addr(&curl_write, "peer"), nginx.addr());
+    assert_eq!(addr(&curl_write, "local"), addr(&nginx_read, "peer"));
+    assert_eq!(nginx_read["fd"], nginx_write["fd"]);
+    assert!(nginx_read["fd"].as_i64().unwrap() > 2);
+    assert!(curl_write["fd"].as_i64().unwrap() > 2);
+    // The pcap: private too, and tshark's HTTP dissector reads the request in it.
+    let mode = std::fs::metadata(&pcap).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let decode_as = format!("tcp.port=={},http", nginx.addr().port());
+    let out = support::run_with_timeout(
+        Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args(["-d", &decode_as, "-Y", "http.request", "-T", "fields"])
+            .args([
+                "-e",
+                "http.request.method",
+                "-e",
+                "http.request.uri",
+                "-e",
+                "http.file_data",
+            ]),
+        Duration::from_secs(60),
+    );
+    let fields = support::text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        support::text(&out.stderr)
+    );
+    assert!(
+        fields.contains(&format!("POST\t/post-{token}"))
+            || fields.contains(&format!("POST	/post-{token}")),
+        "tshark saw: {fields:?}"
+    );
+    assert!(fields.contains(&token), "{fields:?}");
+    // Sizes are the real byte counts.
+    for c in [&curl_write, &nginx_read, &nginx_write, &curl_read] {
+        assert_eq!(n(&c["total_bytes"]), data(c).len() as u64, "{c}");
+        assert_eq!(n(&c["uncaptured_bytes"]), 0);
+    }
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// Python's ssl module writes a 1 MiB body with one SSL_write_ex.
+fn python_post(addr: SocketAddr, cert: &std::path::Path, token: &str, size: usize) {
+    let script = format!(
+        "import socket, ssl\n\
+         ctx = ssl.create_default_context(cafile={cert:?})\n\
+         s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {port})), server_hostname='localhost')\n\
+         body = (b'{token}' * ({size} // {len} + 1))[:{size}]\n\
+         s.sendall(b'POST / HTTP/1.1\\r\\nHost: localhost\\r\\nContent-Length: {size}\\r\\n\\r\\n')\n\
+         s.sendall(body)\n\
+         assert s.recv(65536).startswith(b'HTTP/1.1 200')\n",
+        cert = cert.display().to_string(),
+        port = addr.port(),
+        len = token.len(),
+    );
+    let out = support::run_with_timeout(
+        Command::new("python3").args(["-c", &script]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "python3: {}",
+        support::text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_one_mib_write_is_captured_whole_or_cut_exactly() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&[]);
+    let libssl = support::system_libssl();
+    let size = 1 << 20;
+    for (max_bytes, whole) in [("2000000", true), ("1000", false)] {
+        let sniff = Sniff::start(&[
+            "--lib",
+            libssl.to_str().unwrap(),
+            "-c",
+            "python3",
+            "--max-bytes",
+            max_bytes,
+        ]);
+        let token = token();
+        python_post(serve.addr, &serve.cert(), &token, size);
+        let (code, stderr, calls) = sniff.stop();
+        assert_eq!(code, Some(0), "{stderr}");
+        let body = calls
+            .iter()
+            .find(|c| c["direction"] == "write" && n(&c["total_bytes"]) == size as u64)
+            .unwrap_or_else(|| panic!("no {size}-byte write: {calls:#?}"));
+        let captured = data(body);
+        if whole {
+            assert_eq!(captured.len(), size);
+            assert_eq!(n(&body["uncaptured_bytes"]), 0);
+            let expected = token
+                .as_bytes()
+                .iter()
+                .cycle()
+                .take(size)
+                .copied()
+                .collect::<Vec<u8>>();
+            assert!(
+                captured == expected,
+                "the captured body differs from what was sent"
+            );
+        } else {
+            assert_eq!(captured.len(), 1000);
+            assert_eq!(n(&body["uncaptured_bytes"]), size as u64 - 1000);
+            assert!(stderr.contains("cut at --max-bytes: 1 calls"), "{stderr}");
+        }
+    }
+}
+
+#[test]
+fn a_gnutls_client_is_captured() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&[]);
+    let lib = [
+        "/usr/lib/x86_64-linux-gnu/libgnutls.so.30",
+        "/lib/x86_64-linux-gnu/libgnutls.so.30",
+    ]
+    .into_iter()
+    .map(PathBuf::from)
+    .find(|p| p.exists())
+    .expect("libgnutls30 (a dependency of gnutls-bin) is installed");
+    let sniff = Sniff::start(&["--lib", lib.to_str().unwrap(), "-c", "gnutls-cli"]);
+    let token = token();
+    let request =
+        format!("GET /gnutls-{token} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let mut child = Command::new("gnutls-cli")
+        .args([
+            "--insecure",
+            "--port",
+            &serve.addr.port().to_string(),
+            "127.0.0.1",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("gnutls-cli (Debian's gnutls-bin)");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        stdin.write_all(request.as_bytes()).unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let _ = child.wait();
+    let (code, stderr, calls) = sniff.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+    let write = calls
+        .iter()
+        .find(|c| c["function"] == "gnutls_record_send" && contains(&data(c), &token))
+        .unwrap_or_else(|| panic!("no gnutls_record_send with the token: {calls:#?}"));
+    assert_eq!(write["peer"].as_str().unwrap(), serve.addr.to_string());
+    assert!(calls
+        .iter()
+        .any(|c| c["function"] == "gnutls_record_recv" && contains(&data(c), "HTTP/1.1 404")));
+}
+
+#[test]
+fn a_full_ring_buffer_reports_exactly_what_was_lost() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&["--threads", "1"]);
+    let pid = serve.pid().to_string();
+    // A one-page ring buffer and thousands of small calls: records must be lost.
+    let sniff = Sniff::start(&["-p", &pid, "--ring-size", "4K"]);
+    let target = serve.addr.to_string();
+    let out = support::tlsscope(&[
+        "bench",
+        &target,
+        "--mode",
+        "keepalive",
+        "-n",
+        "3000",
+        "-c",
+        "8",
+    ]);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let (code, stderr, calls) = sniff.stop();
+    assert_eq!(code, Some(3), "lost events make a non-zero exit: {stderr}");
+    let summary_number = |prefix: &str| -> u64 {
+        let at = stderr
+            .find(prefix)
+            .unwrap_or_else(|| panic!("no {prefix:?}: {stderr}"));
+        stderr[at + prefix.len()..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let seen = summary_number("(signal): ");
+    let lost = summary_number("lost (ring buffer full): ");
+    assert!(lost > 0, "{stderr}");
+    // Every call the probes saw was either written whole or counted as lost.
+    let whole = calls.iter().filter(|c| c["incomplete"] == false).count() as u64;
+    assert_eq!(whole + lost, seen, "{stderr}");
+}
+
+#[test]
+fn every_way_out_detaches_and_summarizes() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&[]);
+    let pid = serve.pid().to_string();
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        let sniff = Sniff::start(&["-p", &pid]);
+        let child_pid = i32::try_from(sniff.child.id()).unwrap();
+        let programs = sniff.programs.clone();
+        // SAFETY: kill signals a child we started.
+        unsafe { libc::kill(child_pid, signal) };
+        let (code, stderr, _) = sniff.stop();
+        assert_eq!(code, Some(0), "{stderr}");
+        assert!(stderr.contains("stopped after"), "{stderr}");
+        crate::trace::assert_unloaded(&programs, "signal");
+    }
+    // The output pipe closed (`tlsscope sniff | head`).
+    let watched = support::start_until(
+        Command::new(support::bin())
+            .args(["sniff", "-p", &pid])
+            .stdout(Stdio::piped()),
+        "functions attached",
+        Duration::from_secs(60),
+    );
+    let (mut child, rx) = (watched.child, watched.lines);
+    let programs = program_ids_of(child.id());
+    drop(child.stdout.take());
+    let target = serve.addr.to_string();
+    let _ = support::tlsscope(&["handshake", &target, "--request", "/"]);
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "sniff kept running on a closed pipe"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let rest: Vec<String> = rx.try_iter().collect();
+    assert!(status.success(), "{rest:?}");
+    assert!(rest.iter().any(|l| l.contains("output closed")), "{rest:?}");
+    crate::trace::assert_unloaded(&programs, "closed pipe");
+    // The sniffed process exits.
+    let sniff = Sniff::start(&["-p", &pid]);
+    let programs = sniff.programs.clone();
+    serve.stop();
+    let start = Instant::now();
+    let mut sniff = sniff;
+    while sniff.child.try_wait().unwrap().is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "sniff outlived its process"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    crate::trace::assert_unloaded(&programs, "process exit");
+}
+
+#[test]
+fn bad_inputs_get_one_line_errors() {
+    let run = |args: &[&str]| {
+        let mut all = vec!["sniff"];
+        all.extend_from_slice(args);
+        support::tlsscope(&all)
+    };
+    support::assert_one_line_error(&run(&[]), &["nothing to sniff"]);
+    support::assert_one_line_error(
+        &run(&["-p", "999999999"]),
+        &["no process with PID 999999999"],
+    );
+    support::assert_one_line_error(&run(&["-p", "1", "--ring-size", "1000"]), &["power of two"]);
+    support::assert_one_line_error(&run(&["-p", "1", "--max-bytes", "0"]), &["--max-bytes"]);
+    support::assert_one_line_error(&run(&["-p", "1", "--hex", "--json"]), &["--json"]);
+    let out = support::run_with_timeout(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(support::bin())
+            .args(["sniff", "-p", "1"]),
+        Duration::from_secs(30),
+    );
+    support::assert_one_line_error(&out, &["needs root"]);
+}
