@@ -349,3 +349,38 @@ fn serves_on_openssl_111w() {
     assert_eq!(got["server_key"], "ECDSA-P256", "{got}");
     server.stop();
 }
+
+/// A `Connection: close` request whose body is still arriving when the response is sent: the
+/// server reads the rest before closing, so the client can finish sending (found while
+/// sniffing a 1 MiB upload: the server used to close and reset the connection).
+#[test]
+fn a_large_body_with_connection_close_is_read_before_closing() {
+    let server = Serve::start(&[]);
+    let script = format!(
+        "import socket, ssl\n\
+         ctx = ssl.create_default_context(cafile={cert:?})\n\
+         s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {port})), server_hostname='localhost')\n\
+         size = 1 << 20\n\
+         s.sendall(b'POST / HTTP/1.1\\r\\nHost: localhost\\r\\nConnection: close\\r\\nContent-Length: %d\\r\\n\\r\\n' % size)\n\
+         s.sendall(b'x' * size)\n\
+         reply = b''\n\
+         while True:\n\
+         \x20   chunk = s.recv(65536)\n\
+         \x20   if not chunk: break\n\
+         \x20   reply += chunk\n\
+         assert reply.startswith(b'HTTP/1.1 200'), reply[:40]\n",
+        cert = server.cert().display().to_string(),
+        port = server.addr.port(),
+    );
+    let out = support::run_with_timeout(
+        std::process::Command::new("python3").args(["-c", &script]),
+        std::time::Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "python3: {}",
+        support::text(&out.stderr)
+    );
+    let stats = server.stop();
+    assert_eq!(stats["requests"], 1, "{stats}");
+}

@@ -56,6 +56,10 @@ pub struct Conn {
     body_remaining: u64,
     /// Request body bytes still to read and throw away.
     discard_remaining: u64,
+    /// The response to a `Connection: close` request went out before its body was read: read
+    /// and discard the rest, then close (closing with unread input would reset the connection
+    /// under a client still sending).
+    close_after_body: bool,
     keep_alive: bool,
 }
 
@@ -73,6 +77,7 @@ impl Conn {
             out_pos: 0,
             body_remaining: 0,
             discard_remaining: 0,
+            close_after_body: false,
             keep_alive: true,
         })
     }
@@ -132,6 +137,10 @@ impl Conn {
             let n = (self.discard_remaining as usize).min(self.in_len);
             self.consume(n);
             self.discard_remaining -= n as u64;
+        }
+        if self.close_after_body && self.discard_remaining == 0 {
+            let _ = self.ssl.shutdown();
+            return Step::Close;
         }
         if self.discard_remaining == 0 && self.in_len > 0 {
             match http::parse_request(&self.inbuf[..self.in_len]) {
@@ -285,6 +294,13 @@ impl Conn {
     }
 
     fn response_sent(&mut self) -> Step {
+        if !self.keep_alive && self.discard_remaining > 0 {
+            self.close_after_body = true;
+            self.out.clear();
+            self.out_pos = 0;
+            self.phase = Phase::Read;
+            return Step::Continue;
+        }
         if !self.keep_alive {
             // Best effort: send close_notify, then close without waiting for the peer's.
             let _ = self.ssl.shutdown();
