@@ -153,6 +153,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
             break;
         }
     }
+    let window = started.elapsed();
     // What is already in the ring buffer still counts; then detach before anything slow.
     if failure.is_none() && ended_by.as_deref() != Some("output closed") {
         if let Ok(calls) = sniffer.poll(Duration::ZERO, &mut assembler) {
@@ -175,7 +176,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let counters = counters?;
-    summary(&tally, &counters, ended_by.as_deref(), started.elapsed());
+    summary(&tally, &counters, ended_by.as_deref(), window);
     if let Some(e) = failure {
         return Err(e);
     }
