@@ -414,6 +414,9 @@ fn a_full_ring_buffer_reports_exactly_what_was_lost() {
     // Every call the probes saw was either written whole or counted as lost.
     let whole = calls.iter().filter(|c| c["incomplete"] == false).count() as u64;
     assert_eq!(whole + lost, seen, "{stderr}");
+    // The losses are in the stream too, where they happened.
+    let in_stream: u64 = calls.iter().filter_map(|c| c["lost_calls"].as_u64()).sum();
+    assert_eq!(in_stream, lost, "{stderr}");
 }
 
 #[test]
@@ -474,6 +477,79 @@ fn every_way_out_detaches_and_summarizes() {
         std::thread::sleep(Duration::from_millis(20));
     }
     crate::trace::assert_unloaded(&programs, "process exit");
+}
+
+#[test]
+fn a_full_disk_stops_the_capture_with_a_clear_line() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&[]);
+    let pid = serve.pid().to_string();
+    // A 64 KiB file system of our own, filled by the stream.
+    let dir = tempfile::tempdir().unwrap();
+    let mount = Command::new("mount")
+        .args([
+            "-t",
+            "tmpfs",
+            "-o",
+            "size=64k",
+            "tlsscope-test",
+            dir.path().to_str().unwrap(),
+        ])
+        .status()
+        .unwrap();
+    assert!(mount.success(), "mounting a tmpfs (tests run as root)");
+    struct Unmount<'a>(&'a std::path::Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(self.0).status();
+        }
+    }
+    let _unmount = Unmount(dir.path());
+    let file = dir.path().join("stream.txt");
+    let watched = support::start_until(
+        Command::new(support::bin())
+            .args(["sniff", "-p", &pid, "-o", file.to_str().unwrap()])
+            .stdout(Stdio::null()),
+        "functions attached",
+        Duration::from_secs(60),
+    );
+    let programs = program_ids_of(watched.child.id());
+    let mut child = watched.child;
+    let target = serve.addr.to_string();
+    let out = support::tlsscope(&[
+        "bench",
+        &target,
+        "--mode",
+        "keepalive",
+        "-n",
+        "2000",
+        "-c",
+        "2",
+    ]);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "sniff kept running on a full disk"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr: Vec<String> = watched.lines.try_iter().collect();
+    assert_eq!(status.code(), Some(1), "{stderr:?}");
+    let last = stderr.last().cloned().unwrap_or_default();
+    assert!(
+        last.starts_with("tlsscope: error:") && last.contains("no space left"),
+        "{stderr:?}"
+    );
+    assert!(
+        stderr.iter().any(|l| l.contains("stopped after")),
+        "a summary: {stderr:?}"
+    );
+    crate::trace::assert_unloaded(&programs, "full disk");
 }
 
 #[test]

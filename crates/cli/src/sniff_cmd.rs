@@ -112,8 +112,9 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         clock,
     };
     let mut ended_by: Option<String> = None;
+    let mut lost_reported = probes::sniff::SniffCounters::default();
     let mut failure: Option<anyhow::Error> = None;
-    'run: loop {
+    loop {
         let calls = match sniffer.poll(Duration::from_millis(50), &mut assembler) {
             Ok(calls) => calls,
             Err(e) => {
@@ -121,25 +122,30 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
                 break;
             }
         };
-        let wrote = !calls.is_empty();
-        for call in calls {
-            if let Err(e) = emit(a, &mut sinks, &call, &mut tally, &mut endpoints) {
-                ended_by = Some(output_problem(&e, a));
-                if e.kind() != io::ErrorKind::BrokenPipe {
-                    failure = Some(anyhow::anyhow!("{}", ended_by.clone().unwrap_or_default()));
-                }
-                break 'run;
+        let mut wrote = !calls.is_empty();
+        let mut result = Ok(());
+        // Losses go into the stream where they happened, not only into the summary.
+        if let Ok(now) = sniffer.counters() {
+            if now.lost_calls > lost_reported.lost_calls {
+                result = lost_line(a, sinks.out, &now, &lost_reported);
+                lost_reported = now;
+                wrote = true;
             }
         }
-        // Each batch reaches the reader now (and a closed pipe shows up now, not at exit).
-        if wrote {
-            if let Err(e) = sinks.out.flush() {
-                ended_by = Some(output_problem(&e, a));
-                if e.kind() != io::ErrorKind::BrokenPipe {
-                    failure = Some(anyhow::anyhow!("{}", ended_by.clone().unwrap_or_default()));
-                }
+        for call in calls {
+            if result.is_err() {
                 break;
             }
+            result = emit(a, &mut sinks, &call, &mut tally, &mut endpoints);
+        }
+        // Each batch reaches the reader now (and a closed pipe shows up now, not at exit).
+        let written = result.and_then(|()| if wrote { sinks.out.flush() } else { Ok(()) });
+        if let Err(e) = written {
+            ended_by = Some(output_problem(&e, a));
+            if e.kind() != io::ErrorKind::BrokenPipe {
+                failure = Some(anyhow::anyhow!("{}", ended_by.clone().unwrap_or_default()));
+            }
+            break;
         }
         if stop.load(Ordering::Relaxed) {
             ended_by = Some("signal".into());
@@ -188,6 +194,29 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_LOST));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A stream line saying how many more calls the ring buffer lost since the last such line.
+fn lost_line(
+    a: &SniffArgs,
+    out: &mut dyn Write,
+    now: &probes::sniff::SniffCounters,
+    before: &probes::sniff::SniffCounters,
+) -> io::Result<()> {
+    let (calls, records) = (
+        now.lost_calls - before.lost_calls,
+        now.lost_records - before.lost_records,
+    );
+    if a.json {
+        writeln!(out, "{{\"lost_calls\":{calls},\"lost_records\":{records}}}")
+    } else if a.quiet {
+        Ok(())
+    } else {
+        writeln!(
+            out,
+            "*** lost {calls} calls ({records} records): the ring buffer was full; use a larger --ring-size"
+        )
+    }
 }
 
 /// Why writing failed, in the words the user needs.
