@@ -253,6 +253,18 @@ fn curl_to_nginx_both_sides_with_sockets_and_ports() {
     }
 }
 
+/// Waits for `child` to exit on its own; panics after `limit`.
+fn exits_within(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(start.elapsed() < limit, "{what} kept running");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
@@ -448,17 +460,11 @@ fn every_way_out_detaches_and_summarizes() {
     drop(child.stdout.take());
     let target = serve.addr.to_string();
     let _ = support::tlsscope(&["handshake", &target, "--request", "/"]);
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "sniff kept running on a closed pipe"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exits_within(
+        &mut child,
+        Duration::from_secs(30),
+        "sniff on a closed pipe",
+    );
     let rest: Vec<String> = rx.try_iter().collect();
     assert!(status.success(), "{rest:?}");
     assert!(rest.iter().any(|l| l.contains("output closed")), "{rest:?}");
@@ -527,17 +533,7 @@ fn a_full_disk_stops_the_capture_with_a_clear_line() {
         "2",
     ]);
     assert!(out.status.success(), "{}", support::text(&out.stderr));
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "sniff kept running on a full disk"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = exits_within(&mut child, Duration::from_secs(30), "sniff on a full disk");
     let stderr: Vec<String> = watched.lines.try_iter().collect();
     assert_eq!(status.code(), Some(1), "{stderr:?}");
     let last = stderr.last().cloned().unwrap_or_default();
