@@ -1,6 +1,7 @@
 //! `stats`: latency histograms and their summaries. Pure: no I/O, no threads.
 
 pub mod buckets;
+pub mod compare;
 
 use std::time::Duration;
 
