@@ -31,6 +31,7 @@ bench: build
 	bench/serve-vs-nginx
 	bench/bench-vs-peers
 	bench/trace-overhead
+	bench/sniff-overhead
 
 clean:
 	$(CARGO) clean

@@ -293,7 +293,7 @@ pub struct SniffArgs {
     #[arg(long, default_value_t = 16384, value_name = "BYTES")]
     pub max_bytes: u32,
     /// Ring buffer size (power of two; suffixes K, M). Too small loses events, and says so.
-    #[arg(long, default_value = "4M", value_name = "SIZE", value_parser = parse_size)]
+    #[arg(long, default_value = "16M", value_name = "SIZE", value_parser = parse_size)]
     pub ring_size: u32,
     /// Also report handshake calls (no data).
     #[arg(long)]

@@ -59,10 +59,16 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     let targets = targets_of(&a.target, "sniff")?;
     anyhow::ensure!(a.max_bytes > 0, "--max-bytes must be at least 1");
     let plan = SniffPlan::new(&targets, a.handshake)?;
+    // Counts only: the probes need not copy any payload (unless the pcap wants it).
+    let max_bytes = if a.quiet && a.pcap.is_none() {
+        0
+    } else {
+        a.max_bytes
+    };
     let config = SniffConfig {
         pids: a.target.pids.clone(),
         comm: a.target.comm.clone(),
-        max_bytes: a.max_bytes,
+        max_bytes,
         ring_bytes: a.ring_size,
         handshake: a.handshake,
     };
@@ -281,7 +287,7 @@ fn emit(
     if call.incomplete {
         tally.incomplete += 1;
     }
-    if call.uncaptured_bytes > 0 {
+    if call.uncaptured_bytes > 0 && !(a.quiet && a.pcap.is_none()) {
         tally.cut_calls += 1;
         tally.cut_bytes += call.uncaptured_bytes;
     }

@@ -74,6 +74,7 @@ pub fn write_text(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<(
     if r.data.is_empty() {
         return Ok(());
     }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut out = Vec::with_capacity(r.data.len() + 16);
     for &b in r.data {
         match b {
@@ -81,7 +82,12 @@ pub fn write_text(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<(
             b'\r' => out.extend_from_slice(b"\\r"),
             b'\t' => out.push(b'\t'),
             0x20..=0x7e if b != b'\\' => out.push(b),
-            _ => out.extend_from_slice(format!("\\x{b:02x}").as_bytes()),
+            _ => out.extend_from_slice(&[
+                b'\\',
+                b'x',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 15)],
+            ]),
         }
     }
     if out.last() != Some(&b'\n') {
