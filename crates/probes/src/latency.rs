@@ -512,7 +512,7 @@ impl Tracer {
             else {
                 continue;
             };
-            let k: ts_hist_key = read_pod(&key);
+            let k: ts_hist_key = crate::read_pod(&key);
             if k.func == CALIBRATION_ID {
                 continue;
             }
@@ -521,7 +521,7 @@ impl Tracer {
             };
             let (mut count, mut total_ns) = (0u64, 0u64);
             for v in &values {
-                let v: ts_hist_value = read_pod(v);
+                let v: ts_hist_value = crate::read_pod(v);
                 count += v.count;
                 total_ns += v.total_ns;
             }
@@ -540,7 +540,7 @@ impl Tracer {
                 .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
                 .map_err(|e| Error::bpf("reading the probe counters", e))?
                 .unwrap_or_default();
-            Ok(values.iter().map(|v| read_pod::<u64>(v)).sum())
+            Ok(values.iter().map(|v| crate::read_pod::<u64>(v)).sum())
         };
         snap.calls = sum(0)?;
         snap.dropped_cells = sum(1)?;
@@ -558,7 +558,7 @@ impl Tracer {
         let pending = &self.skel.maps.pending;
         for key in pending.keys() {
             if let Ok(Some(value)) = pending.lookup(&key, MapFlags::ANY) {
-                let p: ts_pending = read_pod(&value);
+                let p: ts_pending = crate::read_pod(&value);
                 snap.add(Cell {
                     pid: p.pid,
                     function: p.func,
@@ -609,18 +609,6 @@ fn time_calls(calls: u64) -> Duration {
     }
     std::hint::black_box(acc);
     start.elapsed()
-}
-
-/// Reads a plain-data BPF map value (written by the kernel with the C layout).
-fn read_pod<T: Copy + Default>(bytes: &[u8]) -> T {
-    let mut value = T::default();
-    let n = std::mem::size_of::<T>().min(bytes.len());
-    // SAFETY: T is a plain `#[repr(C)]` struct or integer of the skeleton's types (no
-    // pointers, every bit pattern valid); at most size_of::<T>() bytes are copied into it.
-    unsafe {
-        std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut value as *mut T).cast::<u8>(), n);
-    }
-    value
 }
 
 #[cfg(test)]

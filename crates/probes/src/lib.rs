@@ -52,6 +52,19 @@ pub enum Error {
     Bpf { what: String, detail: String },
 }
 
+/// Reads a plain-data BPF value (a map value or ring-buffer record, written with the C layout)
+/// into a skeleton type; bytes beyond the input stay zero.
+fn read_pod<T: Copy + Default>(bytes: &[u8]) -> T {
+    let mut value = T::default();
+    let n = std::mem::size_of::<T>().min(bytes.len());
+    // SAFETY: T is a plain `#[repr(C)]` struct or integer of the skeleton's types (no
+    // pointers, every bit pattern valid); at most size_of::<T>() bytes are copied into it.
+    unsafe {
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut value as *mut T).cast::<u8>(), n);
+    }
+    value
+}
+
 /// A thread name as the BPF programs compare it: at most 15 bytes, NUL-padded.
 fn comm_filter(comm: &str) -> [i8; 16] {
     let mut out = [0i8; 16];

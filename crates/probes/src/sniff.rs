@@ -305,7 +305,8 @@ pub struct SniffCounters {
 pub struct Sniffer {
     // Declared first: dropped before the maps it reads.
     ring: libbpf_rs::RingBuffer<'static>,
-    records: std::rc::Rc<std::cell::RefCell<Vec<Vec<u8>>>>,
+    /// Records the ring-buffer callback copied, back to back, and where each ends.
+    records: std::rc::Rc<std::cell::RefCell<Records>>,
     links: Vec<Link>,
     skel: SniffSkel<'static>,
     attached: Vec<SniffPoint>,
@@ -344,12 +345,15 @@ impl Sniffer {
         let skel = open
             .load()
             .map_err(|e| Error::bpf("loading the sniff BPF programs into the kernel", e))?;
-        let records = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let records = std::rc::Rc::new(std::cell::RefCell::new(Records::default()));
         let sink = records.clone();
         let mut builder = libbpf_rs::RingBufferBuilder::new();
         builder
             .add(&skel.maps.events, move |bytes: &[u8]| {
-                sink.borrow_mut().push(bytes.to_vec());
+                let mut r = sink.borrow_mut();
+                r.bytes.extend_from_slice(bytes);
+                let end = r.bytes.len();
+                r.ends.push(end);
                 0
             })
             .map_err(|e| Error::bpf("reading the ring buffer", e))?;
@@ -444,14 +448,7 @@ impl Sniffer {
                 .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
                 .map_err(|e| Error::bpf("reading the sniff counters", e))?
                 .unwrap_or_default();
-            Ok(values
-                .iter()
-                .map(|v| {
-                    let mut b = [0u8; 8];
-                    b.copy_from_slice(&v[..8]);
-                    u64::from_ne_bytes(b)
-                })
-                .sum())
+            Ok(values.iter().map(|v| crate::read_pod::<u64>(v)).sum())
         };
         Ok(SniffCounters {
             lost_records: sum(0)?,
@@ -469,9 +466,25 @@ impl Sniffer {
                 detail: std::io::Error::from_raw_os_error(-rc).to_string(),
             });
         }
-        let records = std::mem::take(&mut *self.records.borrow_mut());
-        Ok(records.iter().flat_map(|r| assembler.push(r)).collect())
+        let mut records = self.records.borrow_mut();
+        let mut calls = Vec::new();
+        let mut start = 0;
+        for &end in &records.ends {
+            calls.extend(assembler.push(&records.bytes[start..end]));
+            start = end;
+        }
+        // Emptied, not freed: the next poll reuses the memory.
+        records.bytes.clear();
+        records.ends.clear();
+        Ok(calls)
     }
+}
+
+/// Ring-buffer records waiting for the assembler.
+#[derive(Default)]
+struct Records {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
 }
 
 /// Puts pieces back together, per call. Pieces of one call arrive in order (one CPU sends them
@@ -480,6 +493,8 @@ impl Sniffer {
 #[derive(Default)]
 pub struct Assembler {
     open: HashMap<u32, (u64, Call)>,
+    /// The record being read, kept between records (it is 16 KiB).
+    scratch: Box<sn_event>,
 }
 
 impl Assembler {
@@ -489,32 +504,33 @@ impl Assembler {
         if bytes.len() < header {
             return Vec::new();
         }
-        // SAFETY: sn_event is a plain #[repr(C)] struct of integers and byte arrays (every bit
-        // pattern valid); at most size_of::<sn_event>() bytes are copied into the zeroed value.
-        let e: sn_event = unsafe {
-            let mut e: sn_event = std::mem::zeroed();
-            let n = bytes.len().min(std::mem::size_of::<sn_event>());
+        // The header only, into the reused record: the payload is read from `bytes` below.
+        let n = header.min(bytes.len());
+        // SAFETY: sn_event is a plain #[repr(C)] skeleton type (integers and byte arrays, every
+        // bit pattern valid); n <= size_of::<sn_event>() bytes are copied into the boxed value.
+        unsafe {
             std::ptr::copy_nonoverlapping(
                 bytes.as_ptr(),
-                (&mut e as *mut sn_event).cast::<u8>(),
+                (&mut *self.scratch as *mut sn_event).cast::<u8>(),
                 n,
             );
-            e
-        };
+        }
+        let e = &self.scratch;
+        let (tid, call_id) = (e.tid, e.call_id);
         let len = (e.len as usize).min(bytes.len() - header);
         let piece = &bytes[header..header + len];
         let mut done = Vec::new();
-        if let Some((id, _)) = self.open.get(&e.tid) {
-            if *id != e.call_id {
-                let (_, mut stale) = self.open.remove(&e.tid).expect("present");
+        if let Some((id, _)) = self.open.get(&tid) {
+            if *id != call_id {
+                let (_, mut stale) = self.open.remove(&tid).expect("present");
                 stale.incomplete = true;
                 done.push(stale);
             }
         }
         let entry = self
             .open
-            .entry(e.tid)
-            .or_insert_with(|| (e.call_id, new_call(&e)));
+            .entry(tid)
+            .or_insert_with(|| (call_id, new_call(e)));
         let call = &mut entry.1;
         if e.offset as usize != call.data.len() {
             call.incomplete = true;
@@ -522,7 +538,7 @@ impl Assembler {
         call.data.extend_from_slice(piece);
         if e.flags & 1 != 0 {
             call.uncaptured_bytes = u64::from(e.uncaptured);
-            let (_, call) = self.open.remove(&e.tid).expect("present");
+            let (_, call) = self.open.remove(&tid).expect("present");
             done.push(call);
         }
         done
