@@ -121,7 +121,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     let mut lost_reported = probes::sniff::SniffCounters::default();
     let mut failure: Option<anyhow::Error> = None;
     loop {
-        let calls = match sniffer.poll(Duration::from_millis(50), &mut assembler) {
+        let calls = match sniffer.poll(Duration::from_millis(20), &mut assembler) {
             Ok(calls) => calls,
             Err(e) => {
                 failure = Some(e.into());

@@ -457,12 +457,17 @@ impl Sniffer {
         })
     }
 
-    /// Waits up to `timeout` for records and returns the calls they completed.
-    pub fn poll(&self, timeout: Duration, assembler: &mut Assembler) -> Result<Vec<Call>, Error> {
-        let rc = self.ring.poll_raw(timeout);
+    /// Waits `interval`, then reads every record in the ring and returns the calls they
+    /// completed. The probes do not wake the reader (a wakeup per record would cost the traced
+    /// process), so the ring is read on this timer; size the ring for `interval` of traffic.
+    pub fn poll(&self, interval: Duration, assembler: &mut Assembler) -> Result<Vec<Call>, Error> {
+        if !interval.is_zero() {
+            std::thread::sleep(interval);
+        }
+        let rc = self.ring.consume_raw();
         if rc < 0 && rc != -libc::EINTR {
             return Err(Error::Bpf {
-                what: "polling the ring buffer".into(),
+                what: "reading the ring buffer".into(),
                 detail: std::io::Error::from_raw_os_error(-rc).to_string(),
             });
         }
