@@ -5,6 +5,14 @@
 
 #include "common.h"
 
+/* The processes to look at when a program filters by PID (the loader fills it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TS_MAX_PIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
 /* Adds one to counter `which` of a per-CPU array map. */
 static __always_inline void ts_count(void *counters, __u32 which)
 {
@@ -16,12 +24,12 @@ static __always_inline void ts_count(void *counters, __u32 which)
 
 /* True when the current thread is to be looked at: its process is in `pids` (when
  * `filter_pids`) and its name is `comm` (when `filter_comm`). */
-static __always_inline int ts_wanted(void *pids, __u64 pid_tgid, __u8 filter_pids, __u8 filter_comm,
+static __always_inline int ts_wanted(__u64 pid_tgid, __u8 filter_pids, __u8 filter_comm,
 				     const volatile char *comm)
 {
 	__u32 tgid = pid_tgid >> 32;
 
-	if (filter_pids && !bpf_map_lookup_elem(pids, &tgid))
+	if (filter_pids && !bpf_map_lookup_elem(&pids, &tgid))
 		return 0;
 	if (filter_comm) {
 		char current[TS_COMM_LEN];

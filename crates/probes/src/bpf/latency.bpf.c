@@ -15,13 +15,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 const volatile struct ts_config cfg = {};
 
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, TS_MAX_PIDS);
-	__type(key, __u32);
-	__type(value, __u8);
-} pids SEC(".maps");
-
 /* LRU: a thread that exits leaves its element behind; the oldest go first. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -59,7 +52,7 @@ static __always_inline void count(__u32 which)
 
 static __always_inline int wanted(__u64 pid_tgid)
 {
-	return ts_wanted(&pids, pid_tgid, cfg.filter_pids, cfg.filter_comm, cfg.comm);
+	return ts_wanted(pid_tgid, cfg.filter_pids, cfg.filter_comm, cfg.comm);
 }
 
 static __always_inline __u8 bucket_of(__u64 latency_ns)

@@ -17,13 +17,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 const volatile struct sn_config cfg = {};
 
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, TS_MAX_PIDS);
-	__type(key, __u32);
-	__type(value, __u8);
-} pids SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u32);
@@ -79,7 +72,7 @@ static __always_inline void count(__u32 which)
 
 static __always_inline int wanted(__u64 pid_tgid)
 {
-	return ts_wanted(&pids, pid_tgid, cfg.filter_pids, cfg.filter_comm, cfg.comm);
+	return ts_wanted(pid_tgid, cfg.filter_pids, cfg.filter_comm, cfg.comm);
 }
 
 SEC("uprobe")
