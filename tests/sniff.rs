@@ -395,18 +395,10 @@ fn a_full_ring_buffer_reports_exactly_what_was_lost() {
     let pid = serve.pid().to_string();
     // A one-page ring buffer and thousands of small calls: records must be lost.
     let sniff = Sniff::start(&["-p", &pid, "--ring-size", "4K"]);
-    let target = serve.addr.to_string();
-    let out = support::tlsscope(&[
-        "bench",
-        &target,
-        "--mode",
-        "keepalive",
-        "-n",
-        "3000",
-        "-c",
-        "8",
-    ]);
-    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    crate::trace::bench(
+        serve.addr,
+        &["--mode", "keepalive", "-n", "3000", "-c", "8"],
+    );
     let (code, stderr, calls) = sniff.stop();
     assert_eq!(code, Some(3), "lost events make a non-zero exit: {stderr}");
     let summary_number = |prefix: &str| -> u64 {
@@ -521,18 +513,10 @@ fn a_full_disk_stops_the_capture_with_a_clear_line() {
     );
     let programs = program_ids_of(watched.child.id());
     let mut child = watched.child;
-    let target = serve.addr.to_string();
-    let out = support::tlsscope(&[
-        "bench",
-        &target,
-        "--mode",
-        "keepalive",
-        "-n",
-        "2000",
-        "-c",
-        "2",
-    ]);
-    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    crate::trace::bench(
+        serve.addr,
+        &["--mode", "keepalive", "-n", "2000", "-c", "2"],
+    );
     let status = exits_within(&mut child, Duration::from_secs(30), "sniff on a full disk");
     let stderr: Vec<String> = watched.lines.try_iter().collect();
     assert_eq!(status.code(), Some(1), "{stderr:?}");

@@ -160,7 +160,7 @@ fn attached(doc: &Value) -> Vec<String> {
 }
 
 /// Runs `tlsscope bench` to completion; panics when it fails.
-fn bench(target: SocketAddr, args: &[&str]) -> String {
+pub fn bench(target: SocketAddr, args: &[&str]) -> String {
     let target = target.to_string();
     let mut all = vec!["bench", target.as_str()];
     all.extend_from_slice(args);
