@@ -388,6 +388,70 @@ fn a_gnutls_client_is_captured() {
         .any(|c| c["function"] == "gnutls_record_recv" && contains(&data(c), "HTTP/1.1 404")));
 }
 
+/// NSS sends and receives through NSPR's generic `PR_Read`/`PR_Send`..., which tstclnt also
+/// uses for its stdin and stdout: only the TLS socket's calls may be captured.
+#[test]
+fn an_nss_client_is_captured_on_its_tls_socket_only() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&[]);
+    let lib = PathBuf::from("/usr/lib/x86_64-linux-gnu/libssl3.so");
+    assert!(
+        lib.exists(),
+        "libnss3 (a dependency of libnss3-tools) is installed"
+    );
+    let sniff = Sniff::start(&["--lib", lib.to_str().unwrap(), "-c", "tstclnt"]);
+    let token = token();
+    let request =
+        format!("GET /nss-{token} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    // tstclnt reads the request from this file with PR_Read (stdin would leave it spinning
+    // after the response), and prints the response with PR_Write.
+    let dir = tempfile::tempdir().unwrap();
+    let request_file = dir.path().join("request");
+    std::fs::write(&request_file, &request).unwrap();
+    let mut child = Command::new("tstclnt")
+        .args(["-h", "127.0.0.1", "-p", &serve.addr.port().to_string()])
+        .args(["-D", "-o", "-A"])
+        .arg(&request_file)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tstclnt (Debian's libnss3-tools)");
+    let status = exits_within(&mut child, Duration::from_secs(20), "tstclnt");
+    let mut printed = Vec::new();
+    std::io::Read::read_to_end(&mut child.stdout.take().unwrap(), &mut printed).unwrap();
+    assert!(
+        status.success() && contains(&printed, "HTTP/1.1 404"),
+        "tstclnt ({status}) got no response: {}",
+        String::from_utf8_lossy(&printed)
+    );
+    let (code, stderr, calls) = sniff.stop();
+    assert_eq!(code, Some(0), "{stderr}");
+    // The request: read from the file with PR_Read (not TLS), sent with PR_Send (TLS). Only the
+    // latter is captured.
+    let with_token: Vec<&Value> = calls
+        .iter()
+        .filter(|c| contains(&data(c), &token))
+        .collect();
+    assert_eq!(with_token.len(), 1, "{with_token:#?}");
+    let write = with_token[0];
+    assert_eq!(write["direction"], "write");
+    assert!(write["function"] == "PR_Send" || write["function"] == "PR_Write");
+    assert_eq!(write["peer"].as_str().unwrap(), serve.addr.to_string());
+    // The response: received on the socket, then written to stdout with PR_Write (not TLS).
+    let responses: Vec<&Value> = calls
+        .iter()
+        .filter(|c| contains(&data(c), "HTTP/1.1 404"))
+        .collect();
+    assert_eq!(responses.len(), 1, "{responses:#?}");
+    assert_eq!(responses[0]["direction"], "read");
+    // Every captured call is on the one socket.
+    let socket = write["fd"].as_i64().unwrap();
+    for c in &calls {
+        assert_eq!(c["fd"].as_i64(), Some(socket), "{c:#}");
+    }
+}
+
 #[test]
 fn a_full_ring_buffer_reports_exactly_what_was_lost() {
     let _one = one_at_a_time();

@@ -192,10 +192,18 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     if let Some(e) = failure {
         return Err(e);
     }
-    if counters.lost_calls > 0 || tally.incomplete > 0 {
+    if counters.lost_calls > counters.unchecked || tally.incomplete > 0 {
         eprintln!(
             "tlsscope: error: {} calls lost in part or whole ({} ring-buffer records did not fit): use a larger --ring-size",
-            counters.lost_calls, counters.lost_records
+            counters.lost_calls - counters.unchecked,
+            counters.lost_records
+        );
+        return Ok(ExitCode::from(EXIT_LOST));
+    }
+    if counters.unchecked > 0 {
+        eprintln!(
+            "tlsscope: error: {} NSPR calls not sniffed: whether their file was a TLS socket could not be checked (the process's memory map was being changed)",
+            counters.unchecked
         );
         return Ok(ExitCode::from(EXIT_LOST));
     }
@@ -213,14 +221,23 @@ fn lost_line(
         now.lost_calls - before.lost_calls,
         now.lost_records - before.lost_records,
     );
+    let unchecked = now.unchecked - before.unchecked;
     if a.json {
-        writeln!(out, "{{\"lost_calls\":{calls},\"lost_records\":{records}}}")
+        writeln!(
+            out,
+            "{{\"lost_calls\":{calls},\"lost_records\":{records},\"unchecked_calls\":{unchecked}}}"
+        )
     } else if a.quiet {
         Ok(())
+    } else if unchecked == calls {
+        writeln!(
+            out,
+            "*** lost {calls} NSPR calls: whether their file was a TLS socket could not be checked"
+        )
     } else {
         writeln!(
             out,
-            "*** lost {calls} calls ({records} records): the ring buffer was full; use a larger --ring-size"
+            "*** lost {calls} calls ({records} records, {unchecked} unchecked NSPR calls): the ring buffer was full; use a larger --ring-size"
         )
     }
 }
@@ -392,6 +409,12 @@ fn summary(t: &Tally, c: &probes::sniff::SniffCounters, ended_by: Option<&str>, 
     );
     eprintln!(
         "tlsscope sniff: cut at --max-bytes: {} calls ({} bytes not captured); calls that moved no data (failed or would block): {}; lost (ring buffer full): {} calls, {} records",
-        t.cut_calls, t.cut_bytes, t.failed_calls, c.lost_calls, c.lost_records
+        t.cut_calls, t.cut_bytes, t.failed_calls, c.lost_calls - c.unchecked, c.lost_records
     );
+    if c.unchecked > 0 {
+        eprintln!(
+            "tlsscope sniff: NSPR calls not sniffed, their layer unchecked (memory map busy): {}",
+            c.unchecked
+        );
+    }
 }

@@ -66,6 +66,8 @@ pub struct SniffFunction {
     library: LibraryKind,
     direction: Direction,
     count: Count,
+    /// NSPR's generic I/O, which serves every kind of file: sniffed only on NSS's TLS layer.
+    tls_layer_only: bool,
 }
 
 const fn sf(
@@ -79,8 +81,23 @@ const fn sf(
         library,
         direction,
         count,
+        tls_layer_only: false,
     }
 }
+
+/// An NSPR I/O function (`PR_Read(fd, buf, amount)` and friends: the byte count returned).
+const fn nspr(name: &'static str, direction: Direction) -> SniffFunction {
+    SniffFunction {
+        name,
+        library: LibraryKind::Nspr,
+        direction,
+        count: Count::Return,
+        tls_layer_only: true,
+    }
+}
+
+/// NSS's libssl as found on disk when a process does not say: the name its mapping has.
+const NSS_SSL_FILE: &str = "libssl3.so";
 
 /// The sniff catalog; a function's index here travels in the attach cookie.
 pub const SNIFF_FUNCTIONS: &[SniffFunction] = &[
@@ -120,6 +137,11 @@ pub const SNIFF_FUNCTIONS: &[SniffFunction] = &[
         Direction::Write,
         Count::Return,
     ),
+    // NSS: PR_Read/PR_Write and PR_Recv/PR_Send (curl and tstclnt use the latter).
+    nspr("PR_Read", Direction::Read),
+    nspr("PR_Recv", Direction::Read),
+    nspr("PR_Write", Direction::Write),
+    nspr("PR_Send", Direction::Write),
     sf(
         "SSL_do_handshake",
         LibraryKind::OpensslSsl,
@@ -132,6 +154,12 @@ pub const SNIFF_FUNCTIONS: &[SniffFunction] = &[
         Direction::Handshake,
         Count::Return,
     ),
+    sf(
+        "SSL_ForceHandshake",
+        LibraryKind::Nss,
+        Direction::Handshake,
+        Count::Return,
+    ),
 ];
 
 fn cookie(index: usize, f: &SniffFunction) -> u64 {
@@ -140,7 +168,7 @@ fn cookie(index: usize, f: &SniffFunction) -> u64 {
         Direction::Write => 1,
         Direction::Handshake => 2,
     };
-    index as u64 | (kind << 8) | ((f.count as u64) << 16)
+    index as u64 | (kind << 8) | ((f.count as u64) << 16) | (u64::from(f.tls_layer_only) << 24)
 }
 
 /// One probe to attach.
@@ -172,11 +200,14 @@ pub struct SniffConfig {
 pub struct SniffPlan {
     pub points: Vec<SniffPoint>,
     pub missing: Vec<Missing>,
+    /// The file name of NSS's libssl, whose method tables mark a PRFileDesc as TLS.
+    pub nss_ssl_file: Option<String>,
 }
 
 impl SniffPlan {
     /// The read/write functions (and handshake ones with `handshake`) of the targets'
-    /// libraries. NSS is not sniffed yet: its libraries are reported.
+    /// libraries. NSS's data goes through NSPR (`libnspr4.so`): a `--lib` pointing at NSS's
+    /// libssl brings in the NSPR next to it.
     pub fn new(targets: &[Target], handshake: bool) -> Result<SniffPlan, Error> {
         let mut plan = SniffPlan::default();
         for target in targets {
@@ -191,7 +222,11 @@ impl SniffPlan {
                     }
                 }
                 Target::Library(path) => {
-                    plan.add(path, LibraryKind::of(path), handshake, -1)?;
+                    let kind = LibraryKind::of(path);
+                    plan.add(path, kind, handshake, -1)?;
+                    if kind == Some(LibraryKind::Nss) {
+                        plan.add_nspr_beside(path, handshake)?;
+                    }
                 }
                 Target::Binary(path) => plan.add(path, None, handshake, -1)?,
             }
@@ -205,7 +240,7 @@ impl SniffPlan {
                 .collect();
             return Err(Error::NothingToAttach {
                 reasons: if reasons.is_empty() {
-                    "no OpenSSL or GnuTLS read/write function found".into()
+                    "no OpenSSL, GnuTLS or NSS read/write function found".into()
                 } else {
                     reasons.join("; ")
                 },
@@ -221,16 +256,11 @@ impl SniffPlan {
         handshake: bool,
         pid: i32,
     ) -> Result<(), Error> {
-        if matches!(kind, Some(LibraryKind::Nss | LibraryKind::Nspr)) {
-            self.missing.push(Missing {
-                function: "PR_Read/PR_Write",
-                path: path.to_path_buf(),
-                reason: "NSS is not sniffed yet".into(),
-            });
-            return Ok(());
-        }
         if kind == Some(LibraryKind::OpensslCrypto) {
             return Ok(());
+        }
+        if kind == Some(LibraryKind::Nss) {
+            self.note_nss_ssl(path);
         }
         let table = SymbolTable::read(path)?;
         for (index, f) in SNIFF_FUNCTIONS.iter().enumerate() {
@@ -257,6 +287,39 @@ impl SniffPlan {
             }
         }
         Ok(())
+    }
+
+    /// Remembers NSS's libssl file name; a library target also brings in its NSPR.
+    fn note_nss_ssl(&mut self, path: &Path) {
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Some(name) = real.file_name().and_then(|n| n.to_str()) {
+            self.nss_ssl_file = Some(name.to_string());
+        }
+    }
+
+    /// For `--lib .../libssl3.so`: the NSPR beside it, where NSS's data calls are.
+    fn add_nspr_beside(&mut self, nss_ssl: &Path, handshake: bool) -> Result<(), Error> {
+        let nspr = nss_ssl.with_file_name("libnspr4.so");
+        if nspr.is_file() {
+            return self.add(&nspr, Some(LibraryKind::Nspr), handshake, -1);
+        }
+        self.missing.push(Missing {
+            function: "PR_Read",
+            path: nspr,
+            reason: "NSS's data calls are in NSPR, and no libnspr4.so is beside its libssl3.so; \
+                     give --lib PATH/libnspr4.so"
+                .into(),
+        });
+        Ok(())
+    }
+
+    /// The name written into the BPF configuration when NSPR functions are probed.
+    pub fn tls_layer_file(&self) -> Option<&str> {
+        let probes_nspr = self
+            .points
+            .iter()
+            .any(|p| SNIFF_FUNCTIONS[p.index].tls_layer_only);
+        probes_nspr.then(|| self.nss_ssl_file.as_deref().unwrap_or(NSS_SSL_FILE))
     }
 }
 
@@ -297,8 +360,11 @@ pub struct SniffCounters {
     pub calls: u64,
     /// Ring-buffer records that did not fit.
     pub lost_records: u64,
-    /// Calls with at least one record lost.
+    /// Calls with at least one record lost (or, for NSPR, not checked: see `unchecked`).
     pub lost_calls: u64,
+    /// NSPR calls not sniffed because their layer could not be checked (the process's memory
+    /// map was locked at that instant); counted in `lost_calls` too.
+    pub unchecked: u64,
 }
 
 /// A running sniffer. Detaches on drop.
@@ -341,6 +407,9 @@ impl Sniffer {
         if let Some(comm) = &config.comm {
             cfg.filter_comm = 1;
             cfg.comm = crate::comm_filter(comm);
+        }
+        if let Some(file) = plan.tls_layer_file() {
+            cfg.tls_layer_file = crate::comm_filter(file);
         }
         let skel = open
             .load()
@@ -454,6 +523,7 @@ impl Sniffer {
             lost_records: sum(0)?,
             lost_calls: sum(1)?,
             calls: sum(2)?,
+            unchecked: sum(3)?,
         })
     }
 

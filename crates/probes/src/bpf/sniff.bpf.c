@@ -75,6 +75,58 @@ static __always_inline int wanted(__u64 pid_tgid)
 	return ts_wanted(pid_tgid, cfg.filter_pids, cfg.filter_comm, cfg.comm);
 }
 
+/* NSPR: PRFileDesc starts with its layer's method table (nspr/pr/include/prio.h). */
+struct sn_prfiledesc {
+	__u64 methods;
+};
+
+/* bpf_find_vma's verdict on a method table's address. */
+struct layer_check {
+	int tls;
+};
+
+static long method_table_mapping(struct task_struct *task, struct vm_area_struct *vma,
+				 struct layer_check *check)
+{
+	char name[TS_COMM_LEN] = {};
+	const unsigned char *file_name = BPF_CORE_READ(vma, vm_file, f_path.dentry, d_name.name);
+
+	if (!file_name || bpf_probe_read_kernel_str(name, sizeof(name), file_name) < 0)
+		return 0;
+	check->tls = 1;
+	for (int i = 0; i < TS_COMM_LEN; i++) {
+		if (name[i] != cfg.tls_layer_file[i]) {
+			check->tls = 0;
+			break;
+		}
+		if (!name[i])
+			break;
+	}
+	return 0;
+}
+
+enum layer_verdict { LAYER_TLS, LAYER_OTHER, LAYER_UNKNOWN };
+
+#define SN_ENOENT 2
+
+/* Whether NSPR file `fd` is NSS's TLS layer: its method table lies in NSS's libssl. */
+static __always_inline enum layer_verdict tls_layer(__u64 fd)
+{
+	struct sn_prfiledesc desc;
+	struct layer_check check = {};
+
+	if (!cfg.tls_layer_file[0] || bpf_probe_read_user(&desc, sizeof(desc), (void *)fd) < 0)
+		return LAYER_OTHER; /* no NSS, or not a PRFileDesc NSPR could use either */
+	long rc = bpf_find_vma((struct task_struct *)bpf_get_current_task_btf(), desc.methods,
+			       method_table_mapping, &check, 0);
+
+	if (rc == -SN_ENOENT)
+		return LAYER_OTHER; /* in no mapping: not a library's table */
+	if (rc < 0)
+		return LAYER_UNKNOWN; /* -EBUSY: the memory map was locked; counted by the caller */
+	return check.tls ? LAYER_TLS : LAYER_OTHER;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(sniff_enter)
 {
@@ -83,6 +135,18 @@ int BPF_KPROBE(sniff_enter)
 
 	if (!wanted(pid_tgid))
 		return 0;
+	if (SN_COOKIE_TLS_LAYER_ONLY(bpf_get_attach_cookie(ctx))) {
+		enum layer_verdict v = tls_layer(PT_REGS_PARM1(ctx));
+
+		if (v == LAYER_OTHER)
+			return 0;
+		if (v == LAYER_UNKNOWN) {
+			count(SN_UNCHECKED);
+			count(SN_CALLS);
+			count(SN_LOST_CALLS);
+			return 0;
+		}
+	}
 	struct sn_call c = {
 		.start_ns = bpf_ktime_get_ns(),
 		.ssl = PT_REGS_PARM1(ctx),

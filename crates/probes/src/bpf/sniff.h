@@ -13,8 +13,8 @@
 
 /* What a probe does with its call's data. */
 enum sn_kind {
-	SN_READ = 0,      /* SSL_read, gnutls_record_recv, PR_Read: copied on return */
-	SN_WRITE = 1,     /* SSL_write, gnutls_record_send, PR_Write */
+	SN_READ = 0,      /* SSL_read, gnutls_record_recv, PR_Read, PR_Recv: copied on return */
+	SN_WRITE = 1,     /* SSL_write, gnutls_record_send, PR_Write, PR_Send */
 	SN_HANDSHAKE = 2, /* SSL_do_handshake & co. with --handshake: no data */
 };
 
@@ -28,6 +28,9 @@ enum sn_count {
 #define SN_COOKIE_FUNC(c) ((__u8)((c) & 0xff))
 #define SN_COOKIE_KIND(c) ((__u8)(((c) >> 8) & 0xff))
 #define SN_COOKIE_COUNT(c) ((__u8)(((c) >> 16) & 0xff))
+/* Bits 24-31: nonzero for NSPR's generic I/O (PR_Read, PR_Send, ...), which serves every kind
+ * of file: the call is sniffed only when its PRFileDesc is a TLS layer (see sn_config). */
+#define SN_COOKIE_TLS_LAYER_ONLY(c) ((__u8)(((c) >> 24) & 0xff))
 
 /* flags */
 #define SN_LAST_PIECE 1  /* the call's last record */
@@ -90,12 +93,16 @@ struct sn_config {
 	__u8 _pad[2];
 	__u32 max_bytes;
 	char comm[TS_COMM_LEN];
+	/* The file name of NSS's libssl (libssl3.so): a PRFileDesc whose methods table lies in a
+	 * mapping of this file is NSS's TLS layer. Empty: no NSPR probes. */
+	char tls_layer_file[TS_COMM_LEN];
 };
 
 /* counters */
 #define SN_LOST_RECORDS 0 /* ring buffer full: records not sent */
 #define SN_LOST_CALLS 1   /* calls with at least one record lost */
 #define SN_CALLS 2        /* calls seen (sent in full or not) */
-#define SN_COUNTERS 3
+#define SN_UNCHECKED 3    /* NSPR calls whose layer could not be checked (also lost calls) */
+#define SN_COUNTERS 4
 
 #endif
