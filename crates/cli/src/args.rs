@@ -34,6 +34,12 @@ pub enum Command {
     /// Show the plaintext TLS libraries read and write (SSL_read/_ex, SSL_write/_ex, GnuTLS),
     /// per call and connection, with nothing lost silently.
     Sniff(SniffArgs),
+    /// Compare library versions and configurations: saved runs side by side, or (--matrix) an
+    /// experiment run across variants, with confidence intervals, a rank test and a verdict.
+    Compare(CompareArgs),
+    /// (internal) One variant's measurements for `compare --matrix`, as JSON on stdout.
+    #[command(hide = true)]
+    CompareWorker { spec: String },
     /// The main experiment: full RSA and ECDSA handshakes, resumed TLS 1.2 and 1.3, keep-alive
     /// requests, each loaded then traced on the server, in one report (about a minute).
     Lab(LabArgs),
@@ -538,4 +544,121 @@ impl TlsArgs {
             let _ = writeln!(f, "{line}");
         })))
     }
+}
+
+/// Which side's library varies in `compare --matrix`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Side {
+    Client,
+    Server,
+    Both,
+}
+
+impl Side {
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Client => "client",
+            Side::Server => "server",
+            Side::Both => "both",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Saved runs to compare (from bench --json, trace --json or compare --json); the first
+    /// is the baseline.
+    pub files: Vec<PathBuf>,
+    /// Run the experiment across variants: the product of --openssl (a comma-separated list
+    /// here, built on demand; "system" is the system's), --cert-type, --tls, --groups, --resume
+    /// and --ctx.
+    #[arg(long)]
+    pub matrix: bool,
+    /// Certificate types of the server (rsa2048, ecdsa-p256, ed25519, ...).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "rsa2048",
+        value_name = "LIST"
+    )]
+    pub cert_type: Vec<String>,
+    /// TLS versions: 1.2, 1.3, or any.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1.3",
+        value_name = "LIST"
+    )]
+    pub tls: Vec<String>,
+    /// Key exchange groups, one per variant (e.g. X25519,P-256; "default" for the library's).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "default",
+        value_name = "LIST"
+    )]
+    pub groups: Vec<String>,
+    /// full and/or resumed handshakes.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "full",
+        value_name = "LIST"
+    )]
+    pub resume: Vec<String>,
+    /// The client's SSL_CTX: shared (one for all connections) and/or per-connection (a new one
+    /// per connection, loading the CA bundle each time, as curl does).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "shared",
+        value_name = "LIST"
+    )]
+    pub ctx: Vec<String>,
+    /// Which side's library the variants change; the other side uses --fixed-openssl.
+    #[arg(long, value_enum, default_value = "client")]
+    pub side: Side,
+    /// The library of the side that does not vary (default: the system's).
+    #[arg(long, value_name = "DIR|VERSION")]
+    pub fixed_openssl: Option<String>,
+    /// Experiments: pretransfer (sequential new connections to the built-in server) and/or
+    /// engine (in-process handshakes over memory BIOs, no sockets).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "pretransfer,engine",
+        value_name = "LIST"
+    )]
+    pub experiment: Vec<String>,
+    /// Measured operations per variant per round.
+    #[arg(short = 'n', long, default_value_t = 200)]
+    pub count: usize,
+    /// Rounds; each round runs every variant once, in turn.
+    #[arg(long, default_value_t = 5)]
+    pub repeat: usize,
+    /// Operations before measuring, per variant per round.
+    #[arg(long, default_value_t = 10)]
+    pub warmup: usize,
+    /// Verify the server's certificate against the system CA bundle plus the server's own
+    /// certificate (as curl loads its bundle).
+    #[arg(long, value_enum, default_value = "on")]
+    pub verify: Switch,
+    /// Confidence level of the intervals and the test.
+    #[arg(long, default_value_t = 0.95)]
+    pub level: f64,
+    /// CPU for the server(s).
+    #[arg(long, default_value_t = 0)]
+    pub server_cpu: usize,
+    /// CPU for the client (the workers).
+    #[arg(long, default_value_t = 1)]
+    pub client_cpu: usize,
+    /// Write the whole comparison (every sample) as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the tables as Markdown.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Write one self-contained HTML page with the tables and plots.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }

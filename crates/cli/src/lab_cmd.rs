@@ -4,10 +4,10 @@
 //! where the server's time went.
 
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,6 +19,7 @@ use probes::{catalog, Buckets, Groups, Plan, Snapshot, Target, TraceConfig, Trac
 
 use crate::args::{BenchArgs, Command as Cli, LabArgs, LabTarget, Opts};
 use crate::bench_cmd;
+use crate::child_server::{start_builtin, ServerProcess};
 
 /// One experiment: a name, the server (certificate) it needs, and the bench options.
 struct Experiment {
@@ -31,6 +32,16 @@ struct Experiment {
 enum CertKind {
     Rsa2048,
     EcdsaP256,
+}
+
+impl CertKind {
+    /// As `serve --cert-type` names it.
+    fn name(self) -> &'static str {
+        match self {
+            CertKind::Rsa2048 => "rsa2048",
+            CertKind::EcdsaP256 => "ecdsa-p256",
+        }
+    }
 }
 
 const EXPERIMENTS: &[Experiment] = &[
@@ -60,37 +71,6 @@ const EXPERIMENTS: &[Experiment] = &[
         bench: &["--mode", "keepalive"],
     },
 ];
-
-/// A server process we started; stopped (SIGTERM, then SIGKILL) when dropped.
-struct ServerProcess {
-    child: Child,
-    addr: SocketAddr,
-    _dir: Option<tempfile::TempDir>,
-}
-
-impl ServerProcess {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for ServerProcess {
-    fn drop(&mut self) {
-        if let Ok(pid) = i32::try_from(self.child.id()) {
-            // SAFETY: kill signals a child we started and have not reaped.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-        }
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 pub fn run(openssl: Option<&str>, a: &LabArgs) -> anyhow::Result<ExitCode> {
     probes::latency::check_can_trace().context("tlsscope lab traces the server")?;
@@ -123,7 +103,7 @@ pub fn run(openssl: Option<&str>, a: &LabArgs) -> anyhow::Result<ExitCode> {
     let mut not_attached: Vec<&'static str> = Vec::new();
     for cert in [CertKind::Rsa2048, CertKind::EcdsaP256] {
         let server = match a.target {
-            LabTarget::Builtin => start_builtin(openssl, cert, a.server_cpu)?,
+            LabTarget::Builtin => start_builtin(openssl, cert.name(), a.server_cpu, &[])?,
             LabTarget::Nginx => start_nginx(cert, a.server_cpu)?,
         };
         let plan = Plan::new(&[Target::Pid(server.pid())], Groups::all(), false)?;
@@ -406,56 +386,6 @@ fn render(text: &mut String, untraced: &RunResult, traced: &RunResult, delta: &S
             "    (the server spent {traced_server_us:.0} us of CPU per {per} while traced; calls nest, e.g. SSL_do_handshake holds the EVP_* calls)"
         );
     }
-}
-
-/// `tlsscope [--openssl X] serve` as a child, pinned, on a free loopback port.
-fn start_builtin(
-    openssl: Option<&str>,
-    cert: CertKind,
-    cpu: usize,
-) -> anyhow::Result<ServerProcess> {
-    let exe = std::env::current_exe().context("finding the tlsscope executable")?;
-    let mut cmd = Command::new(exe);
-    if let Some(o) = openssl {
-        cmd.args(["--openssl", o]);
-    }
-    let cert_type = match cert {
-        CertKind::Rsa2048 => "rsa2048",
-        CertKind::EcdsaP256 => "ecdsa-p256",
-    };
-    cmd.args(["serve", "--listen", "127.0.0.1:0", "--threads", "1"])
-        .args(["--cpus", &cpu.to_string(), "--cert-type", cert_type])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().context("starting tlsscope serve")?;
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let first = lines.next().and_then(Result::ok).unwrap_or_default();
-    // Keep draining, so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
-    let addr = first
-        .split("https://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.trim_end_matches('/').parse().ok());
-    let Some(addr) = addr else {
-        let mut server = ServerProcess {
-            child,
-            addr: "127.0.0.1:0".parse().expect("literal address"),
-            _dir: None,
-        };
-        let mut err = String::new();
-        if let Some(mut e) = server.child.stderr.take() {
-            let _ = std::io::Read::read_to_string(&mut e, &mut err);
-        }
-        bail!("tlsscope serve did not start: {}", err.trim());
-    };
-    Ok(ServerProcess {
-        child,
-        addr,
-        _dir: None,
-    })
 }
 
 /// Debian's nginx, one process (no master), pinned, with a generated config and certificate,

@@ -2,7 +2,9 @@
 
 mod args;
 mod bench_cmd;
+mod child_server;
 mod client;
+mod compare_cmd;
 mod environment;
 mod handshake_cmd;
 mod lab_cmd;
@@ -43,6 +45,8 @@ fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         Command::Handshake(a) => handshake_cmd::run(openssl, &a),
         Command::Trace(a) => trace_cmd::run(&a),
         Command::Lab(a) => lab_cmd::run(openssl, &a),
+        Command::Compare(a) => compare_cmd::run(openssl, &a),
+        Command::CompareWorker { spec } => compare_cmd::worker::run(openssl, &spec),
         Command::Sniff(a) => sniff_cmd::run(&a),
         Command::Openssl(OpensslCommand::Build(a)) => {
             let jobs = a

@@ -4,6 +4,7 @@
 //! [`RunResult`].
 
 mod http;
+pub mod memory;
 mod record;
 pub mod result;
 mod worker;

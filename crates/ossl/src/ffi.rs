@@ -262,6 +262,7 @@ api! {
         Crypto BIO_new_mem_buf: fn(*const c_void, c_int) -> *mut BIO;
         Crypto BIO_free: fn(*mut BIO) -> c_int;
         Crypto BIO_ctrl: fn(*mut BIO, c_int, c_long, *mut c_void) -> c_long;
+        Crypto BIO_new_bio_pair: fn(*mut *mut BIO, usize, *mut *mut BIO, usize) -> c_int;
         Crypto PEM_read_bio_PrivateKey: fn(*mut BIO, *mut *mut EVP_PKEY, *mut c_void, *mut c_void) -> *mut EVP_PKEY;
         Crypto PEM_read_bio_X509: fn(*mut BIO, *mut *mut X509, *mut c_void, *mut c_void) -> *mut X509;
         Crypto PEM_write_bio_X509: fn(*mut BIO, *mut X509) -> c_int;
@@ -319,6 +320,7 @@ api! {
         Ssl SSL_new: fn(*mut SSL_CTX) -> *mut SSL;
         Ssl SSL_free: fn(*mut SSL) -> ();
         Ssl SSL_set_fd: fn(*mut SSL, c_int) -> c_int;
+        Ssl SSL_set_bio: fn(*mut SSL, *mut BIO, *mut BIO) -> ();
         Ssl SSL_set_connect_state: fn(*mut SSL) -> ();
         Ssl SSL_set_accept_state: fn(*mut SSL) -> ();
         Ssl SSL_do_handshake: fn(*mut SSL) -> c_int;

@@ -176,6 +176,34 @@ impl Ssl {
         Ok(())
     }
 
+    /// A client and a server connection joined by an in-memory BIO pair (no sockets): what one
+    /// writes the other reads, so both can be driven in one thread. Each side's buffer holds
+    /// `buffer` bytes (a flight that does not fit is written in parts, as on a socket).
+    pub fn memory_pair(
+        client: &Context,
+        server: &Context,
+        buffer: usize,
+    ) -> Result<(Ssl, Ssl), Error> {
+        let c = Ssl::new(client)?;
+        let s = Ssl::new(server)?;
+        let api = c.api();
+        let (mut cb, mut sb) = (std::ptr::null_mut(), std::ptr::null_mut());
+        // SAFETY: both out-pointers are valid; on success each receives a new BIO we own.
+        if unsafe { (api.BIO_new_bio_pair)(&mut cb, buffer, &mut sb, buffer) } != 1 {
+            return Err(Error::OpenSsl {
+                what: "BIO_new_bio_pair".into(),
+                queue: ErrorQueue::take(c.lib()),
+            });
+        }
+        // SAFETY: live connections; SSL_set_bio with the same BIO for reading and writing takes
+        // over our one reference, and SSL_free frees it (the pair's halves unlink on free).
+        unsafe {
+            (api.SSL_set_bio)(c.ptr, cb, cb);
+            (api.SSL_set_bio)(s.ptr, sb, sb);
+        }
+        Ok((c, s))
+    }
+
     /// Sends `name` as SNI (clients).
     pub fn set_server_name(&mut self, name: &str) -> Result<(), Error> {
         let c = CString::new(name).map_err(|_| self.setting_error("SNI name", name))?;

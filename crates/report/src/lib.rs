@@ -1,6 +1,7 @@
 //! `report`: renders results for people (text) and programs (JSON with a versioned schema, CSV).
 //! Text is rendered from the same data as the JSON.
 
+pub mod compare;
 pub mod pcap;
 pub mod sniff;
 pub mod trace;

@@ -225,6 +225,82 @@ pub fn mann_whitney(a: &[f64], b: &[f64]) -> MannWhitney {
     }
 }
 
+/// What a comparison of two samples concludes, for a metric where lower is better (latency,
+/// CPU per operation) or higher is better (rates).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The second sample is better, significantly.
+    Better,
+    /// The second sample is worse, significantly.
+    Worse,
+    /// Not significant at the chosen level.
+    NoSignificantDifference,
+    /// Too few values to test (fewer than 2 on a side).
+    Untestable,
+}
+
+/// Two samples compared: the ratio of medians (second / first) with its bootstrap interval,
+/// the rank test, and the verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub ratio: Interval,
+    pub mann_whitney: MannWhitney,
+    pub verdict: Verdict,
+}
+
+/// Compares `b` against `a`. Significant means both: the rank test's p below `1 - level`, and
+/// the ratio's interval excluding 1 (so the verdict and the interval printed beside it never
+/// disagree).
+pub fn compare(
+    a: &[f64],
+    b: &[f64],
+    level: f64,
+    resamples: usize,
+    lower_is_better: bool,
+) -> Comparison {
+    let ratio = ratio_of_medians_interval(a, b, level, resamples);
+    let mann_whitney = mann_whitney(a, b);
+    let verdict = if a.len() < 2 || b.len() < 2 {
+        Verdict::Untestable
+    } else if mann_whitney.p_two_sided < 1.0 - level && (ratio.low > 1.0 || ratio.high < 1.0) {
+        let b_higher = ratio.low > 1.0;
+        if b_higher == lower_is_better {
+            Verdict::Worse
+        } else {
+            Verdict::Better
+        }
+    } else {
+        Verdict::NoSignificantDifference
+    };
+    Comparison {
+        ratio,
+        mann_whitney,
+        verdict,
+    }
+}
+
+/// Values from a histogram's (value, count) pairs, each value repeated by its count. Above
+/// `cap` values in all, counts are scaled down to about `cap` (keeping at least one of every
+/// bucket), so a bootstrap over millions of recorded latencies stays cheap.
+pub fn expand_histogram(pairs: &[(f64, u64)], cap: usize) -> Vec<f64> {
+    let total: u64 = pairs.iter().map(|p| p.1).sum();
+    let scale = if total as usize > cap && cap > 0 {
+        cap as f64 / total as f64
+    } else {
+        1.0
+    };
+    let mut out = Vec::new();
+    for &(value, count) in pairs {
+        if count == 0 {
+            continue;
+        }
+        let n = ((count as f64 * scale).round() as usize).max(1);
+        out.extend(std::iter::repeat_n(value, n));
+    }
+    out
+}
+
 /// P(Z > z) for a standard normal Z.
 fn normal_sf(z: f64) -> f64 {
     0.5 * erfc(z / std::f64::consts::SQRT_2)
@@ -325,5 +401,44 @@ mod tests {
         let c = vec![5.0; 30];
         let one = ratio_of_medians_interval(&c, &c, 0.95, 500);
         assert_eq!((one.low, one.estimate, one.high), (1.0, 1.0, 1.0));
+    }
+
+    #[test]
+    fn verdicts_follow_the_test_and_the_interval() {
+        let a: Vec<f64> = (0..200).map(|i| 100.0 + f64::from(i % 20)).collect();
+        let slower: Vec<f64> = a.iter().map(|v| v * 1.3).collect();
+        let c = compare(&a, &slower, 0.95, 500, true);
+        assert_eq!(c.verdict, Verdict::Worse);
+        assert!(c.ratio.low > 1.2 && c.ratio.high < 1.4, "{:?}", c.ratio);
+        // The same change in a rate is an improvement.
+        assert_eq!(
+            compare(&a, &slower, 0.95, 500, false).verdict,
+            Verdict::Better
+        );
+        // Interleaved copies of one distribution: no difference.
+        let same: Vec<f64> = (0..200).map(|i| 100.0 + f64::from((i + 7) % 20)).collect();
+        assert_eq!(
+            compare(&a, &same, 0.95, 500, true).verdict,
+            Verdict::NoSignificantDifference
+        );
+        assert_eq!(
+            compare(&a, &[1.0], 0.95, 500, true).verdict,
+            Verdict::Untestable
+        );
+    }
+
+    #[test]
+    fn histograms_expand_by_count_and_scale_down_past_the_cap() {
+        let pairs = [(10.0, 3), (20.0, 1), (30.0, 0)];
+        assert_eq!(expand_histogram(&pairs, 100), vec![10.0, 10.0, 10.0, 20.0]);
+        let big = [(1.0, 1_000_000), (2.0, 1_000_000), (3.0, 10)];
+        let v = expand_histogram(&big, 1000);
+        assert_eq!(v.iter().filter(|&&x| x == 1.0).count(), 500);
+        assert_eq!(
+            v.iter().filter(|&&x| x == 3.0).count(),
+            1,
+            "rare buckets are kept"
+        );
+        assert!((describe(&v).median - 1.5).abs() < 0.51);
     }
 }

@@ -85,6 +85,11 @@ impl LatencyHistogram {
             p99_us: self.h.value_at_quantile(0.99),
             p999_us: self.h.value_at_quantile(0.999),
             saturated: self.saturated,
+            histogram: self
+                .h
+                .iter_recorded()
+                .map(|v| [v.value_iterated_to(), v.count_at_value()])
+                .collect(),
         }
     }
 
@@ -115,6 +120,10 @@ pub struct LatencySummary {
     pub p999_us: u64,
     /// Values above the histogram's range, recorded as its maximum.
     pub saturated: u64,
+    /// Every recorded value (to 3 significant digits) and its count, [value_us, count], so
+    /// saved runs can be compared distribution against distribution (`tlsscope compare`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<[u64; 2]>,
 }
 
 #[cfg(test)]

@@ -1,0 +1,251 @@
+//! Saved runs as compare variants: `bench --json` (latency distributions from their
+//! histograms), `trace --json` (per function and outcome, from the kernel's buckets) and
+//! `compare --json` (every sample). Runs of different experiments are refused.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+use report::compare::{
+    CompareDocument, Experiment, Metric, Negotiated, Variant, COMPARE_SCHEMA_VERSION,
+};
+use serde_json::Value;
+
+/// Values taken from a histogram, at most (the bootstrap's cost grows with this).
+const HISTOGRAM_CAP: usize = 20_000;
+
+/// The newest schema version this tlsscope reads, per kind.
+fn known_version(kind: &str) -> Option<u64> {
+    match kind {
+        "bench" => Some(u64::from(report::BENCH_SCHEMA_VERSION)),
+        "trace" => Some(1),
+        "compare" => Some(u64::from(COMPARE_SCHEMA_VERSION)),
+        _ => None,
+    }
+}
+
+struct Run {
+    path: PathBuf,
+    kind: String,
+    doc: Value,
+}
+
+fn read(path: &Path) -> anyhow::Result<Run> {
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("{}: cannot read it", path.display()))?;
+    let doc: Value = serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: not JSON ({e}); give files saved with --json",
+            path.display()
+        )
+    })?;
+    let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+    let Some(known) = known_version(&kind) else {
+        bail!(
+            "{}: not a tlsscope bench, trace or compare result (kind {:?})",
+            path.display(),
+            kind
+        );
+    };
+    let version = doc["schema_version"].as_u64().unwrap_or(0);
+    if version > known {
+        bail!(
+            "{}: {kind} schema version {version} is newer than this tlsscope reads ({known}); use a newer tlsscope",
+            path.display()
+        );
+    }
+    Ok(Run {
+        path: path.to_path_buf(),
+        kind,
+        doc,
+    })
+}
+
+fn stem(path: &Path) -> String {
+    path.file_stem().map_or_else(
+        || path.display().to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    )
+}
+
+/// What makes two runs the same experiment, in words, for the refusal.
+fn experiment_key(run: &Run) -> String {
+    match run.kind.as_str() {
+        "bench" => format!(
+            "a bench run in {} mode",
+            run.doc["result"]["mode"].as_str().unwrap_or("?")
+        ),
+        "trace" => "a trace run".into(),
+        _ => {
+            let e = &run.doc["experiment"];
+            format!("a compare run ({})", e["source"].as_str().unwrap_or("?"))
+        }
+    }
+}
+
+pub fn load(files: &[PathBuf], level: f64) -> anyhow::Result<CompareDocument> {
+    let runs = files
+        .iter()
+        .map(|f| read(f))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let first = experiment_key(&runs[0]);
+    for r in &runs[1..] {
+        let key = experiment_key(r);
+        if key != first {
+            bail!(
+                "{} is {first} and {} is {key}: compare runs of one experiment",
+                runs[0].path.display(),
+                r.path.display()
+            );
+        }
+    }
+    let mut variants = Vec::new();
+    let mut warnings = Vec::new();
+    for r in &runs {
+        match r.kind.as_str() {
+            "bench" => variants.push(bench_variant(r, level, &mut warnings)),
+            "trace" => variants.push(trace_variant(r, level)),
+            _ => variants.extend(compare_variants(r, runs.len() > 1, level)?),
+        }
+    }
+    Ok(CompareDocument {
+        schema_version: COMPARE_SCHEMA_VERSION,
+        kind: "compare".into(),
+        environment: crate::environment::host(),
+        experiment: Experiment {
+            source: runs[0].kind.clone(),
+            files: files.iter().map(|f| f.display().to_string()).collect(),
+            ..Experiment::default()
+        },
+        level,
+        comparisons: report::compare::analyze(&variants, level),
+        variants,
+        warnings,
+    })
+}
+
+fn from_histogram(name: &str, pairs: &[(f64, u64)], level: f64) -> Metric {
+    let samples = stats::compare::expand_histogram(pairs, HISTOGRAM_CAP);
+    Metric {
+        from_histogram: true,
+        ..Metric::new(name, "us", true, samples, level)
+    }
+}
+
+fn bench_variant(r: &Run, level: f64, warnings: &mut Vec<String>) -> Variant {
+    let result = &r.doc["result"];
+    let mut metrics = Vec::new();
+    for phase in ["connect", "handshake", "ttfb", "request", "total"] {
+        let Some(hist) = result["latency"][phase]["histogram"].as_array() else {
+            continue;
+        };
+        let pairs: Vec<(f64, u64)> = hist
+            .iter()
+            .filter_map(|p| Some((p[0].as_f64()?, p[1].as_u64()?)))
+            .collect();
+        if !pairs.is_empty() {
+            metrics.push(from_histogram(phase, &pairs, level));
+        }
+    }
+    if metrics.is_empty() {
+        warnings.push(format!(
+            "{}: no latency histograms (saved before tlsscope kept them): only its rate is compared",
+            r.path.display()
+        ));
+    }
+    if let Some(rate) = result["ops_per_s"].as_f64() {
+        metrics.push(Metric::new("ops_per_s", "1/s", false, vec![rate], level));
+    }
+    let negotiated = result["negotiated"]
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .map(|n| Negotiated {
+                    version: n["version"].as_str().unwrap_or_default().into(),
+                    cipher: n["cipher"].as_str().unwrap_or_default().into(),
+                    group: n["group"].as_str().map(String::from),
+                    signature: n["signature"].as_str().map(String::from),
+                    handshake: n["handshake"].as_str().unwrap_or_default().into(),
+                    count: n["count"].as_u64().unwrap_or(0),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Variant {
+        label: stem(&r.path),
+        settings: [
+            (
+                "mode".to_string(),
+                result["mode"].as_str().unwrap_or_default().to_string(),
+            ),
+            (
+                "target".to_string(),
+                result["target"].as_str().unwrap_or_default().to_string(),
+            ),
+        ]
+        .into(),
+        library: r.doc["environment"]["library"].as_str().map(String::from),
+        error: None,
+        metrics,
+        negotiated,
+    }
+}
+
+fn trace_variant(r: &Run, level: f64) -> Variant {
+    let mut metrics = Vec::new();
+    for f in r.doc["functions"].as_array().into_iter().flatten() {
+        let name = format!(
+            "{} ({})",
+            f["function"].as_str().unwrap_or("?"),
+            f["outcome"].as_str().unwrap_or("?")
+        );
+        let pairs: Vec<(f64, u64)> = f["buckets"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| {
+                let low = b["low_us"].as_f64()?;
+                // The bucket's middle; the open last bucket counts at its low end.
+                let value = b["high_us"].as_f64().map_or(low, |high| (low + high) / 2.0);
+                Some((value, b["count"].as_u64()?))
+            })
+            .collect();
+        if pairs.iter().any(|p| p.1 > 0) && !metrics.iter().any(|m: &Metric| m.name == name) {
+            metrics.push(from_histogram(&name, &pairs, level));
+        }
+    }
+    Variant {
+        label: stem(&r.path),
+        library: r.doc["environment"]["library"].as_str().map(String::from),
+        metrics,
+        ..Variant::default()
+    }
+}
+
+fn compare_variants(r: &Run, prefix: bool, level: f64) -> anyhow::Result<Vec<Variant>> {
+    let doc: CompareDocument = serde_json::from_value(r.doc.clone())
+        .with_context(|| format!("{}: not a readable compare document", r.path.display()))?;
+    Ok(doc
+        .variants
+        .into_iter()
+        .map(|mut v| {
+            if prefix {
+                v.label = format!("{}: {}", stem(&r.path), v.label);
+            }
+            // Intervals at this run's level.
+            for m in &mut v.metrics {
+                let from_histogram = m.from_histogram;
+                *m = Metric {
+                    from_histogram,
+                    ..Metric::new(
+                        &m.name,
+                        &m.unit,
+                        m.lower_is_better,
+                        std::mem::take(&mut m.samples),
+                        level,
+                    )
+                };
+            }
+            v
+        })
+        .collect())
+}

@@ -1,0 +1,305 @@
+//! One variant's measurements, in a child process (`tlsscope --openssl X compare-worker SPEC`):
+//! each OpenSSL version is loaded in a process of its own, so every variant is measured the
+//! same way and one that crashes takes nothing else down.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context as _};
+use load::memory::{ClientContext, EngineError};
+use ossl::{ContextBuilder, Credentials, Role, Session, Settings, TlsVersion};
+use report::compare::Negotiated;
+use serde::{Deserialize, Serialize};
+
+use crate::probe::{connect_once, Probe};
+
+/// What a worker is asked to do.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkerSpec {
+    /// "pretransfer" and/or "engine".
+    pub experiments: Vec<String>,
+    /// Measured operations per experiment.
+    pub count: usize,
+    /// Operations before measuring (not recorded).
+    pub warmup: usize,
+    /// The server for "pretransfer".
+    pub target: Option<SocketAddr>,
+    /// CA bundle the pretransfer client verifies against (the system's bundle plus the
+    /// server's certificate, as curl loads one per context). None: no verification.
+    pub cafile: Option<PathBuf>,
+    /// The system's bundle, to which the engine adds its own server's certificate (a bundle
+    /// with two certificates of one subject would have OpenSSL pick the wrong one).
+    pub system_bundle: Option<PathBuf>,
+    /// "1.2" or "1.3"; None lets the library choose.
+    pub tls: Option<String>,
+    /// Key exchange groups, OpenSSL list syntax.
+    pub groups: Option<String>,
+    /// Offer the previous connection's session.
+    pub resume: bool,
+    /// A new client `SSL_CTX` per connection (curl's way) instead of one shared.
+    pub ctx_per_connection: bool,
+    /// The in-process engine's server certificate.
+    pub cert_type: String,
+    /// Pin the worker to this CPU.
+    pub cpu: Option<usize>,
+}
+
+/// What a worker measured.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WorkerResult {
+    pub library: String,
+    /// Per metric name, microseconds.
+    pub samples: BTreeMap<String, Vec<f64>>,
+    pub negotiated: Vec<Negotiated>,
+    /// Connections the pretransfer experiment made, warm-up included (for the server's CPU).
+    pub connections: usize,
+    pub error: Option<String>,
+}
+
+/// Runs the spec and prints the result as one JSON line. A failed experiment is reported in
+/// the result (with what was measured before it), not as a process failure.
+pub fn run(openssl: Option<&str>, spec_json: &str) -> anyhow::Result<std::process::ExitCode> {
+    let spec: WorkerSpec = serde_json::from_str(spec_json).context("reading the worker spec")?;
+    if let Some(cpu) = spec.cpu {
+        host::pin_current_thread(cpu).with_context(|| format!("pinning to CPU {cpu}"))?;
+    }
+    let lib = crate::library::load(openssl)?;
+    let mut result = WorkerResult {
+        library: lib.version().text.clone(),
+        ..WorkerResult::default()
+    };
+    for experiment in &spec.experiments {
+        let outcome = match experiment.as_str() {
+            "pretransfer" => pretransfer(lib, &spec, &mut result),
+            "engine" => engine(lib, &spec, &mut result),
+            other => Err(anyhow!("unknown experiment {other:?}")),
+        };
+        if let Err(e) = outcome {
+            result.error = Some(format!("{experiment}: {e:#}"));
+            break;
+        }
+    }
+    println!("{}", serde_json::to_string(&result)?);
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn settings(spec: &WorkerSpec) -> anyhow::Result<Settings> {
+    let mut s = Settings::new();
+    if let Some(v) = &spec.tls {
+        let v: TlsVersion = v
+            .parse()
+            .map_err(|e: ossl::UnknownTlsVersion| anyhow!("{e}"))?;
+        s.min_version = Some(v);
+        s.max_version = Some(v);
+    }
+    s.groups = spec.groups.clone();
+    Ok(s)
+}
+
+/// A client context: the spec's settings, and verification against `cafile` when given (which
+/// loads the whole bundle into the context's store, as curl does for each of its contexts).
+fn client_context(
+    lib: &'static ossl::Library,
+    settings: &Settings,
+    cafile: Option<&std::path::Path>,
+) -> Result<ossl::Context, ossl::Error> {
+    let mut b = ContextBuilder::new(lib, Role::Client)?;
+    b.apply(settings)?;
+    if let Some(ca) = cafile {
+        b.verify_peer(Some(ca))?;
+    }
+    Ok(b.build())
+}
+
+fn record(negotiated: &mut Vec<Negotiated>, n: &ossl::Negotiated) {
+    let entry = Negotiated {
+        version: n.version.clone(),
+        cipher: n.cipher.clone(),
+        group: n.group.clone(),
+        signature: n.signature.clone(),
+        handshake: n.kind.name().to_string(),
+        count: 0,
+    };
+    match negotiated.iter_mut().find(|e| {
+        Negotiated {
+            count: 0,
+            ..(*e).clone()
+        } == entry
+    }) {
+        Some(e) => e.count += 1,
+        None => negotiated.push(Negotiated { count: 1, ..entry }),
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Sequential connections, each new: context (per-connection mode), TCP connect, handshake
+/// ("pretransfer"), then GET / and the whole response ("request_total"). CPU of this process
+/// per connection goes in once per run.
+fn pretransfer(
+    lib: &'static ossl::Library,
+    spec: &WorkerSpec,
+    out: &mut WorkerResult,
+) -> anyhow::Result<()> {
+    let target = spec
+        .target
+        .ok_or_else(|| anyhow!("no server to connect to"))?;
+    let settings = settings(spec)?;
+    let cafile = spec.cafile.as_deref();
+    let shared = if spec.ctx_per_connection {
+        None
+    } else {
+        Some(client_context(lib, &settings, cafile)?)
+    };
+    let probe = Probe {
+        target,
+        sni: Some("localhost"),
+        verify: spec.cafile.is_some(),
+        timeout: Duration::from_secs(10),
+        request: Some("/"),
+        await_ticket: false,
+    };
+    let mut session: Option<Session> = None;
+    let (mut pre, mut total) = (Vec::new(), Vec::new());
+    let mut negotiated = Vec::new();
+    let mut cpu_start = (0.0, 0.0);
+    for i in 0..spec.warmup + spec.count {
+        if i == spec.warmup {
+            cpu_start = host::process_cpu_s();
+        }
+        let start = Instant::now();
+        let owned;
+        let ctx = match &shared {
+            Some(c) => c,
+            None => {
+                owned = client_context(lib, &settings, cafile)?;
+                &owned
+            }
+        };
+        let context_time = start.elapsed();
+        let offer = if spec.resume { session.as_ref() } else { None };
+        let o =
+            connect_once(ctx, &probe, offer).with_context(|| format!("connection {}", i + 1))?;
+        let done = start.elapsed();
+        out.connections += 1;
+        if spec.resume {
+            session = o.session;
+        }
+        if i < spec.warmup {
+            continue;
+        }
+        pre.push(us(context_time + o.connect + o.handshake));
+        total.push(us(done));
+        record(&mut negotiated, &o.negotiated);
+    }
+    let cpu_end = host::process_cpu_s();
+    let cpu = (cpu_end.0 - cpu_start.0) + (cpu_end.1 - cpu_start.1);
+    out.samples.insert("pretransfer".into(), pre);
+    out.samples.insert("request_total".into(), total);
+    out.samples.insert(
+        "client_cpu_per_connection".into(),
+        vec![cpu * 1e6 / spec.count.max(1) as f64],
+    );
+    check_resumption(spec, &negotiated)?;
+    out.negotiated.extend(negotiated);
+    Ok(())
+}
+
+/// The in-process engine: client and server over memory BIOs in this thread.
+fn engine(
+    lib: &'static ossl::Library,
+    spec: &WorkerSpec,
+    out: &mut WorkerResult,
+) -> anyhow::Result<()> {
+    let cert_type: ossl::CertType = spec
+        .cert_type
+        .parse()
+        .map_err(|e: ossl::UnknownCertType| anyhow!("{e}"))?;
+    let creds = Credentials::generate(lib, cert_type)?;
+    let mut sb = ContextBuilder::new(lib, Role::Server)?;
+    sb.credentials(&creds)?;
+    sb.session_cache(true).tickets(true);
+    let server = sb.build();
+    // The client verifies against the same bundle as in pretransfer, plus this certificate.
+    let dir = tempfile::tempdir()?;
+    let cafile = match (&spec.cafile, &spec.system_bundle) {
+        (Some(_), Some(bundle)) => {
+            let ca = dir.path().join("ca.pem");
+            let mut pem =
+                std::fs::read(bundle).with_context(|| format!("reading {}", bundle.display()))?;
+            pem.extend_from_slice(creds.cert.to_pem()?.as_bytes());
+            std::fs::write(&ca, pem)?;
+            Some(ca)
+        }
+        (Some(_), None) => {
+            let ca = dir.path().join("ca.pem");
+            std::fs::write(&ca, creds.cert.to_pem()?)?;
+            Some(ca)
+        }
+        (None, _) => None,
+    };
+    let verify_host = cafile.as_ref().map(|_| "localhost");
+    let settings = settings(spec)?;
+    let shared = client_context(lib, &settings, cafile.as_deref())?;
+    let make = || client_context(lib, &settings, cafile.as_deref());
+    let client = if spec.ctx_per_connection {
+        ClientContext::PerHandshake(&make)
+    } else {
+        ClientContext::Shared(&shared)
+    };
+    let (mut total, mut client_us, mut server_us) = (Vec::new(), Vec::new(), Vec::new());
+    let mut negotiated = Vec::new();
+    let mut session: Option<Session> = None;
+    for i in 0..spec.warmup + spec.count {
+        let offer = if spec.resume { session.as_ref() } else { None };
+        let h =
+            load::memory::handshake(&client, &server, offer, verify_host).map_err(|e| match e {
+                EngineError::Setup(e) => anyhow!("{e}"),
+                other => anyhow!("{other}"),
+            })?;
+        if spec.resume {
+            session = h.session;
+        }
+        if i < spec.warmup {
+            continue;
+        }
+        total.push(us(h.timing.total));
+        client_us.push(us(h.timing.client));
+        server_us.push(us(h.timing.server));
+        record(&mut negotiated, &h.negotiated);
+    }
+    out.samples.insert("engine_handshake".into(), total);
+    out.samples.insert("engine_client".into(), client_us);
+    out.samples.insert("engine_server".into(), server_us);
+    check_resumption(spec, &negotiated)?;
+    for mut n in negotiated {
+        n.handshake = format!("{} (engine)", n.handshake);
+        out.negotiated.push(n);
+    }
+    Ok(())
+}
+
+/// Resumption asked for must be what was obtained (all but none of the measured handshakes);
+/// full handshakes must all be full.
+fn check_resumption(spec: &WorkerSpec, negotiated: &[Negotiated]) -> anyhow::Result<()> {
+    let total: u64 = negotiated.iter().map(|n| n.count).sum();
+    let full: u64 = negotiated
+        .iter()
+        .filter(|n| n.handshake == "full")
+        .map(|n| n.count)
+        .sum();
+    if spec.resume && total > 0 && (full as f64) > 0.01 * total as f64 {
+        anyhow::bail!("resumption was asked for, but {full} of {total} handshakes were full");
+    }
+    if !spec.resume && full != total {
+        anyhow::bail!(
+            "full handshakes were asked for, but {} of {total} resumed",
+            total - full
+        );
+    }
+    Ok(())
+}

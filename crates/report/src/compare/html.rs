@@ -1,0 +1,386 @@
+//! The compare report as one self-contained HTML page: the tables, and SVG plots drawn with
+//! plotters (latency CDF per variant, medians with their intervals, the handshakes obtained).
+//! Nothing is loaded from the network.
+
+use plotters::prelude::*;
+
+use super::{
+    describe_experiment, metric_meaning, metric_tables, negotiated_table, CompareDocument, Table,
+};
+
+const WIDTH: u32 = 860;
+const HEIGHT: u32 = 420;
+
+/// The page.
+pub fn page(doc: &CompareDocument) -> String {
+    let mut body = String::new();
+    body += &format!("<h1>{}</h1>\n", escape(&describe_experiment(doc)));
+    let env = &doc.environment;
+    body += &format!(
+        "<p>Machine: {} ({} CPUs), kernel {}, started {}; tlsscope {}.</p>\n",
+        escape(&env.cpu_model),
+        env.cpus,
+        escape(&env.kernel),
+        escape(&env.started_at),
+        escape(&env.tlsscope_version)
+    );
+    body += "<h2>Variants</h2>\n";
+    body += &html_table(&super::variants_table(doc));
+    for (name, table) in metric_tables(doc) {
+        body += &format!("<h2>{}</h2>\n", escape(&name));
+        let meaning = metric_meaning(&name);
+        if !meaning.is_empty() {
+            body += &format!("<p>{}.</p>\n", escape(meaning));
+        }
+        body += &html_table(&table);
+        body += &figure(
+            &cdf_plot(doc, &name),
+            &format!("{name}: distribution per variant (CDF)"),
+        );
+        body += &figure(
+            &medians_plot(doc, &name),
+            &format!(
+                "{name}: median per variant, with its {:.0}% bootstrap interval",
+                doc.level * 100.0
+            ),
+        );
+    }
+    let mix = negotiated_table(doc);
+    if !mix.rows.is_empty() {
+        body += "<h2>Handshakes obtained</h2>\n";
+        body += &html_table(&mix);
+        body += &figure(&mix_plot(doc), "handshakes obtained per variant, by kind");
+    }
+    if !doc.warnings.is_empty() {
+        body += "<h2>Warnings</h2>\n<ul>\n";
+        for w in &doc.warnings {
+            body += &format!("<li>{}</li>\n", escape(w));
+        }
+        body += "</ul>\n";
+    }
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>tlsscope compare</title>\n<style>{STYLE}</style>\n</head>\n<body>\n{body}<script>{CHECK}</script>\n</body>\n</html>\n"
+    )
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1200px}\
+table{border-collapse:collapse;margin:1em 0;font-size:90%}\
+td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\
+th{background:#f0f0f0}figure{margin:1em 0}figcaption{color:#555;font-size:90%}";
+
+/// Counts the plots that rendered (an SVG with a drawn area and marks in it) into
+/// `<body data-plots-rendered>`, so a headless browser can check the page.
+const CHECK: &str =
+    "(function(){var n=0;document.querySelectorAll('figure svg').forEach(function(s){\
+var b=s.getBoundingClientRect();var marks=s.querySelectorAll('polyline,rect,line,path').length;\
+if(b.width>0&&b.height>0&&marks>2){n++;}});\
+document.body.setAttribute('data-plots',String(document.querySelectorAll('figure svg').length));\
+document.body.setAttribute('data-plots-rendered',String(n));})();";
+
+fn figure(svg: &str, caption: &str) -> String {
+    format!(
+        "<figure>{svg}<figcaption>{}</figcaption></figure>\n",
+        escape(caption)
+    )
+}
+
+fn html_table(t: &Table) -> String {
+    let mut s = String::from("<table>\n<tr>");
+    for h in &t.header {
+        s += &format!("<th>{}</th>", escape(h));
+    }
+    s += "</tr>\n";
+    for r in &t.rows {
+        s += "<tr>";
+        for c in r {
+            s += &format!("<td>{}</td>", escape(c));
+        }
+        s += "</tr>\n";
+    }
+    s + "</table>\n"
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Axis scale for a unit: microseconds are shown in milliseconds.
+fn scale(unit: &str) -> (f64, &str) {
+    if unit == "us" {
+        (1000.0, "ms")
+    } else {
+        (1.0, unit)
+    }
+}
+
+/// One line per variant: the fraction of samples at or below each value.
+fn cdf_plot(doc: &CompareDocument, metric: &str) -> String {
+    let series: Vec<Series> = doc
+        .variants
+        .iter()
+        .filter_map(|v| {
+            let m = v.metrics.iter().find(|m| m.name == metric)?;
+            let (div, _) = scale(&m.unit);
+            let mut sorted: Vec<f64> = m.samples.iter().map(|x| x / div).collect();
+            sorted.sort_by(f64::total_cmp);
+            let n = sorted.len() as f64;
+            let points = sorted
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| (x, (i + 1) as f64 / n))
+                .collect();
+            Some((v.label.clone(), points, m.unit.clone()))
+        })
+        .collect();
+    let mut svg = String::new();
+    if series.is_empty() {
+        return svg;
+    }
+    let unit = scale(&series[0].2).1.to_string();
+    // Up to the largest p99 (a long tail would squash the rest), and at least the medians.
+    let x_max = series
+        .iter()
+        .map(|(_, p, _)| p[((p.len() as f64 * 0.99) as usize).min(p.len() - 1)].0)
+        .fold(0.0, f64::max)
+        * 1.05;
+    let x_min = series
+        .iter()
+        .map(|(_, p, _)| p[0].0)
+        .fold(f64::MAX, f64::min)
+        * 0.95;
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let _ = draw_cdf(
+            &root,
+            metric,
+            &unit,
+            &series,
+            x_min,
+            x_max.max(x_min * 1.01 + 1e-9),
+        );
+    }
+    svg
+}
+
+/// A CDF line: the variant, its (value, fraction) points, the metric's unit.
+type Series = (String, Vec<(f64, f64)>, String);
+
+fn draw_cdf(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    metric: &str,
+    unit: &str,
+    series: &[Series],
+    x_min: f64,
+    x_max: f64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    root.fill(&WHITE)?;
+    let mut chart = ChartBuilder::on(root)
+        .caption(format!("{metric}: CDF"), ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(50)
+        .build_cartesian_2d(x_min..x_max, 0.0..1.0)?;
+    chart
+        .configure_mesh()
+        .x_desc(unit.to_string())
+        .y_desc("fraction of samples")
+        .draw()?;
+    for (i, (label, points, _)) in series.iter().enumerate() {
+        let color = Palette99::pick(i).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))?
+            .label(label.clone())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+/// A bar: the variant, its median, the interval's ends, the metric's unit.
+type Bar = (String, f64, f64, f64, String);
+
+/// A bar per variant at its median, with the interval as an error bar.
+fn medians_plot(doc: &CompareDocument, metric: &str) -> String {
+    let bars: Vec<Bar> = doc
+        .variants
+        .iter()
+        .filter_map(|v| {
+            let m = v.metrics.iter().find(|m| m.name == metric)?;
+            let (div, _) = scale(&m.unit);
+            Some((
+                v.label.clone(),
+                m.median.estimate / div,
+                m.median.low / div,
+                m.median.high / div,
+                m.unit.clone(),
+            ))
+        })
+        .collect();
+    let mut svg = String::new();
+    if bars.is_empty() {
+        return svg;
+    }
+    let unit = scale(&bars[0].4).1.to_string();
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let _ = draw_bars(&root, &format!("{metric}: medians ({unit})"), &unit, &bars);
+    }
+    svg
+}
+
+fn draw_bars(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    caption: &str,
+    unit: &str,
+    bars: &[Bar],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let y_max = bars.iter().map(|b| b.3).fold(0.0, f64::max).max(1e-9) * 1.15;
+    let labels: Vec<String> = bars.iter().map(|b| b.0.clone()).collect();
+    let mut chart = per_variant_chart(root, caption, &labels, y_max, unit)?;
+    chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+        let x = i as f64;
+        Rectangle::new(
+            [(x - 0.3, 0.0), (x + 0.3, b.1)],
+            Palette99::pick(i).mix(0.8).filled(),
+        )
+    }))?;
+    chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
+        ErrorBar::new_vertical(i as f64, b.2, b.1, b.3, BLACK.stroke_width(2), 12)
+    }))?;
+    root.present()?;
+    Ok(())
+}
+
+/// Stacked bars: per variant, how many handshakes of each kind it obtained.
+fn mix_plot(doc: &CompareDocument) -> String {
+    let mut kinds: Vec<String> = Vec::new();
+    for v in &doc.variants {
+        for n in &v.negotiated {
+            let k = format!("{} {}", n.version, n.handshake);
+            if !kinds.contains(&k) {
+                kinds.push(k);
+            }
+        }
+    }
+    let counts: Vec<(String, Vec<u64>)> = doc
+        .variants
+        .iter()
+        .filter(|v| !v.negotiated.is_empty())
+        .map(|v| {
+            let per_kind = kinds
+                .iter()
+                .map(|k| {
+                    v.negotiated
+                        .iter()
+                        .filter(|n| &format!("{} {}", n.version, n.handshake) == k)
+                        .map(|n| n.count)
+                        .sum()
+                })
+                .collect();
+            (v.label.clone(), per_kind)
+        })
+        .collect();
+    let mut svg = String::new();
+    if counts.is_empty() {
+        return svg;
+    }
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let _ = draw_mix(&root, &kinds, &counts);
+    }
+    svg
+}
+
+fn draw_mix(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    kinds: &[String],
+    counts: &[(String, Vec<u64>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let y_max = counts
+        .iter()
+        .map(|c| c.1.iter().sum::<u64>())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64
+        * 1.1;
+    let labels: Vec<String> = counts.iter().map(|c| c.0.clone()).collect();
+    let mut chart = per_variant_chart(root, "handshakes obtained", &labels, y_max, "handshakes")?;
+    for (k, kind) in kinds.iter().enumerate() {
+        let color = Palette99::pick(k).to_rgba();
+        chart
+            .draw_series(counts.iter().enumerate().map(|(i, (_, per_kind))| {
+                let below: u64 = per_kind[..k].iter().sum();
+                let x = i as f64;
+                Rectangle::new(
+                    [
+                        (x - 0.3, below as f64),
+                        (x + 0.3, (below + per_kind[k]) as f64),
+                    ],
+                    color.filled(),
+                )
+            }))?
+            .label(kind.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
+type VariantChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// A chart with one slot per variant along x (labelled with the variants) and 0..y_max up.
+fn per_variant_chart<'a, 'b>(
+    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
+    caption: &str,
+    labels: &[String],
+    y_max: f64,
+    y_desc: &str,
+) -> Result<VariantChart<'a, 'b>, Box<dyn std::error::Error>> {
+    root.fill(&WHITE)?;
+    let n = labels.len();
+    let mut chart = ChartBuilder::on(root)
+        .caption(caption, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&|x: &f64| {
+            let i = x.round();
+            if (x - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
+                labels[i as usize].clone()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc(y_desc.to_string())
+        .draw()?;
+    Ok(chart)
+}
