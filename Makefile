@@ -5,7 +5,7 @@ CARGO ?= cargo
 # Debian packages: the build (gcc, make, perl also build OpenSSL versions), the real peers the
 # tests and benchmarks use (openssl s_client/s_server/s_time, curl, nginx, wrk), and procps.
 APT_PACKAGES := ca-certificates gcc make perl pkg-config openssl curl nginx wrk procps util-linux \
-	clang libelf-dev zlib1g-dev linux-libc-dev bpftrace gnutls-bin tshark python3 bpftool libnss3-tools
+	clang libelf-dev zlib1g-dev linux-libc-dev bpftrace gnutls-bin tshark python3 bpftool libnss3-tools chromium
 
 .PHONY: all deps build lab test lint bench clean
 all: build

@@ -2,6 +2,7 @@
 
 mod bench;
 mod cli;
+mod compare;
 mod openssl_build;
 mod ossl_api;
 mod peers;

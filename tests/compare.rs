@@ -1,0 +1,354 @@
+//! `tlsscope compare`: saved runs (checked-in fixtures made by the tool, and bench runs made
+//! here), the matrix over Debian's OpenSSL 3.0 and a built 1.1.1w with every report format
+//! (the HTML opened in Debian's headless Chromium), and bad inputs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{self, Serve};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/compare")
+        .join(name)
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+fn comparison<'a>(doc: &'a Value, metric: &str, variant_contains: &str) -> &'a Value {
+    doc["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["metric"] == metric && c["variant"].as_str().unwrap().contains(variant_contains)
+        })
+        .unwrap_or_else(|| panic!("no {metric} comparison for {variant_contains}: {doc:#}"))
+}
+
+/// Two saved matrix runs (engine only): one context shared, one per handshake, which loads the
+/// system CA bundle each time and is many times slower.
+#[test]
+fn saved_runs_are_aligned_by_metric_with_ratio_interval_and_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("out.json");
+    let md = dir.path().join("out.md");
+    let (a, b) = (
+        fixture("engine-shared.json"),
+        fixture("engine-per-connection.json"),
+    );
+    let out = support::tlsscope(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+    ]);
+    let text = support::text(&out.stdout);
+    assert!(out.status.success(), "{text}{}", support::text(&out.stderr));
+    let doc = read_json(&json);
+    support::assert_matches_schema(&doc, "compare.v1");
+    assert_eq!(doc["experiment"]["source"], "compare");
+    // Labels say which file each variant came from; the first file is the baseline.
+    let c = comparison(&doc, "engine_handshake", "engine-per-connection");
+    assert!(
+        c["baseline"]
+            .as_str()
+            .unwrap()
+            .starts_with("engine-shared:"),
+        "{c:#}"
+    );
+    assert_eq!(c["comparison"]["verdict"], "worse", "{c:#}");
+    let ratio = &c["comparison"]["ratio"];
+    let (low, est, high) = (
+        ratio["low"].as_f64().unwrap(),
+        ratio["estimate"].as_f64().unwrap(),
+        ratio["high"].as_f64().unwrap(),
+    );
+    assert!(1.0 < low && low <= est && est <= high, "{ratio:#}");
+    // The ratio is the ratio of the medians the two files hold.
+    let median = |path: &Path| {
+        let d = read_json(path);
+        let m = d["variants"][0]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "engine_handshake")
+            .unwrap()
+            .clone();
+        let mut s: Vec<f64> = m["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        s.sort_by(f64::total_cmp);
+        let n = s.len();
+        if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        }
+    };
+    let expected = median(&b) / median(&a);
+    assert!(
+        (est - expected).abs() < 1e-9 * expected,
+        "{est} vs {expected}"
+    );
+    // The terminal and Markdown tables carry the same rows.
+    assert!(
+        text.contains("engine_handshake") && text.contains("slower"),
+        "{text}"
+    );
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md.contains("## engine_handshake") && md.contains("| slower |"),
+        "{md}"
+    );
+}
+
+/// Two bench runs of one mode compare by their latency histograms: one connection at a time
+/// against sixteen concurrent ones on a one-thread server.
+#[test]
+fn saved_bench_runs_compare_by_their_latency_histograms() {
+    let serve = Serve::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let target = serve.addr.to_string();
+    let mut files = Vec::new();
+    for (name, conns) in [("one", "1"), ("sixteen", "16")] {
+        let path = dir.path().join(format!("{name}.json"));
+        let out = support::tlsscope(&[
+            "bench",
+            &target,
+            "--mode",
+            "full",
+            "-c",
+            conns,
+            "-d",
+            "1s",
+            "--json",
+            path.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", support::text(&out.stderr));
+        files.push(path);
+    }
+    let json = dir.path().join("out.json");
+    let out = support::tlsscope(&[
+        "compare",
+        files[0].to_str().unwrap(),
+        files[1].to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let doc = read_json(&json);
+    support::assert_matches_schema(&doc, "compare.v1");
+    let c = comparison(&doc, "total", "sixteen");
+    assert_eq!(c["comparison"]["verdict"], "worse", "{c:#}");
+    let metric = doc["variants"][1]["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "total")
+        .unwrap();
+    assert_eq!(metric["from_histogram"], true);
+    assert!(metric["summary"]["n"].as_u64().unwrap() > 100, "{metric:#}");
+    // A rate is one value per run: shown, never called significant.
+    let rate = comparison(&doc, "ops_per_s", "sixteen");
+    assert_eq!(rate["comparison"]["verdict"], "untestable");
+}
+
+#[test]
+fn bad_inputs_get_one_line_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = fixture("engine-shared.json");
+    let good = good.to_str().unwrap();
+    let missing = dir.path().join("missing.json");
+    let out = support::tlsscope(&["compare", good, missing.to_str().unwrap()]);
+    support::assert_one_line_error(&out, &["missing.json", "cannot read"]);
+
+    let garbage = dir.path().join("garbage.json");
+    std::fs::write(&garbage, "not json").unwrap();
+    let out = support::tlsscope(&["compare", good, garbage.to_str().unwrap()]);
+    support::assert_one_line_error(&out, &["garbage.json", "not JSON"]);
+
+    let mut newer = read_json(&fixture("engine-shared.json"));
+    newer["schema_version"] = Value::from(2);
+    let newer_path = dir.path().join("newer.json");
+    std::fs::write(&newer_path, newer.to_string()).unwrap();
+    let out = support::tlsscope(&["compare", good, newer_path.to_str().unwrap()]);
+    support::assert_one_line_error(&out, &["newer.json", "schema version 2", "newer tlsscope"]);
+
+    let mut bench = read_json(&fixture("engine-shared.json"));
+    bench["kind"] = Value::from("bench");
+    bench["result"] = serde_json::json!({"mode": "full"});
+    let bench_path = dir.path().join("bench.json");
+    std::fs::write(&bench_path, bench.to_string()).unwrap();
+    let out = support::tlsscope(&["compare", good, bench_path.to_str().unwrap()]);
+    support::assert_one_line_error(&out, &["bench run", "one experiment"]);
+
+    let out = support::tlsscope(&["compare", good]);
+    support::assert_one_line_error(&out, &["two or more"]);
+    let out = support::tlsscope(&["compare", "--matrix", good]);
+    support::assert_one_line_error(&out, &["--matrix", "drop the files"]);
+    let out = support::tlsscope(&["compare", "--matrix", "--level", "2"]);
+    support::assert_one_line_error(&out, &["--level 2"]);
+    let out = support::tlsscope(&["compare", "--matrix", "--ctx", "sometimes"]);
+    support::assert_one_line_error(&out, &["--ctx sometimes"]);
+}
+
+/// Debian's chromium, headless, prints the page's DOM after its script has run.
+fn rendered_dom(html: &Path) -> String {
+    let out = support::run_with_timeout(
+        Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--disable-background-networking",
+                "--no-first-run",
+                "--dump-dom",
+            ])
+            .arg(format!("file://{}", html.display())),
+        Duration::from_secs(120),
+    );
+    assert!(
+        out.status.success(),
+        "chromium (Debian's package) failed: {}",
+        support::text(&out.stderr)
+    );
+    support::text(&out.stdout)
+}
+
+fn body_attribute(dom: &str, name: &str) -> usize {
+    let key = format!("{name}=\"");
+    let start = dom
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in the DOM"))
+        + key.len();
+    dom[start..].split('"').next().unwrap().parse().unwrap()
+}
+
+/// The matrix the issue names: Debian's 3.0 and a built 1.1.1w, client side, on the built-in
+/// server, shared and per-connection contexts, plus a variant whose library does not exist:
+/// it fails with its reason and the others are still reported in every format.
+#[test]
+fn matrix_over_3_0_and_1_1_1w_writes_every_format_and_the_html_renders() {
+    support::openssl_111w();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, md, html) = (
+        dir.path().join("m.json"),
+        dir.path().join("m.md"),
+        dir.path().join("m.html"),
+    );
+    let out = support::tlsscope(&[
+        "--openssl",
+        "system,1.1.1w,/nonexistent/openssl",
+        "compare",
+        "--matrix",
+        "--ctx",
+        "shared,per-connection",
+        "-n",
+        "20",
+        "--repeat",
+        "2",
+        "--warmup",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let stdout = support::text(&out.stdout);
+    let stderr = support::text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "one variant fails: {stdout}{stderr}"
+    );
+    assert!(stderr.contains("2 of 6 variants failed"), "{stderr}");
+    let doc = read_json(&json);
+    support::assert_matches_schema(&doc, "compare.v1");
+    let variants = doc["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 6);
+    for v in variants {
+        let label = v["label"].as_str().unwrap();
+        if label.contains("/nonexistent") {
+            assert!(
+                v["error"].as_str().unwrap().contains("/nonexistent"),
+                "{v:#}"
+            );
+            continue;
+        }
+        assert!(v["error"].is_null(), "{v:#}");
+        let library = v["library"].as_str().unwrap();
+        assert!(
+            library.contains(if label.contains("1.1.1w") {
+                "1.1.1w"
+            } else {
+                "OpenSSL 3."
+            }),
+            "{label}: {library}"
+        );
+        // 2 rounds x 20, per experiment; every handshake full TLS 1.3, as asked.
+        for name in ["pretransfer", "request_total", "engine_handshake"] {
+            let m = v["metrics"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["name"] == name)
+                .unwrap();
+            assert_eq!(m["samples"].as_array().unwrap().len(), 40, "{label} {name}");
+        }
+        let mix = v["negotiated"].as_array().unwrap();
+        let total: u64 = mix.iter().map(|n| n["count"].as_u64().unwrap()).sum();
+        assert_eq!(total, 80, "{label}: {mix:#?}");
+        assert!(mix
+            .iter()
+            .all(|n| n["version"] == "TLSv1.3"
+                && n["handshake"].as_str().unwrap().starts_with("full")));
+    }
+    // A context per connection loads the CA bundle each time: slower than one shared.
+    let c = doc["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["metric"] == "pretransfer" && c["variant"] == "openssl=system ctx=per-connection"
+        })
+        .unwrap();
+    assert_eq!(c["comparison"]["verdict"], "worse", "{c:#}");
+    assert!(
+        stdout.contains("pretransfer") && stdout.contains("handshakes obtained"),
+        "{stdout}"
+    );
+    let md = std::fs::read_to_string(&md).unwrap();
+    assert!(
+        md.contains("## pretransfer") && md.contains("| openssl=1.1.1w ctx=shared |"),
+        "{md}"
+    );
+    // The page is self-contained, and every plot renders in a browser.
+    let page = std::fs::read_to_string(&html).unwrap();
+    for outside in ["src=\"http", "href=\"http", "<link", "@import"] {
+        assert!(
+            !page.contains(outside),
+            "the page loads something: {outside}"
+        );
+    }
+    let dom = rendered_dom(&html);
+    let plots = body_attribute(&dom, "data-plots");
+    let rendered = body_attribute(&dom, "data-plots-rendered");
+    // Per metric a CDF and a bar chart (7 metrics), and the handshake mix.
+    assert_eq!(plots, 2 * 7 + 1, "{plots} plots");
+    assert_eq!(rendered, plots, "{rendered} of {plots} plots rendered");
+}
