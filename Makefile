@@ -32,6 +32,7 @@ bench: build
 	bench/bench-vs-peers
 	bench/trace-overhead
 	bench/sniff-overhead
+	bench/compare-openssl
 
 clean:
 	$(CARGO) clean

@@ -335,12 +335,17 @@ impl ContextBuilder {
     }
 
     /// Server-side session cache (session ID resumption) on or off. Clients manage their
-    /// sessions explicitly with [`crate::Ssl::session`] and [`crate::Ssl::set_session`].
+    /// sessions explicitly with [`crate::Ssl::session`] and [`crate::Ssl::set_session`], and
+    /// keep none in the context: freeing a context marks the sessions in its store
+    /// unresumable, which would stop a session outliving the context that made it (as with a
+    /// context per connection, curl's way; curl sets the same mode).
     pub fn session_cache(&mut self, on: bool) -> &mut Self {
         let mode = match (self.inner.role, on) {
             (_, false) => ffi::SSL_SESS_CACHE_OFF,
             (Role::Server, true) => ffi::SSL_SESS_CACHE_SERVER,
-            (Role::Client, true) => ffi::SSL_SESS_CACHE_CLIENT,
+            (Role::Client, true) => {
+                ffi::SSL_SESS_CACHE_CLIENT | ffi::SSL_SESS_CACHE_NO_INTERNAL_STORE
+            }
         };
         self.ctrl(ffi::SSL_CTRL_SET_SESS_CACHE_MODE, mode, ptr::null_mut());
         self

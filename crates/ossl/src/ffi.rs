@@ -87,6 +87,7 @@ pub const SSL_OP_NO_TICKET: u64 = 1 << 14;
 pub const SSL_SESS_CACHE_OFF: c_long = 0x0;
 pub const SSL_SESS_CACHE_CLIENT: c_long = 0x1;
 pub const SSL_SESS_CACHE_SERVER: c_long = 0x2;
+pub const SSL_SESS_CACHE_NO_INTERNAL_STORE: c_long = 0x200;
 
 pub const SSL_VERIFY_NONE: c_int = 0;
 pub const SSL_VERIFY_PEER: c_int = 1;

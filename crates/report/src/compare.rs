@@ -142,19 +142,25 @@ pub fn analyze(variants: &[Variant], level: f64) -> Vec<MetricComparison> {
             let Some(m) = other.metrics.iter().find(|m| m.name == metric.name) else {
                 continue;
             };
+            let comparison = stats::compare::compare(
+                &metric.samples,
+                &m.samples,
+                level,
+                RESAMPLES,
+                metric.lower_is_better,
+            );
+            // No ratio of a zero median (e.g. CPU below the clock tick): nothing to say.
+            let r = &comparison.ratio;
+            if ![r.estimate, r.low, r.high].iter().all(|v| v.is_finite()) {
+                continue;
+            }
             out.push(MetricComparison {
                 metric: metric.name.clone(),
                 baseline: base.label.clone(),
                 variant: other.label.clone(),
                 baseline_median: metric.summary.median,
                 variant_median: m.summary.median,
-                comparison: stats::compare::compare(
-                    &metric.samples,
-                    &m.samples,
-                    level,
-                    RESAMPLES,
-                    metric.lower_is_better,
-                ),
+                comparison,
             });
         }
     }
@@ -237,6 +243,11 @@ pub fn metric_tables(doc: &CompareDocument) -> Vec<(String, Table)> {
         }
     }
     let pct = (doc.level * 100.0).round();
+    let baseline = doc
+        .variants
+        .iter()
+        .find(|v| v.error.is_none())
+        .map(|v| &v.label);
     names
         .into_iter()
         .map(|(name, unit)| {
@@ -277,7 +288,10 @@ pub fn metric_tables(doc: &CompareDocument) -> Vec<(String, Table)> {
                         format!("{:.2e}", c.comparison.mann_whitney.p_two_sided),
                         verdict_words(c.comparison.verdict, m.lower_is_better).to_string(),
                     ),
-                    None => ("baseline".into(), String::new(), String::new()),
+                    None if Some(&v.label) == baseline => {
+                        ("baseline".into(), String::new(), String::new())
+                    }
+                    None => ("-".into(), String::new(), "no ratio (a zero median)".into()),
                 };
                 rows.push(vec![
                     v.label.clone(),

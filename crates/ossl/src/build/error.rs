@@ -26,6 +26,19 @@ pub enum BuildError {
         known: String,
     },
 
+    /// The source tree lacks a file a shared build needs (openssl-src trims its 3.5+ copies).
+    #[error(
+        "the source of OpenSSL {version} lacks {missing}, which building shared libraries needs \
+         (openssl-src drops it from 3.5 on): build 3.4.1 or older from the crate, or pass \
+         --source with an official release tarball"
+    )]
+    TrimmedSource {
+        /// The version being built.
+        version: String,
+        /// The missing file, relative to the tree.
+        missing: String,
+    },
+
     /// The machine is not one this module knows an OpenSSL Configure target for.
     #[error("cannot build OpenSSL on {os}/{arch}: only Linux on x86_64 and aarch64 is supported")]
     UnsupportedPlatform {

@@ -427,33 +427,15 @@ impl BuildJob<'_> {
     /// The Configure arguments: shared libraries, no tests, private prefix with RUNPATH.
     fn configure_args(&self) -> Vec<String> {
         let prefix = self.prefix.display();
-        let mut args = self.module_args();
-        args.splice(
-            0..0,
-            [
-                self.configure_target.to_owned(),
-                "shared".to_owned(),
-                "no-tests".to_owned(),
-                format!("--prefix={prefix}"),
-                format!("--openssldir={prefix}/ssl"),
-                "--libdir=lib".to_owned(),
-                format!("-Wl,-rpath,{prefix}/lib"),
-            ],
-        );
-        args
-    }
-
-    /// The openssl-src crate trims 3.6 and later of what building providers as loadable
-    /// modules needs (util/providers.num); those trees are built with the providers inside
-    /// libcrypto (`no-module`), as the crate itself builds them.
-    fn module_args(&self) -> Vec<String> {
-        let trimmed = self.scratch.join("providers").is_dir()
-            && !self.scratch.join("util/providers.num").exists();
-        if trimmed {
-            vec!["no-module".to_owned()]
-        } else {
-            Vec::new()
-        }
+        vec![
+            self.configure_target.to_owned(),
+            "shared".to_owned(),
+            "no-tests".to_owned(),
+            format!("--prefix={prefix}"),
+            format!("--openssldir={prefix}/ssl"),
+            "--libdir=lib".to_owned(),
+            format!("-Wl,-rpath,{prefix}/lib"),
+        ]
     }
 
     /// A command running in the scratch tree.
@@ -465,6 +447,14 @@ impl BuildJob<'_> {
 
     /// Runs `perl ./Configure ...`, recognising missing Perl modules.
     fn configure(&self, log: &mut BuildLog) -> Result<Vec<String>, BuildError> {
+        // Shared libraries need util/mkdef.pl (it writes their symbol version scripts); the
+        // openssl-src crate drops it from its 3.5 and later copies, which it builds static.
+        if !self.scratch.join("util/mkdef.pl").exists() {
+            return Err(BuildError::TrimmedSource {
+                version: self.version.to_owned(),
+                missing: "util/mkdef.pl".into(),
+            });
+        }
         let args = self.configure_args();
         let mut command = self.command("perl");
         command.arg("./Configure").args(&args);
