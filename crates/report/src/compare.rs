@@ -119,6 +119,20 @@ pub struct Negotiated {
     pub count: u64,
 }
 
+impl Negotiated {
+    /// Adds `n` to `list`: to the entry with the same outcome, or as a new one.
+    pub fn tally(list: &mut Vec<Negotiated>, n: Negotiated) {
+        let same = |e: &Negotiated| {
+            (&e.version, &e.cipher, &e.group, &e.signature, &e.handshake)
+                == (&n.version, &n.cipher, &n.group, &n.signature, &n.handshake)
+        };
+        match list.iter_mut().find(|e| same(e)) {
+            Some(e) => e.count += n.count,
+            None => list.push(n),
+        }
+    }
+}
+
 /// A variant against the baseline on one metric.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MetricComparison {

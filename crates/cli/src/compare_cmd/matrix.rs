@@ -352,18 +352,7 @@ fn merge(g: &mut Gathered, r: WorkerResult) {
         g.samples.entry(name).or_default().extend(values);
     }
     for n in r.negotiated {
-        match g.negotiated.iter_mut().find(|e| {
-            Negotiated {
-                count: 0,
-                ..(*e).clone()
-            } == Negotiated {
-                count: 0,
-                ..n.clone()
-            }
-        }) {
-            Some(e) => e.count += n.count,
-            None => g.negotiated.push(n),
-        }
+        Negotiated::tally(&mut g.negotiated, n);
     }
 }
 

@@ -114,23 +114,15 @@ fn client_context(
 }
 
 fn record(negotiated: &mut Vec<Negotiated>, n: &ossl::Negotiated) {
-    let entry = Negotiated {
+    let one = Negotiated {
         version: n.version.clone(),
         cipher: n.cipher.clone(),
         group: n.group.clone(),
         signature: n.signature.clone(),
         handshake: n.kind.name().to_string(),
-        count: 0,
+        count: 1,
     };
-    match negotiated.iter_mut().find(|e| {
-        Negotiated {
-            count: 0,
-            ..(*e).clone()
-        } == entry
-    }) {
-        Some(e) => e.count += 1,
-        None => negotiated.push(Negotiated { count: 1, ..entry }),
-    }
+    Negotiated::tally(negotiated, one);
 }
 
 fn us(d: Duration) -> f64 {
