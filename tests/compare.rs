@@ -352,3 +352,57 @@ fn matrix_over_3_0_and_1_1_1w_writes_every_format_and_the_html_renders() {
     assert_eq!(plots, 2 * 7 + 1, "{plots} plots");
     assert_eq!(rendered, plots, "{rendered} of {plots} plots rendered");
 }
+
+/// The server's library varies (a built 1.1.1w against the system's), with resumed TLS 1.2 and
+/// 1.3 handshakes: every measured handshake must be the resumption asked for.
+#[test]
+fn matrix_varies_the_server_side_and_checks_resumption() {
+    support::openssl_111w();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("s.json");
+    let out = support::tlsscope(&[
+        "--openssl",
+        "system,1.1.1w",
+        "compare",
+        "--matrix",
+        "--side",
+        "server",
+        "--resume",
+        "resumed",
+        "--tls",
+        "1.2,1.3",
+        "--experiment",
+        "pretransfer",
+        "-n",
+        "10",
+        "--repeat",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let doc = read_json(&json);
+    assert_eq!(doc["experiment"]["side"], "server");
+    let variants = doc["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 4);
+    for v in variants {
+        let settings = &v["settings"];
+        assert_eq!(settings["client library"], "system", "{v:#}");
+        assert_eq!(settings["server library"], settings["openssl"], "{v:#}");
+        let tls = format!("TLSv{}", settings["tls"].as_str().unwrap());
+        let mix = v["negotiated"].as_array().unwrap();
+        assert_eq!(
+            mix.iter()
+                .map(|n| n["count"].as_u64().unwrap())
+                .sum::<u64>(),
+            10
+        );
+        for n in mix {
+            assert_eq!(n["version"], tls.as_str(), "{v:#}");
+            assert!(
+                n["handshake"].as_str().unwrap().starts_with("resumed"),
+                "{v:#}"
+            );
+        }
+    }
+}
