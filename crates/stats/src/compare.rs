@@ -97,67 +97,66 @@ fn median_of_resample(values: &[f64], rng: &mut Rng, scratch: &mut Vec<f64>) -> 
     quantile_sorted(scratch, 0.5)
 }
 
-/// Percentile bootstrap interval for the median of `values` (`resamples` resamples).
-pub fn median_interval(values: &[f64], level: f64, resamples: usize) -> Interval {
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let estimate = quantile_sorted(&sorted, 0.5);
-    if values.len() < 2 || resamples == 0 {
-        return Interval {
+impl Interval {
+    /// An interval that is only its estimate (too few values to resample).
+    fn point(estimate: f64, level: f64) -> Interval {
+        Interval {
             estimate,
             low: estimate,
             high: estimate,
             level,
-        };
+        }
+    }
+
+    /// The percentile interval of bootstrap `statistics` around `estimate`.
+    fn percentile(estimate: f64, mut statistics: Vec<f64>, level: f64) -> Interval {
+        statistics.sort_by(f64::total_cmp);
+        let tail = (1.0 - level) / 2.0;
+        Interval {
+            estimate,
+            low: quantile_sorted(&statistics, tail),
+            high: quantile_sorted(&statistics, 1.0 - tail),
+            level,
+        }
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    quantile_sorted(&sorted, 0.5)
+}
+
+/// Percentile bootstrap interval for the median of `values` (`resamples` resamples).
+pub fn median_interval(values: &[f64], level: f64, resamples: usize) -> Interval {
+    let estimate = median(values);
+    if values.len() < 2 || resamples == 0 {
+        return Interval::point(estimate, level);
     }
     let mut rng = Rng::new(0x5eed_0001 ^ values.len() as u64);
     let mut scratch = Vec::with_capacity(values.len());
-    let mut medians: Vec<f64> = (0..resamples)
+    let medians = (0..resamples)
         .map(|_| median_of_resample(values, &mut rng, &mut scratch))
         .collect();
-    medians.sort_by(f64::total_cmp);
-    let tail = (1.0 - level) / 2.0;
-    Interval {
-        estimate,
-        low: quantile_sorted(&medians, tail),
-        high: quantile_sorted(&medians, 1.0 - tail),
-        level,
-    }
+    Interval::percentile(estimate, medians, level)
 }
 
 /// Percentile bootstrap interval for median(b) / median(a), resampling both independently.
 pub fn ratio_of_medians_interval(a: &[f64], b: &[f64], level: f64, resamples: usize) -> Interval {
-    let med = |v: &[f64]| {
-        let mut s = v.to_vec();
-        s.sort_by(f64::total_cmp);
-        quantile_sorted(&s, 0.5)
-    };
-    let estimate = med(b) / med(a);
+    let estimate = median(b) / median(a);
     if a.len() < 2 || b.len() < 2 || resamples == 0 {
-        return Interval {
-            estimate,
-            low: estimate,
-            high: estimate,
-            level,
-        };
+        return Interval::point(estimate, level);
     }
     let mut rng = Rng::new(0x5eed_0002 ^ ((a.len() as u64) << 32) ^ b.len() as u64);
     let mut scratch = Vec::with_capacity(a.len().max(b.len()));
-    let mut ratios: Vec<f64> = (0..resamples)
+    let ratios = (0..resamples)
         .map(|_| {
             let ma = median_of_resample(a, &mut rng, &mut scratch);
             let mb = median_of_resample(b, &mut rng, &mut scratch);
             mb / ma
         })
         .collect();
-    ratios.sort_by(f64::total_cmp);
-    let tail = (1.0 - level) / 2.0;
-    Interval {
-        estimate,
-        low: quantile_sorted(&ratios, tail),
-        high: quantile_sorted(&ratios, 1.0 - tail),
-        level,
-    }
+    Interval::percentile(estimate, ratios, level)
 }
 
 /// The Mann-Whitney U test of "the two samples come from the same distribution".

@@ -17,7 +17,7 @@ const HISTOGRAM_CAP: usize = 20_000;
 fn known_version(kind: &str) -> Option<u64> {
     match kind {
         "bench" => Some(u64::from(report::BENCH_SCHEMA_VERSION)),
-        "trace" => Some(1),
+        "trace" => Some(u64::from(report::trace::TRACE_SCHEMA_VERSION)),
         "compare" => Some(u64::from(COMPARE_SCHEMA_VERSION)),
         _ => None,
     }
@@ -155,21 +155,9 @@ fn bench_variant(r: &Run, level: f64, warnings: &mut Vec<String>) -> Variant {
     if let Some(rate) = result["ops_per_s"].as_f64() {
         metrics.push(Metric::new("ops_per_s", "1/s", false, vec![rate], level));
     }
-    let negotiated = result["negotiated"]
-        .as_array()
-        .map(|list| {
-            list.iter()
-                .map(|n| Negotiated {
-                    version: n["version"].as_str().unwrap_or_default().into(),
-                    cipher: n["cipher"].as_str().unwrap_or_default().into(),
-                    group: n["group"].as_str().map(String::from),
-                    signature: n["signature"].as_str().map(String::from),
-                    handshake: n["handshake"].as_str().unwrap_or_default().into(),
-                    count: n["count"].as_u64().unwrap_or(0),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    // Bench's negotiated entries carry these fields and more (which are left out).
+    let negotiated: Vec<Negotiated> =
+        serde_json::from_value(result["negotiated"].clone()).unwrap_or_default();
     Variant {
         label: stem(&r.path),
         settings: [
