@@ -14,6 +14,11 @@ pub struct Opts {
     #[arg(long, global = true, value_name = "DIR|VERSION")]
     pub openssl: Option<String>,
 
+    /// Show libbpf's own log (loading, attaching, the verifier) on stderr; by default tlsscope
+    /// keeps it, and an error quotes the line that explains it.
+    #[arg(short = 'v', long, global = true)]
+    pub verbose: bool,
+
     #[command(subcommand)]
     pub command: Command,
 }

@@ -101,6 +101,7 @@ pub fn run(openssl: Option<&str>, a: &LabArgs) -> anyhow::Result<ExitCode> {
     let mut failed = Vec::new();
     let mut calibration = None;
     let mut not_attached: Vec<&'static str> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
     for cert in [CertKind::Rsa2048, CertKind::EcdsaP256] {
         let server = match a.target {
             LabTarget::Builtin => start_builtin(openssl, cert.name(), a.server_cpu, &[])?,
@@ -116,6 +117,7 @@ pub fn run(openssl: Option<&str>, a: &LabArgs) -> anyhow::Result<ExitCode> {
                 plan: &plan,
                 calibration: &mut calibration,
                 not_attached: &mut not_attached,
+                notes: &mut notes,
             };
             if let Err(err) = experiment(openssl, a, e, &server, traced, &interrupted, &mut text) {
                 let _ = writeln!(text, "  failed: {err:#}");
@@ -160,6 +162,8 @@ struct Traced<'a> {
     plan: &'a Plan,
     calibration: &'a mut Option<probes::Calibration>,
     not_attached: &'a mut Vec<&'static str>,
+    /// Notes about the kernel hooks already shown (each is said once per lab).
+    notes: &'a mut Vec<String>,
 }
 
 /// Runs one experiment untraced, then traced (the probes attached only for that half, so the
@@ -189,6 +193,12 @@ fn experiment(
     for m in tracer.not_attached() {
         if !t.not_attached.contains(&m.function) {
             t.not_attached.push(m.function);
+        }
+    }
+    if let Some(note) = crate::trace_cmd::syscall_hooks_note(&tracer) {
+        if !t.notes.contains(&note) {
+            let _ = writeln!(text, "  note: {note}");
+            t.notes.push(note);
         }
     }
     let traced = bench(

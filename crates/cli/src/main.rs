@@ -38,6 +38,8 @@ fn main() -> ExitCode {
 }
 
 fn run(opts: Opts) -> anyhow::Result<ExitCode> {
+    // Before any probe is loaded: libbpf's log goes through tlsscope, shown only with -v.
+    probes::log::set_verbose(opts.verbose);
     let openssl = opts.openssl.as_deref();
     match opts.command {
         Command::Serve(a) => serve_cmd::run(openssl, &a),

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use probes::sniff::{Assembler, Call, SniffConfig, SniffPlan, Sniffer};
+use probes::Edge;
 use report::pcap::PcapWriter;
 use report::sniff::{redact_headers, write_hex, write_json, write_text, Record};
 
@@ -106,6 +107,12 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
             m.path.display(),
             m.reason
         );
+    }
+    if let Some(note) = sniffer
+        .syscall_hooks()
+        .note(Edge::Enter, probes::sniff::SYSCALL_ENTERS_EFFECT)
+    {
+        eprintln!("tlsscope sniff: {note}");
     }
 
     let started = Instant::now();

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use probes::latency::Attached;
-use probes::{catalog, Buckets, Outcome, Plan, Snapshot, Target, TraceConfig, Tracer};
+use probes::latency::{Attached, SYSCALL_EXITS_EFFECT};
+use probes::{catalog, Buckets, Edge, Outcome, Plan, Snapshot, Target, TraceConfig, Tracer};
 use report::trace::{
-    trace_footer, trace_json, trace_text, BucketScheme, FunctionStats, MissingDoc, Overhead,
-    ProbeDoc, TraceDocument,
+    trace_footer, trace_json, trace_text, BucketScheme, FunctionStats, KernelHookDoc, MissingDoc,
+    Overhead, ProbeDoc, TraceDocument,
 };
 use stats::buckets::{summarize, Bucket};
 
@@ -59,6 +59,9 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
             m.reason
         );
     }
+    if let Some(note) = syscall_hooks_note(&tracer) {
+        eprintln!("tlsscope trace: {note}");
+    }
 
     // Fault injection for the tests: a panic while the probes are attached must still detach
     // them (the tracer's Drop runs as the panic unwinds).
@@ -94,6 +97,14 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The one line worth saying about the tracer's syscall hooks, if any (a private tracefs mount,
+/// or hooks missing and what that costs).
+pub fn syscall_hooks_note(tracer: &Tracer) -> Option<String> {
+    tracer
+        .syscall_hooks()?
+        .note(Edge::Exit, SYSCALL_EXITS_EFFECT)
 }
 
 fn targets(a: &TraceArgs) -> anyhow::Result<Vec<Target>> {
@@ -273,6 +284,20 @@ fn document(
             path: m.path.display().to_string(),
             reason: m.reason.clone(),
         })
+        .collect();
+    doc.kernel_hooks = tracer
+        .syscall_hooks()
+        .map(|h| KernelHookDoc {
+            hooks: Edge::Exit.hooks_name(),
+            attached: h.attached(),
+            detail: h.detail(),
+            effect: if h.attached() {
+                String::new()
+            } else {
+                SYSCALL_EXITS_EFFECT.to_string()
+            },
+        })
+        .into_iter()
         .collect();
     if let Some(c) = tracer.calibration() {
         doc.overhead = Overhead {

@@ -11,6 +11,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, UprobeOpts};
 use crate::catalog::{cookie, Semantics};
 use crate::plan::{AttachPoint, Missing, Plan};
 use crate::symbols::SymbolTable;
+use crate::syscalls::{self, Edge, SyscallHooks};
 use crate::Error;
 
 mod skel {
@@ -250,10 +251,8 @@ pub extern "C" fn tlsscope_calibration_target(x: u64) -> u64 {
     std::hint::black_box(x.wrapping_mul(2_654_435_761).rotate_left(7))
 }
 
-/// The syscalls OpenSSL's socket BIO (and kTLS) read and write with.
-pub const SYSCALLS: [&str; 8] = [
-    "read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg",
-];
+/// What trace loses without its syscall hooks, and how to get it back.
+pub const SYSCALL_EXITS_EFFECT: &str = "OpenSSL calls returning <= 0 cannot be split into retry and failure and are classed unknown; --exact-outcomes settles them with SSL_get_error instead";
 
 /// The catalog id used for calibration cells (never a catalog function).
 const CALIBRATION_ID: u16 = u16::MAX;
@@ -266,6 +265,8 @@ pub struct Tracer {
     attach_all: bool,
     attached: Vec<Attached>,
     not_attached: Vec<NotAttached>,
+    /// The syscall exits that settle OpenSSL's <= 0 returns; None where none is needed.
+    syscall_hooks: Option<SyscallHooks>,
     calibration: Option<Calibration>,
 }
 
@@ -274,6 +275,8 @@ impl Tracer {
     /// listed in [`Tracer::not_attached`]; it is an error only when none attaches.
     pub fn start(config: &TraceConfig, plan: &Plan) -> Result<Tracer, Error> {
         check_can_trace()?;
+        crate::log::install();
+        crate::log::forget_warnings();
         // The skeleton borrows its object storage for as long as it lives; a tracer lives
         // about as long as the program, so the few bytes of storage are leaked.
         let storage: &'static mut MaybeUninit<OpenObject> =
@@ -320,6 +323,7 @@ impl Tracer {
             attach_all: config.attach_all,
             attached: Vec::new(),
             not_attached: plan.missing.clone(),
+            syscall_hooks: None,
             calibration: None,
         };
         for pid in &config.pids {
@@ -343,6 +347,11 @@ impl Tracer {
                 }),
             }
         }
+        if tracer.attached.is_empty() {
+            return Err(crate::all_refused(
+                &tracer.not_attached[plan.missing.len()..],
+            ));
+        }
         let syscall_settled = !plan.exact
             && tracer.attached.iter().any(|a| {
                 matches!(
@@ -352,17 +361,6 @@ impl Tracer {
             });
         if syscall_settled {
             tracer.attach_syscall_exits();
-        }
-        if tracer.attached.is_empty() {
-            let reasons: Vec<String> = tracer
-                .not_attached
-                .iter()
-                .take(3)
-                .map(|m| format!("{}: {}", m.function, m.reason))
-                .collect();
-            return Err(Error::NothingToAttach {
-                reasons: reasons.join("; "),
-            });
         }
         Ok(tracer)
     }
@@ -408,33 +406,25 @@ impl Tracer {
         prog.attach_uprobe_with_opts(pid, path, offset, opts)
             .map_err(|e| {
                 format!(
-                    "the kernel refused the {}: {e}",
-                    if retprobe { "uretprobe" } else { "uprobe" }
+                    "the kernel refused the {}: {}",
+                    if retprobe { "uretprobe" } else { "uprobe" },
+                    crate::log::with_reason(&e.to_string())
                 )
             })
     }
 
     /// The read/write-family syscall exits that settle OpenSSL calls returning <= 0 (see
-    /// `sys_exit_io` in `bpf/latency.bpf.c`). One that cannot attach is reported.
+    /// `sys_exit_io` in `bpf/latency.bpf.c`). Without them such calls are classed unknown.
     fn attach_syscall_exits(&mut self) {
-        for name in SYSCALLS {
-            let tracepoint = format!("sys_exit_{name}");
-            match self
-                .skel
-                .progs
-                .sys_exit_io
-                .attach_tracepoint(libbpf_rs::TracepointCategory::Syscalls, &tracepoint)
-            {
-                Ok(link) => self.links.push(link),
-                Err(e) => self.not_attached.push(Missing {
-                    function: name,
-                    path: "tracepoint syscalls".into(),
-                    reason: format!(
-                        "the kernel refused syscalls:{tracepoint} ({e}); OpenSSL calls returning <= 0 after this syscall are classed unknown"
-                    ),
-                }),
-            }
-        }
+        let (links, hooks) = syscalls::attach(&self.skel.progs.sys_exit_io, Edge::Exit);
+        self.links.extend(links);
+        self.syscall_hooks = Some(hooks);
+    }
+
+    /// The syscall hooks that settle OpenSSL's <= 0 returns: attached, missing (and why), or
+    /// None when nothing traced needs them (`--exact-outcomes`, or no OpenSSL I/O function).
+    pub fn syscall_hooks(&self) -> Option<&SyscallHooks> {
+        self.syscall_hooks.as_ref()
     }
 
     pub fn attached(&self) -> &[Attached] {

@@ -5,10 +5,12 @@
 
 pub mod catalog;
 pub mod latency;
+pub mod log;
 pub mod maps;
 pub mod plan;
 pub mod sniff;
 pub mod symbols;
+pub mod syscalls;
 
 use std::path::PathBuf;
 
@@ -17,6 +19,7 @@ pub use latency::{Buckets, Calibration, Cell, Outcome, Snapshot, TraceConfig, Tr
 pub use maps::{tls_libraries, LibraryKind, MappedLibrary, Mapping};
 pub use plan::{AttachPoint, Missing, Plan, Target};
 pub use symbols::{Symbol, SymbolTable, Table};
+pub use syscalls::{Edge, IdSource, SyscallHooks};
 
 /// Errors finding libraries and symbols. Each names the file, symbol or process involved.
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +77,21 @@ fn comm_filter(comm: &str) -> [i8; 16] {
     out
 }
 
+/// The error when the kernel refused every planned probe: how many, and the first refusal (they
+/// nearly always share one cause). The functions the plan could not place are not the story.
+fn all_refused(refused: &[plan::Missing]) -> Error {
+    let first = refused.first().map_or_else(
+        || "no probe was planned".to_string(),
+        |m| format!("{}: {}", m.function, m.reason),
+    );
+    Error::NothingToAttach {
+        reasons: format!(
+            "the kernel refused all {} probes; the first: {first}",
+            refused.len()
+        ),
+    }
+}
+
 /// Adds `pid` to a program's PID filter map (`pids` in `bpf/*.bpf.c`).
 fn allow_pid(pids: &dyn libbpf_rs::MapCore, pid: u32) -> Result<(), Error> {
     pids.update(&pid.to_ne_bytes(), &[1u8], libbpf_rs::MapFlags::ANY)
@@ -84,7 +102,7 @@ impl Error {
     fn bpf(what: &str, e: libbpf_rs::Error) -> Error {
         Error::Bpf {
             what: what.to_string(),
-            detail: e.to_string(),
+            detail: log::with_reason(&e.to_string()),
         }
     }
 }

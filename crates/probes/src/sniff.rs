@@ -13,6 +13,7 @@ use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, UprobeOpts};
 use crate::maps::{tls_libraries, LibraryKind};
 use crate::plan::{Missing, Target};
 use crate::symbols::SymbolTable;
+use crate::syscalls::{self, Edge, SyscallHooks};
 use crate::Error;
 
 mod skel {
@@ -367,7 +368,11 @@ pub struct SniffCounters {
     pub unchecked: u64,
 }
 
-/// A running sniffer. Detaches on drop.
+/// What sniff loses without its syscall hooks.
+pub const SYSCALL_ENTERS_EFFECT: &str =
+    "each call's socket fd and addresses are shown as unknown; the plaintext is still captured";
+
+/// A running capture. Detaches on drop.
 pub struct Sniffer {
     // Declared first: dropped before the maps it reads.
     ring: libbpf_rs::RingBuffer<'static>,
@@ -377,12 +382,15 @@ pub struct Sniffer {
     skel: SniffSkel<'static>,
     attached: Vec<SniffPoint>,
     not_attached: Vec<Missing>,
+    syscall_hooks: SyscallHooks,
 }
 
 impl Sniffer {
     /// Loads and attaches. Probes that fail to attach are listed; none attaching is an error.
     pub fn start(config: &SniffConfig, plan: &SniffPlan) -> Result<Sniffer, Error> {
         crate::latency::check_can_trace()?;
+        crate::log::install();
+        crate::log::forget_warnings();
         let storage: &'static mut MaybeUninit<OpenObject> =
             Box::leak(Box::new(MaybeUninit::uninit()));
         let mut open = SniffSkelBuilder::default()
@@ -436,6 +444,7 @@ impl Sniffer {
             skel,
             attached: Vec::new(),
             not_attached: plan.missing.clone(),
+            syscall_hooks: SyscallHooks::Missing("not attached yet".into()),
         };
         for pid in &config.pids {
             crate::allow_pid(&sniffer.skel.maps.pids, *pid)?;
@@ -451,28 +460,13 @@ impl Sniffer {
             }
         }
         if sniffer.attached.is_empty() {
-            let reasons: Vec<String> = sniffer
-                .not_attached
-                .iter()
-                .take(3)
-                .map(|m| format!("{}: {}", m.function, m.reason))
-                .collect();
-            return Err(Error::NothingToAttach {
-                reasons: reasons.join("; "),
-            });
+            return Err(crate::all_refused(
+                &sniffer.not_attached[plan.missing.len()..],
+            ));
         }
-        for name in crate::latency::SYSCALLS {
-            let tracepoint = format!("sys_enter_{name}");
-            let link = sniffer
-                .skel
-                .progs
-                .sniff_sys_enter
-                .attach_tracepoint(libbpf_rs::TracepointCategory::Syscalls, &tracepoint)
-                .map_err(|e| {
-                    Error::bpf(&format!("attaching syscalls:{tracepoint} (socket fds)"), e)
-                })?;
-            sniffer.links.push(link);
-        }
+        let (links, hooks) = syscalls::attach(&sniffer.skel.progs.sniff_sys_enter, Edge::Enter);
+        sniffer.links.extend(links);
+        sniffer.syscall_hooks = hooks;
         Ok(sniffer)
     }
 
@@ -493,7 +487,12 @@ impl Sniffer {
             };
             let link = prog
                 .attach_uprobe_with_opts(point.pid, &point.path, offset, opts)
-                .map_err(|e| format!("the kernel refused the probe: {e}"))?;
+                .map_err(|e| {
+                    format!(
+                        "the kernel refused the probe: {}",
+                        crate::log::with_reason(&e.to_string())
+                    )
+                })?;
             self.links.push(link);
         }
         Ok(())
@@ -505,6 +504,12 @@ impl Sniffer {
 
     pub fn not_attached(&self) -> &[Missing] {
         &self.not_attached
+    }
+
+    /// The syscall hooks that note each call's socket: attached, or missing and why (then
+    /// every record's socket fd and addresses are unknown).
+    pub fn syscall_hooks(&self) -> &SyscallHooks {
+        &self.syscall_hooks
     }
 
     /// The kernel's counters so far.

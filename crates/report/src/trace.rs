@@ -24,6 +24,10 @@ pub struct TraceDocument {
     pub duration_s: f64,
     pub attached: Vec<ProbeDoc>,
     pub not_attached: Vec<MissingDoc>,
+    /// Kernel hooks beside the probes (the syscall exits that settle <= 0 returns): attached,
+    /// or missing with what that costs. Absent in documents written before it existed.
+    #[serde(default)]
+    pub kernel_hooks: Vec<KernelHookDoc>,
     pub overhead: Overhead,
     /// Histogram cells lost because the kernel map was full (0 normally).
     pub dropped_cells: u64,
@@ -69,6 +73,19 @@ pub struct MissingDoc {
     pub function: String,
     pub path: String,
     pub reason: String,
+}
+
+/// A set of kernel hooks a tracer uses beside its probes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelHookDoc {
+    /// e.g. `syscalls:sys_exit_{read,write,...}`.
+    pub hooks: String,
+    pub attached: bool,
+    /// How they were reached ("tracefs at /sys/kernel/tracing", "tracefs mounted privately"),
+    /// or why they are missing.
+    pub detail: String,
+    /// What is lost while they are missing, and how to get it back; empty when attached.
+    pub effect: String,
 }
 
 /// What observing cost, estimated from a measurement at start-up.
@@ -135,6 +152,13 @@ pub fn trace_text(w: &mut impl Write, doc: &TraceDocument, histograms: bool) -> 
 pub fn trace_footer(w: &mut impl Write, doc: &TraceDocument) -> io::Result<()> {
     for m in &doc.not_attached {
         writeln!(w, "not traced: {} in {}: {}", m.function, m.path, m.reason)?;
+    }
+    for h in doc.kernel_hooks.iter().filter(|h| !h.attached) {
+        writeln!(
+            w,
+            "kernel hooks missing: {} ({}): {}",
+            h.hooks, h.detail, h.effect
+        )?;
     }
     let o = &doc.overhead;
     if o.calibration_calls > 0 {
