@@ -2,10 +2,13 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-# Debian packages: the build (gcc, make, perl also build OpenSSL versions), the real peers the
-# tests and benchmarks use (openssl s_client/s_server/s_time, curl, nginx, wrk), and procps.
-APT_PACKAGES := ca-certificates gcc make perl pkg-config openssl curl nginx wrk procps util-linux \
-	clang libelf-dev zlib1g-dev linux-libc-dev bpftrace gnutls-bin tshark python3 bpftool libnss3-tools chromium
+# Debian packages: the build (gcc, make, perl also build OpenSSL versions; binutils' nm and
+# readelf check them), the real peers the tests and benchmarks use (openssl s_client/s_server/
+# s_time, curl, nginx, wrk), procps, util-linux and mount (taskset, setpriv, unshare, mount),
+# iproute2 (the tests' network namespaces), and the BPF toolchain (clang, bpftool).
+APT_PACKAGES := ca-certificates gcc make perl pkg-config binutils openssl curl nginx wrk procps \
+	util-linux mount iproute2 clang libelf-dev zlib1g-dev linux-libc-dev bpftrace gnutls-bin tshark \
+	python3 bpftool libnss3-tools chromium
 
 .PHONY: all deps build lab test lint bench clean
 all: build
@@ -16,7 +19,7 @@ deps:
 build: deps
 	$(CARGO) build --release
 
-# Until `tlsscope lab` exists: the built-in server and handshakes against it.
+# The main experiment: the built-in server loaded, then traced, in five experiments.
 lab: build
 	target/release/tlsscope lab
 
@@ -24,8 +27,10 @@ lint: deps
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# The suite runs as on a fresh machine: in a private mount namespace without tracefs or debugfs
+# (scripts/fresh-mounts), so a test passes only where tlsscope copes with that by itself.
 test: lint
-	$(CARGO) test --workspace
+	scripts/fresh-mounts $(CARGO) test --workspace
 
 bench: build
 	bench/serve-vs-nginx

@@ -3,6 +3,7 @@
 mod bench;
 mod cli;
 mod compare;
+mod fresh_machine;
 mod openssl_build;
 mod ossl_api;
 mod peers;

@@ -16,7 +16,7 @@ use crate::support::{self, Serve};
 use crate::trace::{one_at_a_time, program_ids_of};
 
 /// A `tlsscope sniff --json -o FILE` running in the background, attached.
-struct Sniff {
+pub(crate) struct Sniff {
     child: Child,
     dir: tempfile::TempDir,
     stderr: Receiver<String>,
@@ -26,10 +26,15 @@ struct Sniff {
 
 impl Sniff {
     fn start(args: &[&str]) -> Sniff {
+        Sniff::start_in(&[], args)
+    }
+
+    /// Like `start`, run through a command prefix that ends by exec'ing tlsscope.
+    pub(crate) fn start_in(prefix: &[&str], args: &[&str]) -> Sniff {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("sniff.jsonl");
         let watched = support::start_until(
-            Command::new(support::bin())
+            support::command_in(prefix)
                 .arg("sniff")
                 .args(args)
                 .args(["--json", "-o"])
@@ -54,7 +59,7 @@ impl Sniff {
     }
 
     /// Stops it with SIGINT; returns the exit code, stderr, and the calls written.
-    fn stop(mut self) -> (Option<i32>, String, Vec<Value>) {
+    pub(crate) fn stop(mut self) -> (Option<i32>, String, Vec<Value>) {
         // Let the last calls through the ring buffer first.
         std::thread::sleep(Duration::from_millis(300));
         let pid = i32::try_from(self.child.id()).unwrap();
@@ -105,7 +110,7 @@ impl Drop for Sniff {
 }
 
 /// The captured bytes of a call.
-fn data(call: &Value) -> Vec<u8> {
+pub(crate) fn data(call: &Value) -> Vec<u8> {
     decode_base64(call["data_base64"].as_str().unwrap())
 }
 
@@ -133,11 +138,11 @@ fn decode_base64(s: &str) -> Vec<u8> {
     out
 }
 
-fn contains(hay: &[u8], needle: &str) -> bool {
+pub(crate) fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
-fn token() -> String {
+pub(crate) fn token() -> String {
     format!(
         "tok{}x{}",
         std::process::id(),

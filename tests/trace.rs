@@ -26,7 +26,7 @@ pub fn one_at_a_time() -> MutexGuard<'static, ()> {
 }
 
 /// A `tlsscope trace` running in the background, attached.
-struct Trace {
+pub(crate) struct Trace {
     child: Child,
     /// The BPF programs it had loaded once attached.
     programs: Vec<u32>,
@@ -37,15 +37,21 @@ struct Trace {
 
 impl Trace {
     /// Starts `tlsscope trace <args> --json FILE` and waits until its probes are attached.
-    fn start(args: &[&str]) -> Trace {
-        Trace::start_env(args, &[])
+    pub(crate) fn start(args: &[&str]) -> Trace {
+        Trace::start_in(&[], args, &[])
     }
 
     fn start_env(args: &[&str], env: &[(&str, &str)]) -> Trace {
+        Trace::start_in(&[], args, env)
+    }
+
+    /// Like `start`, run through a command prefix (e.g. `scripts/fresh-mounts`) that ends by
+    /// exec'ing tlsscope, so the child's PID is the tracer's.
+    pub(crate) fn start_in(prefix: &[&str], args: &[&str], env: &[(&str, &str)]) -> Trace {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("trace.json");
         let watched = support::start_until(
-            Command::new(support::bin())
+            support::command_in(prefix)
                 .arg("trace")
                 .args(args)
                 .arg("--json")
@@ -120,7 +126,7 @@ impl Trace {
         (status.success(), stdout, stderr, doc)
     }
 
-    fn stop(self) -> (bool, String, String, Value) {
+    pub(crate) fn stop(self) -> (bool, String, String, Value) {
         self.signal(libc::SIGINT);
         self.finish()
     }
@@ -140,7 +146,7 @@ fn assert_valid(doc: &Value) {
 }
 
 /// Calls of `function` that ended with `outcome`, over all processes.
-fn calls(doc: &Value, function: &str, outcome: &str) -> u64 {
+pub(crate) fn calls(doc: &Value, function: &str, outcome: &str) -> u64 {
     doc["functions"]
         .as_array()
         .expect("functions")

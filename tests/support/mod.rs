@@ -15,6 +15,31 @@ pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tlsscope"))
 }
 
+/// A command that runs tlsscope, through `prefix` when one is given (e.g. `["scripts/fresh-mounts"]`,
+/// relative to the workspace root); the caller adds tlsscope's arguments.
+pub fn command_in(prefix: &[&str]) -> Command {
+    match prefix.split_first() {
+        Some((program, rest)) => {
+            let mut c = Command::new(workspace_path(program));
+            c.args(rest.iter().map(|a| workspace_path(a))).arg(bin());
+            c
+        }
+        None => Command::new(bin()),
+    }
+}
+
+/// `path` in the workspace, when it names a file there (scripts/...); else as given (a
+/// program on PATH, an option).
+pub fn workspace_path(path: &str) -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let candidate = root.join(path);
+    if path.contains('/') && candidate.exists() {
+        candidate
+    } else {
+        PathBuf::from(path)
+    }
+}
+
 /// Runs tlsscope to completion with a time limit.
 pub fn tlsscope(args: &[&str]) -> Output {
     run_with_timeout(Command::new(bin()).args(args), Duration::from_secs(600))
