@@ -196,3 +196,197 @@ fn handshake_errors() {
     server.stop();
     other.stop();
 }
+
+// Issue 12: a command line a user does not have to learn twice.
+
+/// Every form of target a user types reaches the server: a host name, a URL whose path becomes
+/// the request (wrk's habit), a bracketed IPv6 address; port 443 when none is given.
+#[test]
+fn issue_12_targets_take_names_urls_and_bracketed_ipv6() {
+    let server = Serve::start(&[]);
+    let port = server.port();
+    // A name, resolved once.
+    let out = support::tlsscope(&["bench", &format!("localhost:{port}"), "-n", "5", "-c", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("handshakes   5"),
+        "{}",
+        text(&out.stdout)
+    );
+    // A URL: its path is what each connection GETs.
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let url = format!("https://127.0.0.1:{port}/bytes/7");
+    let out = support::tlsscope(&[
+        "bench",
+        &url,
+        "-n",
+        "4",
+        "-c",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(doc["result"]["requests"], 4, "{doc}");
+    assert_eq!(doc["result"]["body_bytes"], 28, "{doc}");
+    // handshake takes the same forms.
+    let out = support::tlsscope(&["handshake", &format!("https://localhost:{port}/bytes/3")]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("GET /bytes/3 -> 200 (3 bytes)"),
+        "{}",
+        text(&out.stdout)
+    );
+    server.stop();
+
+    // Bracketed IPv6, against a server on ::1.
+    let v6_server = Serve::start(&["--listen", "[::1]:0"]);
+    let target = v6_server.addr.to_string();
+    assert!(target.starts_with("[::1]:"), "{target}");
+    let out = support::tlsscope(&["handshake", &target]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains(&target), "{}", text(&out.stdout));
+    let out = support::tlsscope(&["bench", &format!("https://{target}/"), "-n", "3", "-c", "1"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    v6_server.stop();
+
+    // No port: 443, said in the error when nothing listens there.
+    let out = support::tlsscope(&["bench", "127.0.0.1", "-n", "1"]);
+    assert_one_line_error(&out, &["127.0.0.1:443"]);
+    // A bad target shows the accepted forms, and the subcommand's help.
+    for bad in ["http://127.0.0.1:4433/", "127.0.0.1:http", "::1:4433:x"] {
+        let out = support::tlsscope(&["bench", bad]);
+        assert_one_line_error(&out, &["HOST:PORT", "[IPv6]:PORT", "tlsscope bench --help"]);
+    }
+    let out = support::tlsscope(&["handshake", "no-such-host.invalid:4433"]);
+    assert_one_line_error(&out, &["no-such-host.invalid", "does not resolve"]);
+}
+
+/// One duration type everywhere (10s, 500ms, 2m, or seconds), -d on serve too, and zero refused.
+#[test]
+fn issue_12_durations_are_one_type_and_zero_is_refused() {
+    let start = std::time::Instant::now();
+    let out = support::tlsscope(&["serve", "--listen", "127.0.0.1:0", "-d", "500ms"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    let out = support::tlsscope(&["serve", "--listen", "127.0.0.1:0", "--duration", "1s"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let server = Serve::start(&[]);
+    let out = support::tlsscope(&["handshake", &server.addr.to_string(), "--timeout", "2s"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    server.stop();
+    for args in [
+        &["serve", "-d", "0"][..],
+        &["bench", "-d", "0"],
+        &["bench", "--timeout", "0s"],
+        &["handshake", "--timeout", "0ms"],
+        &["lab", "-d", "0"],
+        &["lab", "--trace-duration", "0"],
+        &["trace", "-p", "1", "-d", "0"],
+        &["trace", "-p", "1", "-i", "0s"],
+        &["sniff", "-p", "1", "-d", "0"],
+    ] {
+        let out = support::tlsscope(args);
+        assert_one_line_error(&out, &["more than zero"]);
+        let help = format!("tlsscope {} --help", args[0]);
+        assert!(
+            text(&out.stderr).contains(&help),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+/// -c is connections; trace and sniff name the thread filter --comm (-c still works, unlisted);
+/// --resume is a flag in handshake, --resume-by picks bench's TLS 1.2 mechanism, and compare's
+/// lists are --handshakes and --tls-versions (their old spellings still parse).
+#[test]
+fn issue_12_one_meaning_per_flag() {
+    for cmd in ["trace", "sniff"] {
+        let help = text(&support::tlsscope(&[cmd, "--help"]).stdout);
+        assert!(help.contains("--comm <COMM>"), "{help}");
+        assert!(!help.contains("-c,"), "{cmd}'s help still shows -c: {help}");
+        // The old spelling is accepted: it fails only on what is wrong with the rest.
+        let out = support::tlsscope(&[cmd, "-c", "curl"]);
+        assert_one_line_error(&out, &["nothing to"]);
+        let libssl = support::system_libssl();
+        let lib = libssl.to_str().unwrap();
+        let out = support::tlsscope(&[cmd, "--lib", lib, "--comm", "a-name-longer-than-15"]);
+        assert_one_line_error(&out, &["--comm"]);
+    }
+    let help = text(&support::tlsscope(&["bench", "--help"]).stdout);
+    assert!(help.contains("-c, --connections"), "{help}");
+    assert!(help.contains("--resume-by <ticket|id>"), "{help}");
+    let help = text(&support::tlsscope(&["compare", "--help"]).stdout);
+    assert!(
+        help.contains("--handshakes <LIST>") && help.contains("--tls-versions <LIST>"),
+        "{help}"
+    );
+    assert!(!help.contains("--resume <"), "{help}");
+
+    let server = Serve::start(&[]);
+    let addr = server.addr.to_string();
+    for by in ["--resume-by", "--resume"] {
+        let out = support::tlsscope(&[
+            "bench", &addr, "--mode", "resume", "--tls", "1.2", by, "id", "-n", "20", "-c", "1",
+        ]);
+        assert!(out.status.success(), "{by}: {}", text(&out.stderr));
+        assert!(
+            text(&out.stdout).contains("resumed by session ID 19"),
+            "{}",
+            text(&out.stdout)
+        );
+    }
+    let out = support::tlsscope(&["bench", &addr, "--resume-by", "id"]);
+    assert_one_line_error(&out, &["--resume-by", "--mode resume"]);
+    server.stop();
+}
+
+/// Ctrl-C ends every long-running command with 130, after writing what it has.
+#[test]
+fn issue_12_ctrl_c_exits_130_with_results_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let stats = dir.path().join("stats.json");
+    let mut child = std::process::Command::new(support::bin())
+        .args(["serve", "--listen", "127.0.0.1:0", "--stats-json"])
+        .arg(&stats)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its first line says it is listening (and its signal handlers are in place).
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.contains("listening"), "{first}");
+    // SAFETY: kill signals a child we started and have not reaped.
+    unsafe { libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(crate::EXIT_INTERRUPTED));
+    assert!(stats.exists(), "serve wrote its counters before exiting");
+}
+
+/// An OS error is said once, however many layers quote it.
+#[test]
+fn issue_12_the_os_reason_is_said_once() {
+    let e = anyhow::Error::new(probes::Error::Process {
+        pid: 7,
+        source: std::io::Error::from_raw_os_error(libc::EACCES),
+    });
+    let line = tlsscope::one_line(&e);
+    assert_eq!(line.matches("os error 13").count(), 1, "{line}");
+    let out = support::tlsscope(&[
+        "serve",
+        "--stats-json",
+        "/nonexistent/dir/s.json",
+        "-d",
+        "1ms",
+    ]);
+    let err = text(&out.stderr);
+    assert_eq!(err.matches("os error 2").count(), 1, "{err}");
+}

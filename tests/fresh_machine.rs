@@ -76,7 +76,7 @@ fn issue_11_trace_splits_outcomes_and_sniff_shows_sockets_without_tracefs() {
     let (code, sniff_stderr, sniffed) = sniff.stop();
     let stats = serve.stop();
     assert!(ok, "{stderr}");
-    assert_eq!(code, Some(0), "{sniff_stderr}");
+    assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{sniff_stderr}");
 
     // Trace: tracefs was mounted in tlsscope's own namespace, said once, and the outcome split
     // is there: the non-blocking server's handshakes retry, then succeed.
@@ -183,7 +183,7 @@ fn issue_11_where_tracefs_cannot_be_mounted_trace_and_sniff_degrade_with_one_not
     assert!(calls(&doc, "SSL_do_handshake", "unknown") > 0, "{stdout}");
 
     // Sniff still captures; the socket is unknown, and it says why once.
-    assert_eq!(code, Some(0), "{sniff_stderr}");
+    assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{sniff_stderr}");
     assert_no_raw_libbpf(&sniff_stderr);
     assert_eq!(
         sniff_stderr.matches("kernel hooks missing").count(),

@@ -1,5 +1,8 @@
 //! tlsscope's integration tests: one binary, a module per feature, real peers throughout.
 
+/// The exit status of a command ended by Ctrl-C.
+pub const EXIT_INTERRUPTED: i32 = 130;
+
 mod bench;
 mod cli;
 mod compare;

@@ -58,7 +58,8 @@ impl Sniff {
         self.dir.path().join("sniff.jsonl")
     }
 
-    /// Stops it with SIGINT; returns the exit code, stderr, and the calls written.
+    /// Stops it with SIGINT (Ctrl-C: exit 130 unless something was lost); returns the exit
+    /// code, stderr, and the calls written.
     pub(crate) fn stop(mut self) -> (Option<i32>, String, Vec<Value>) {
         // Let the last calls through the ring buffer first.
         std::thread::sleep(Duration::from_millis(300));
@@ -182,7 +183,7 @@ fn curl_to_nginx_both_sides_with_sockets_and_ports() {
         support::text(&out.stderr)
     );
     let (code, stderr, calls) = sniff.stop();
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{stderr}");
 
     let find = |comm_pid: &dyn Fn(&Value) -> bool, direction: &str, needle: &str| -> Value {
         calls
@@ -317,7 +318,7 @@ fn a_one_mib_write_is_captured_whole_or_cut_exactly() {
         let token = token();
         python_post(serve.addr, &serve.cert(), &token, size);
         let (code, stderr, calls) = sniff.stop();
-        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{stderr}");
         let body = calls
             .iter()
             .find(|c| c["direction"] == "write" && n(&c["total_bytes"]) == size as u64)
@@ -382,7 +383,7 @@ fn a_gnutls_client_is_captured() {
     }
     let _ = child.wait();
     let (code, stderr, calls) = sniff.stop();
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{stderr}");
     let write = calls
         .iter()
         .find(|c| c["function"] == "gnutls_record_send" && contains(&data(c), &token))
@@ -431,7 +432,7 @@ fn an_nss_client_is_captured_on_its_tls_socket_only() {
         String::from_utf8_lossy(&printed)
     );
     let (code, stderr, calls) = sniff.stop();
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{stderr}");
     // The request: read from the file with PR_Read (not TLS), sent with PR_Send (TLS). Only the
     // latter is captured.
     let with_token: Vec<&Value> = calls
@@ -497,14 +498,14 @@ fn every_way_out_detaches_and_summarizes() {
     let _one = one_at_a_time();
     let serve = Serve::start(&[]);
     let pid = serve.pid().to_string();
-    for signal in [libc::SIGINT, libc::SIGTERM] {
+    for (signal, exit) in [(libc::SIGINT, crate::EXIT_INTERRUPTED), (libc::SIGTERM, 0)] {
         let sniff = Sniff::start(&["-p", &pid]);
         let child_pid = i32::try_from(sniff.child.id()).unwrap();
         let programs = sniff.programs.clone();
         // SAFETY: kill signals a child we started.
         unsafe { libc::kill(child_pid, signal) };
         let (code, stderr, _) = sniff.stop();
-        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(code, Some(exit), "{stderr}");
         assert!(stderr.contains("stopped after"), "{stderr}");
         crate::trace::assert_unloaded(&programs, "signal");
     }

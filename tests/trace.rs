@@ -89,7 +89,13 @@ impl Trace {
     /// Waits for the tracer to end on its own (after `signal`, -d, or the target exiting),
     /// checks that its BPF programs are gone, and returns its exit success, stdout, all of
     /// stderr, and the JSON document (validated).
-    fn finish(mut self) -> (bool, String, String, Value) {
+    fn finish(self) -> (bool, String, String, Value) {
+        let (code, stdout, stderr, doc) = self.finish_code();
+        (code == Some(0), stdout, stderr, doc)
+    }
+
+    /// Like `finish`, with the exit code (None when a signal killed it).
+    fn finish_code(mut self) -> (Option<i32>, String, String, Value) {
         let mut stdout = self.child.stdout.take().unwrap();
         let reader = std::thread::spawn(move || {
             let mut s = String::new();
@@ -123,12 +129,15 @@ impl Trace {
             }
             Err(_) => Value::Null,
         };
-        (status.success(), stdout, stderr, doc)
+        (status.code(), stdout, stderr, doc)
     }
 
+    /// Ctrl-C: the tracer still reports and writes its results, and exits with 130; `ok` says
+    /// it did exactly that.
     pub(crate) fn stop(self) -> (bool, String, String, Value) {
         self.signal(libc::SIGINT);
-        self.finish()
+        let (code, stdout, stderr, doc) = self.finish_code();
+        (code == Some(crate::EXIT_INTERRUPTED), stdout, stderr, doc)
     }
 }
 
@@ -474,11 +483,14 @@ fn every_way_out_detaches_every_probe() {
     let pid = serve.pid().to_string();
     let base = ["-p", pid.as_str(), "--probes", "handshake"];
 
-    for (name, signal) in [("SIGINT", libc::SIGINT), ("SIGTERM", libc::SIGTERM)] {
+    for (name, signal, exit) in [
+        ("SIGINT", libc::SIGINT, crate::EXIT_INTERRUPTED),
+        ("SIGTERM", libc::SIGTERM, 0),
+    ] {
         let trace = Trace::start(&base);
         trace.signal(signal);
-        let (ok, stdout, stderr, doc) = trace.finish();
-        assert!(ok, "{name}: {stderr}");
+        let (code, stdout, stderr, doc) = trace.finish_code();
+        assert_eq!(code, Some(exit), "{name}: {stderr}");
         assert!(stdout.contains("stopped: signal"), "{name}: {stdout}");
         assert!(!doc.is_null(), "{name}: the results are still written");
     }

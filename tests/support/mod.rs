@@ -170,7 +170,11 @@ impl Serve {
         let mut child = command
             .args(global)
             .arg("serve")
-            .args(["--listen", "127.0.0.1:0"])
+            .args(if args.contains(&"--listen") {
+                &[][..]
+            } else {
+                &["--listen", "127.0.0.1:0"][..]
+            })
             .arg("--cert-out")
             .arg(&cert)
             .arg("--stats-json")

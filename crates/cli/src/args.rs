@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use experiments::Endpoint;
 
 /// A TLS performance lab in one binary: serve, load, trace and compare TLS stacks.
 #[derive(Debug, Parser)]
@@ -29,7 +30,7 @@ pub enum Command {
     Serve(ServeArgs),
     /// Load a TLS server: full or resumed handshakes, or keep-alive requests; report rates,
     /// per-phase latency, the handshakes obtained, and both sides' CPU.
-    Bench(BenchArgs),
+    Bench(Box<BenchArgs>),
     /// Connect, handshake, and report what was negotiated (version, cipher, group, signature,
     /// full or resumed).
     Handshake(HandshakeArgs),
@@ -102,10 +103,19 @@ impl PeerArgs {
         self.verify || self.cafile.is_some()
     }
 
+    /// The name to send as SNI: --sni, else the target's host name (not for an IP address).
+    pub fn server_name(&self, target: &Endpoint) -> Option<String> {
+        self.sni
+            .clone()
+            .or_else(|| target.name().map(str::to_string))
+    }
+
     /// The name the certificate must carry: the SNI name, else the target's address.
-    pub fn verify_host(&self, target: SocketAddr) -> Option<String> {
-        self.verifies()
-            .then(|| self.sni.clone().unwrap_or_else(|| target.ip().to_string()))
+    pub fn verify_host(&self, target: &Endpoint, addr: SocketAddr) -> Option<String> {
+        self.verifies().then(|| {
+            self.server_name(target)
+                .unwrap_or_else(|| addr.ip().to_string())
+        })
     }
 }
 
@@ -181,9 +191,9 @@ pub struct ServeArgs {
     /// Session tickets (TLS 1.2 tickets; TLS 1.3 stateless tickets).
     #[arg(long, value_enum, default_value = "on")]
     pub tickets: Switch,
-    /// Stop after this many seconds (default: run until Ctrl-C or SIGTERM).
-    #[arg(long, value_name = "SECONDS")]
-    pub duration: Option<f64>,
+    /// Stop after this long: 30, 30s, 500ms, 2m (default: run until Ctrl-C or SIGTERM).
+    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
+    pub duration: Option<std::time::Duration>,
     /// At exit, write the final counters here as JSON.
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
@@ -211,9 +221,11 @@ pub enum ResumeKind {
 
 #[derive(Debug, Args)]
 pub struct BenchArgs {
-    /// Server to load.
-    #[arg(default_value = "127.0.0.1:4433", value_name = "ADDR:PORT")]
-    pub target: SocketAddr,
+    /// Server to load: HOST[:PORT], [IPv6]:PORT or https://HOST[:PORT]/PATH (the path becomes
+    /// --request, as wrk does; port 443 when none is given). A name is resolved once; the first
+    /// address that answers is loaded.
+    #[arg(default_value = "127.0.0.1:4433", value_name = "TARGET")]
+    pub target: Endpoint,
     /// What each operation is.
     #[arg(long, value_enum, default_value = "full")]
     pub mode: BenchMode,
@@ -227,7 +239,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub cpus: Vec<usize>,
     /// How long to measure, after the warm-up: 10, 10s, 500ms, 2m. Default 10s unless -n.
-    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
     pub duration: Option<std::time::Duration>,
     /// Stop after this many operations (connections; requests in keepalive mode).
     #[arg(long, short = 'n', value_name = "COUNT")]
@@ -240,7 +252,12 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PATH")]
     pub request: Option<String>,
     /// TLS 1.2 resumption by ticket or by session ID (resume mode).
-    #[arg(long, value_enum, value_name = "ticket|id")]
+    #[arg(
+        long = "resume-by",
+        alias = "resume",
+        value_enum,
+        value_name = "ticket|id"
+    )]
     pub resume: Option<ResumeKind>,
     /// Fraction of connections after the first that offer a session (resume mode).
     #[arg(long, value_name = "R")]
@@ -250,7 +267,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "PER_SECOND")]
     pub rate: Option<f64>,
     /// Give up on an operation's phase after this long.
-    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration)]
     pub timeout: std::time::Duration,
     #[command(flatten)]
     pub peer: PeerArgs,
@@ -292,7 +309,7 @@ pub struct TargetArgs {
     #[arg(long, value_name = "PATH")]
     pub lib: Vec<PathBuf>,
     /// Only threads with this name (as in /proc/PID/comm, at most 15 characters).
-    #[arg(short = 'c', long, value_name = "COMM")]
+    #[arg(long, short_alias = 'c', value_name = "COMM")]
     pub comm: Option<String>,
 }
 
@@ -333,7 +350,7 @@ pub struct SniffArgs {
     #[arg(long)]
     pub redact_headers: bool,
     /// Stop after this long (default: Ctrl-C, SIGTERM, or every sniffed process gone).
-    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
     pub duration: Option<std::time::Duration>,
 }
 
@@ -364,10 +381,10 @@ pub struct LabArgs {
     #[arg(long, value_enum, default_value = "builtin")]
     pub target: LabTarget,
     /// Measured load per experiment, without probes.
-    #[arg(long, short = 'd', default_value = "5s", value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, short = 'd', default_value = "5s", value_name = "TIME", value_parser = parse_positive_duration)]
     pub duration: std::time::Duration,
     /// Load per experiment with the server traced.
-    #[arg(long, default_value = "3s", value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, default_value = "3s", value_name = "TIME", value_parser = parse_positive_duration)]
     pub trace_duration: std::time::Duration,
     /// Unmeasured load before each experiment.
     #[arg(long, default_value = "1s", value_name = "TIME", value_parser = parse_duration)]
@@ -401,10 +418,10 @@ pub struct TraceArgs {
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub functions: Vec<String>,
     /// Stop after this long (default: at Ctrl-C, SIGTERM, or when every traced process exits).
-    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
     pub duration: Option<std::time::Duration>,
     /// Print the table of the last interval this often.
-    #[arg(long, short = 'i', value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, short = 'i', value_name = "TIME", value_parser = parse_positive_duration)]
     pub interval: Option<std::time::Duration>,
     /// Linear buckets MIN,MAX,STEP in microseconds (like ssllatency's lhist 0,1000,200)
     /// instead of powers of two.
@@ -450,6 +467,15 @@ fn parse_linear(s: &str) -> Result<probes::Buckets, String> {
     }
 }
 
+/// Like [`parse_duration`], refusing zero: for how long something runs or waits.
+pub fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("{s:?}: must be more than zero (e.g. 10s, 500ms)"));
+    }
+    Ok(d)
+}
+
 /// Parses "10", "10s", "250ms", "2m", "1.5s".
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
@@ -476,9 +502,10 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
 
 #[derive(Debug, Args)]
 pub struct HandshakeArgs {
-    /// Server to connect to.
-    #[arg(default_value = "127.0.0.1:4433", value_name = "ADDR:PORT")]
-    pub target: SocketAddr,
+    /// Server to connect to: HOST[:PORT], [IPv6]:PORT or https://HOST[:PORT]/PATH (the path
+    /// becomes --request; port 443 when none is given).
+    #[arg(default_value = "127.0.0.1:4433", value_name = "TARGET")]
+    pub target: Endpoint,
     /// Connections to make, one after another.
     #[arg(long, short = 'n', default_value_t = 1)]
     pub count: usize,
@@ -493,9 +520,9 @@ pub struct HandshakeArgs {
     /// Print one JSON object per connection instead of text.
     #[arg(long)]
     pub json: bool,
-    /// Give up on a connection after this many seconds.
-    #[arg(long, default_value_t = 10.0, value_name = "SECONDS")]
-    pub timeout: f64,
+    /// Give up on a connection after this long: 10s, 500ms, 2m.
+    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration)]
+    pub timeout: std::time::Duration,
     #[command(flatten)]
     pub tls: TlsArgs,
 }
@@ -589,7 +616,8 @@ pub struct CompareArgs {
     pub cert_type: Vec<String>,
     /// TLS versions: 1.2, 1.3, or any.
     #[arg(
-        long,
+        long = "tls-versions",
+        alias = "tls",
         value_delimiter = ',',
         default_value = "1.3",
         value_name = "LIST"
@@ -605,7 +633,8 @@ pub struct CompareArgs {
     pub groups: Vec<String>,
     /// full and/or resumed handshakes.
     #[arg(
-        long,
+        long = "handshakes",
+        alias = "resume",
         value_delimiter = ',',
         default_value = "full",
         value_name = "LIST"

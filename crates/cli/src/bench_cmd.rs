@@ -1,7 +1,7 @@
 //! `tlsscope bench`: validate, check the target answers, run the load, report.
 
 use std::io::{IsTerminal, Write};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use load::{LoadConfig, Mode, ResumeBy, Run};
 
 use crate::args::{BenchArgs, BenchMode, ResumeKind};
 use crate::client::client_context;
-use crate::probe::{connect_once, Probe};
+use crate::probe::{connect_first, Probe};
 use crate::{environment, library};
 
 pub fn run(openssl: Option<&str>, a: &BenchArgs) -> anyhow::Result<ExitCode> {
@@ -45,21 +45,33 @@ pub fn measure(
     let mode = mode(a)?;
     let lib = library::load(openssl)?;
     let ctx = context(lib, a)?;
-    let cfg = load_config(a, mode)?;
 
     // One connection first: a target that is down, not TLS, or fails verification is a
-    // one-line error, not a run full of errors.
-    let probe = Probe {
-        target: a.target,
-        sni: a.peer.sni.as_deref(),
-        verify: a.peer.verifies(),
-        timeout: a.timeout,
-        request: (mode != Mode::KeepAlive)
-            .then_some(a.request.as_deref())
-            .flatten(),
-        await_ticket: false,
-    };
-    connect_once(&ctx, &probe, None).context("checking the target before the run")?;
+    // one-line error, not a run full of errors. Of a name's addresses, the first that answers
+    // is the one loaded.
+    let sni = a.peer.server_name(&a.target);
+    let request = request_path(a);
+    let (addr, _) = connect_first(
+        &ctx,
+        &a.target,
+        |target| Probe {
+            target,
+            sni: sni.as_deref(),
+            verify: a.peer.verifies(),
+            timeout: a.timeout,
+            request: (mode != Mode::KeepAlive).then_some(request).flatten(),
+            await_ticket: false,
+        },
+        None,
+    )
+    .context("checking the target before the run")?;
+    if a.target.addrs.len() > 1 {
+        eprintln!(
+            "tlsscope bench: {} resolves to several addresses; loading {addr}",
+            a.target
+        );
+    }
+    let cfg = load_config(a, mode, addr)?;
 
     let environment = environment::collect(lib);
     let run = Run::new(cfg)?;
@@ -100,7 +112,7 @@ pub fn verdict(r: &load::RunResult) -> anyhow::Result<ExitCode> {
 
 fn mode(a: &BenchArgs) -> anyhow::Result<Mode> {
     if a.mode != BenchMode::Resume && (a.resume.is_some() || a.resume_ratio.is_some()) {
-        bail!("--resume and --resume-ratio go with --mode resume");
+        bail!("--resume-by and --resume-ratio go with --mode resume");
     }
     Ok(match a.mode {
         BenchMode::Full => Mode::Full,
@@ -122,7 +134,12 @@ fn context(lib: &'static ossl::Library, a: &BenchArgs) -> anyhow::Result<ossl::C
     client_context(lib, &a.tls, &a.peer, tickets, cert)
 }
 
-fn load_config(a: &BenchArgs, mode: Mode) -> anyhow::Result<LoadConfig> {
+/// The path to GET: --request, else the target URL's path (as wrk takes it).
+fn request_path(a: &BenchArgs) -> Option<&str> {
+    a.request.as_deref().or(a.target.path.as_deref())
+}
+
+fn load_config(a: &BenchArgs, mode: Mode, addr: SocketAddr) -> anyhow::Result<LoadConfig> {
     if a.rate.is_some() && a.duration.is_none() && a.requests.is_none() {
         bail!("--rate needs a --duration or a --requests count to end the run");
     }
@@ -140,21 +157,20 @@ fn load_config(a: &BenchArgs, mode: Mode) -> anyhow::Result<LoadConfig> {
         (None, None) => Some(Duration::from_secs(10)),
         (d, _) => d,
     };
-    let host = a
-        .peer
-        .sni
+    let server_name = a.peer.server_name(&a.target);
+    let host = server_name
         .clone()
         .unwrap_or_else(|| "localhost".to_string());
-    let path = match (mode, &a.request) {
-        (_, Some(p)) => Some(p.as_str()),
+    let path = match (mode, request_path(a)) {
+        (_, Some(p)) => Some(p),
         (Mode::KeepAlive, None) => Some("/"),
         _ => None,
     };
     let keep_alive = mode == Mode::KeepAlive;
     Ok(LoadConfig {
-        target: a.target,
-        server_name: a.peer.sni.clone(),
-        verify_host: a.peer.verify_host(a.target),
+        target: addr,
+        server_name,
+        verify_host: a.peer.verify_host(&a.target, addr),
         threads: a.threads,
         connections: a.connections,
         cpus: a.cpus.clone(),
@@ -166,14 +182,14 @@ fn load_config(a: &BenchArgs, mode: Mode) -> anyhow::Result<LoadConfig> {
         rate: a.rate,
         timeout: a.timeout,
         record_connections: a.csv.is_some(),
-        source_ips: source_ips(a),
+        source_ips: source_ips(a, addr),
         server_pid: a.server_pid,
     })
 }
 
 /// Loopback IPv4 targets get several source addresses; anything else the kernel's choice.
-fn source_ips(a: &BenchArgs) -> Vec<IpAddr> {
-    match a.target.ip() {
+fn source_ips(a: &BenchArgs, target: SocketAddr) -> Vec<IpAddr> {
+    match target.ip() {
         IpAddr::V4(ip) if ip.is_loopback() && a.source_ips > 1 => (1..=a.source_ips)
             .map(|last| IpAddr::V4(Ipv4Addr::new(127, 0, 0, last)))
             .collect(),

@@ -11,11 +11,10 @@ use serde_json::json;
 use crate::args::HandshakeArgs;
 use crate::client::client_context;
 use crate::library;
-use crate::probe::{connect_once, Outcome, Probe};
+use crate::probe::{connect_first, Outcome, Probe};
 
 pub fn run(openssl: Option<&str>, a: &HandshakeArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(a.count >= 1, "--count must be at least 1");
-    anyhow::ensure!(a.timeout > 0.0, "--timeout must be positive");
     if let Some(path) = &a.request {
         anyhow::ensure!(
             path.starts_with('/'),
@@ -24,21 +23,23 @@ pub fn run(openssl: Option<&str>, a: &HandshakeArgs) -> anyhow::Result<ExitCode>
     }
     let lib = library::load(openssl)?;
     let ctx = client_context(lib, &a.tls, &a.peer, true, None)?;
+    let sni = a.peer.server_name(&a.target);
+    let request = a.request.as_deref().or(a.target.path.as_deref());
 
     let mut session: Option<Session> = None;
     let mut not_resumed = 0;
     let mut stdout = std::io::stdout().lock();
     for i in 1..=a.count {
         let offer = if a.resume { session.as_ref() } else { None };
-        let probe = Probe {
-            target: a.target,
-            sni: a.peer.sni.as_deref(),
+        let probe = |target| Probe {
+            target,
+            sni: sni.as_deref(),
             verify: a.peer.verifies(),
-            timeout: Duration::from_secs_f64(a.timeout),
-            request: a.request.as_deref(),
+            timeout: a.timeout,
+            request,
             await_ticket: a.resume,
         };
-        let outcome = connect_once(&ctx, &probe, offer)
+        let (addr, outcome) = connect_first(&ctx, &a.target, probe, offer)
             .with_context(|| format!("connection {i} to {}", a.target))?;
         if a.resume && i > 1 && !outcome.negotiated.kind.is_resumed() {
             not_resumed += 1;
@@ -46,7 +47,7 @@ pub fn run(openssl: Option<&str>, a: &HandshakeArgs) -> anyhow::Result<ExitCode>
         if a.json {
             writeln!(stdout, "{}", outcome_json(i, lib, &outcome))?;
         } else {
-            writeln!(stdout, "{}", outcome_line(i, a, &outcome))?;
+            writeln!(stdout, "{}", outcome_line(i, addr, request, &outcome))?;
         }
         if a.resume {
             session = outcome.session;
@@ -67,12 +68,17 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn outcome_line(i: usize, a: &HandshakeArgs, o: &Outcome) -> String {
+fn outcome_line(
+    i: usize,
+    addr: std::net::SocketAddr,
+    request: Option<&str>,
+    o: &Outcome,
+) -> String {
     let n = &o.negotiated;
     let none = || "-".to_string();
     let mut line = format!(
         "#{i} {} {} {} group={} sig={} key={} {} connect={:.2}ms handshake={:.2}ms",
-        a.target,
+        addr,
         n.version,
         n.cipher,
         n.group.clone().unwrap_or_else(none),
@@ -82,7 +88,7 @@ fn outcome_line(i: usize, a: &HandshakeArgs, o: &Outcome) -> String {
         ms(o.connect),
         ms(o.handshake),
     );
-    if let (Some(path), Some((status, bytes))) = (&a.request, o.response) {
+    if let (Some(path), Some((status, bytes))) = (request, o.response) {
         line.push_str(&format!(" GET {path} -> {status} ({bytes} bytes)"));
     }
     line

@@ -276,7 +276,7 @@ fn bench_args(argv: &[&str]) -> anyhow::Result<BenchArgs> {
         .map_err(|e| anyhow::anyhow!("lab's bench options: {e}"))?
         .command
     {
-        Cli::Bench(args) => Ok(args),
+        Cli::Bench(args) => Ok(*args),
         _ => bail!("lab's bench options did not parse as bench"),
     }
 }

@@ -30,6 +30,36 @@ pub struct Outcome {
     pub session: Option<Session>,
 }
 
+/// Tries each address `target` resolved to, in order, with the probe `at` makes for it; returns
+/// the first address that completed it. When none does, the first address's error, with how
+/// the others failed.
+pub fn connect_first<'a>(
+    ctx: &Context,
+    target: &experiments::Endpoint,
+    at: impl Fn(SocketAddr) -> Probe<'a>,
+    offer: Option<&Session>,
+) -> anyhow::Result<(SocketAddr, Outcome)> {
+    let mut failures: Vec<(SocketAddr, anyhow::Error)> = Vec::new();
+    for &addr in &target.addrs {
+        match connect_once(ctx, &at(addr), offer) {
+            Ok(outcome) => return Ok((addr, outcome)),
+            Err(e) => failures.push((addr, e)),
+        }
+    }
+    let mut failures = failures.into_iter();
+    let (_, first) = failures
+        .next()
+        .ok_or_else(|| anyhow!("{target} has no address"))?;
+    let others: Vec<String> = failures.map(|(a, e)| format!("{a}: {e:#}")).collect();
+    if others.is_empty() {
+        return Err(first);
+    }
+    Err(first.context(format!(
+        "{target}: no address answered (also tried {})",
+        others.join("; ")
+    )))
+}
+
 /// Connects, handshakes (offering `offer`), optionally requests, and closes.
 pub fn connect_once(
     ctx: &Context,

@@ -3,7 +3,6 @@
 use std::io::Write;
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use ossl::{ContextBuilder, Credentials, Role};
@@ -11,6 +10,7 @@ use server::{Server, ServerConfig, StatsSnapshot};
 
 use crate::args::ServeArgs;
 use crate::library;
+use crate::signals::StopFlags;
 
 pub fn run(openssl: Option<&str>, a: &ServeArgs) -> anyhow::Result<ExitCode> {
     let lib = library::load(openssl)?;
@@ -46,14 +46,12 @@ pub fn run(openssl: Option<&str>, a: &ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let server = Server::bind(config, ctx)?;
     let stop = server.shutdown_flag();
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
-    }
-    if let Some(seconds) = a.duration {
-        anyhow::ensure!(seconds > 0.0, "--duration must be positive");
+    // Ctrl-C ends the server like SIGTERM, and is told apart by the exit status (130).
+    let signals = StopFlags::with_stop(stop.clone())?;
+    if let Some(duration) = a.duration {
         let stop = stop.clone();
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs_f64(seconds));
+            std::thread::sleep(duration);
             stop.store(true, Ordering::Relaxed);
         });
     }
@@ -70,12 +68,13 @@ pub fn run(openssl: Option<&str>, a: &ServeArgs) -> anyhow::Result<ExitCode> {
     let _ = std::io::stdout().flush();
 
     let snapshot = server.run()?;
-    print_summary(&snapshot);
     if let Some(path) = &a.stats_json {
         let json = serde_json::to_vec_pretty(&snapshot)?;
         std::fs::write(path, json).with_context(|| format!("--stats-json {}", path.display()))?;
     }
-    Ok(ExitCode::SUCCESS)
+    // A reader that went away (the terminal closed, `| head`) is not the server's failure.
+    let _ = print_summary(&mut std::io::stdout().lock(), &snapshot);
+    Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 
 fn on_off(on: bool) -> &'static str {
@@ -86,30 +85,37 @@ fn on_off(on: bool) -> &'static str {
     }
 }
 
-fn print_summary(s: &StatsSnapshot) {
+/// The closing summary. Written after the counters file, so a closed stdout loses nothing.
+fn print_summary(out: &mut impl Write, s: &StatsSnapshot) -> std::io::Result<()> {
     let h = &s.handshakes;
-    println!(
+    writeln!(
+        out,
         "tlsscope serve: stopped after {:.1} s",
         s.uptime_ms as f64 / 1000.0
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  connections  accepted {}, closed {}, errors {}",
         s.connections.accepted, s.connections.closed, s.connections.errors
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  handshakes   full {}, resumed by session ID {}, resumed by ticket {}, failed {} \
          (TLSv1.3 {}, TLSv1.2 {}, other {})",
         h.full, h.resumed_session_id, h.resumed_ticket, h.failed, h.tls13, h.tls12, h.other_version
-    );
+    )?;
     for (reason, n) in &h.failure_reasons {
-        println!("    failed: {reason}: {n}");
+        writeln!(out, "    failed: {reason}: {n}")?;
     }
-    println!(
+    writeln!(
+        out,
         "  requests     {} (2xx {}, 4xx {}, 5xx {})",
         s.requests, s.responses.ok, s.responses.client_error, s.responses.server_error
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "  bytes        read {}, written {}",
         s.bytes.read, s.bytes.written
-    );
+    )?;
+    Ok(())
 }

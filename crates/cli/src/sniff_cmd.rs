@@ -9,8 +9,8 @@ use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -20,6 +20,7 @@ use report::pcap::PcapWriter;
 use report::sniff::{redact_headers, write_hex, write_json, write_text, Record};
 
 use crate::args::SniffArgs;
+use crate::signals::StopFlags;
 use crate::sockets;
 use crate::trace_cmd::{alive, targets_of};
 
@@ -73,10 +74,8 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         ring_bytes: a.ring_size,
         handshake: a.handshake,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
-    }
+    let signals = StopFlags::install()?;
+    let stop = signals.stop.clone();
     let mut out: Box<dyn Write> = match &a.output {
         Some(path) => Box::new(BufWriter::new(create_private(path)?)),
         None => Box::new(BufWriter::new(io::stdout())),
@@ -214,7 +213,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::from(EXIT_LOST));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 
 /// A stream line saying how many more calls the ring buffer lost since the last such line.

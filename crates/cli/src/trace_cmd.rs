@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -19,6 +19,7 @@ use stats::buckets::{summarize, Bucket};
 
 use crate::args::TraceArgs;
 use crate::environment;
+use crate::signals::StopFlags;
 
 /// Calls of tlsscope's own function used to measure the cost of a probed call.
 const CALIBRATION_CALLS: u64 = 20_000;
@@ -34,10 +35,8 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
         per_pid: a.per_pid,
         attach_all: a.attach_all,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, stop.clone()).context("installing signal handlers")?;
-    }
+    let signals = StopFlags::install()?;
+    let stop = signals.stop.clone();
     let mut tracer = Tracer::start(&config, &plan)?;
     tracer.calibrate(CALIBRATION_CALLS)?;
     let started = Instant::now();
@@ -96,7 +95,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
         f.flush()
             .with_context(|| format!("writing {}", path.display()))?;
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 
 /// The one line worth saying about the tracer's syscall hooks, if any (a private tracefs mount,

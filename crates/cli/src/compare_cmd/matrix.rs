@@ -103,7 +103,7 @@ fn plans(openssl: &[String], a: &CompareArgs) -> anyhow::Result<Vec<Plan>> {
         let resume = match get("resume").as_str() {
             "full" | "off" => false,
             "resumed" | "on" => true,
-            other => anyhow::bail!("--resume {other}: use full or resumed"),
+            other => anyhow::bail!("--handshakes {other}: use full or resumed"),
         };
         let per_connection = match get("ctx").as_str() {
             "shared" => false,
@@ -113,7 +113,7 @@ fn plans(openssl: &[String], a: &CompareArgs) -> anyhow::Result<Vec<Plan>> {
         let tls = match get("tls").as_str() {
             "any" => None,
             v @ ("1.2" | "1.3") => Some(v.to_string()),
-            other => anyhow::bail!("--tls {other}: use 1.2, 1.3 or any"),
+            other => anyhow::bail!("--tls-versions {other}: use 1.2, 1.3 or any"),
         };
         let group = get("group");
         let cert = get("cert");

@@ -1,0 +1,125 @@
+//! `tlsscope`'s commands: the command line is parsed once (`args`), then each command calls the
+//! libraries and writes its outputs. `main` (the binary) only calls [`main`].
+
+pub mod args;
+mod bench_cmd;
+mod child_server;
+mod client;
+mod compare_cmd;
+mod environment;
+mod handshake_cmd;
+mod lab_cmd;
+mod library;
+mod openssl_cmd;
+mod probe;
+mod serve_cmd;
+pub mod signals;
+mod sniff_cmd;
+mod sockets;
+mod trace_cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use args::{Command, OpensslCommand, Opts};
+
+/// Runs the command line `argv` (program name first): parses it, runs the command, and prints an
+/// error as one line on stderr.
+pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
+    let argv: Vec<std::ffi::OsString> = argv.into_iter().collect();
+    let opts = match Opts::try_parse_from(&argv) {
+        Ok(opts) => opts,
+        Err(e) => return usage_error(e, &argv),
+    };
+    match run(opts) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("tlsscope: error: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The error and its causes joined on one line, each said once: a cause whose text an outer
+/// message already includes (an OS error quoted in its context) is not repeated.
+pub fn one_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+/// Runs a parsed command line; the exit status says how it ended.
+pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
+    // Before any probe is loaded: libbpf's log goes through tlsscope, shown only with -v.
+    probes::log::set_verbose(opts.verbose);
+    let openssl = opts.openssl.as_deref();
+    match opts.command {
+        Command::Serve(a) => serve_cmd::run(openssl, &a),
+        Command::Bench(a) => bench_cmd::run(openssl, &a),
+        Command::Handshake(a) => handshake_cmd::run(openssl, &a),
+        Command::Trace(a) => trace_cmd::run(&a),
+        Command::Lab(a) => lab_cmd::run(openssl, &a),
+        Command::Compare(a) => compare_cmd::run(openssl, &a),
+        Command::CompareWorker { spec } => compare_cmd::worker::run(openssl, &spec),
+        Command::Sniff(a) => sniff_cmd::run(&a),
+        Command::Openssl(OpensslCommand::Build(a)) => {
+            let jobs = a
+                .jobs
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+            openssl_cmd::build(&a.versions, a.source.as_deref(), jobs, a.force)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Openssl(OpensslCommand::List) => {
+            library::print_system_library();
+            openssl_cmd::list()?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Help and version go to stdout as clap renders them; a usage error becomes one line on stderr
+/// that points to the help of the subcommand it was in.
+fn usage_error(e: clap::Error, argv: &[std::ffi::OsString]) -> ExitCode {
+    if !e.use_stderr() {
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let rendered = e.to_string();
+    let first = rendered
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("invalid usage");
+    let first = first.trim_start_matches("error: ");
+    eprintln!(
+        "tlsscope: error: {first} (see tlsscope {}--help)",
+        subcommand_path(argv)
+    );
+    ExitCode::from(2)
+}
+
+/// The subcommands named in `argv` ("bench ", "openssl build "), for pointing to their help.
+fn subcommand_path(argv: &[std::ffi::OsString]) -> String {
+    use clap::CommandFactory;
+    let mut command = Opts::command();
+    let mut path = String::new();
+    for arg in argv.iter().skip(1) {
+        let Some(arg) = arg.to_str() else { break };
+        let Some(sub) = command.find_subcommand(arg).cloned() else {
+            continue;
+        };
+        path.push_str(sub.get_name());
+        path.push(' ');
+        command = sub;
+    }
+    path
+}
