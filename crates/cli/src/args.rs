@@ -197,6 +197,10 @@ pub struct ServeArgs {
     /// At exit, write the final counters here as JSON.
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
+    /// (for programs that start a server) Print `{"listening":"ADDR","pid":N}` as the first line
+    /// on stdout once listening, before the line for people.
+    #[arg(long, hide = true)]
+    pub ready_json: bool,
     #[command(flatten)]
     pub tls: TlsArgs,
 }

@@ -1,19 +1,19 @@
 //! `tlsscope bench`: validate, check the target answers, run the load, report.
 
 use std::io::{IsTerminal, Write};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use load::{LoadConfig, Mode, ResumeBy, Run};
+use load::{LoadConfig, Mode, ResumeBy};
 
 use crate::args::{BenchArgs, BenchMode, ResumeKind};
 use crate::client::client_context;
-use crate::probe::{connect_first, Probe};
 use crate::{environment, library};
+use experiments::client::{connect_first, Probe};
 
 pub fn run(openssl: Option<&str>, a: &BenchArgs) -> anyhow::Result<ExitCode> {
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -74,34 +74,17 @@ pub fn measure(
     let cfg = load_config(a, mode, addr)?;
 
     let environment = environment::collect(lib);
-    let run = Run::new(cfg)?;
-    let (result, rows) = std::thread::scope(|scope| {
-        let watcher = scope.spawn(|| watch(&run, interrupted));
-        let outcome = run.run(&ctx);
-        run.shared().stop.store(true, Ordering::Relaxed);
-        let _ = watcher.join();
-        outcome
-    })?;
+    let (result, rows) = experiments::bench::run(&ctx, cfg, interrupted, &progress_line())?;
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[K");
+    }
     Ok((report::BenchDocument::new(environment, result), rows))
 }
 
 /// The run's exit status: errors and an unmet resumption rule fail it, after the figures.
 pub fn verdict(r: &load::RunResult) -> anyhow::Result<ExitCode> {
-    if let Some(problem) = &r.resumption.problem {
-        eprintln!("tlsscope: error: --mode {}: {problem}", r.mode);
-        return Ok(ExitCode::FAILURE);
-    }
-    if r.errors_total > 0 {
-        let kinds: Vec<String> = r.errors.iter().map(|(k, n)| format!("{k}: {n}")).collect();
-        eprintln!(
-            "tlsscope: error: {} operations failed ({})",
-            r.errors_total,
-            kinds.join(", ")
-        );
-        return Ok(ExitCode::FAILURE);
-    }
-    if r.ops == 0 {
-        eprintln!("tlsscope: error: no operation completed in the measured window");
+    if let Err(problem) = experiments::bench::check(r) {
+        eprintln!("tlsscope: error: {problem}");
         return Ok(ExitCode::FAILURE);
     }
     if r.interrupted {
@@ -182,51 +165,27 @@ fn load_config(a: &BenchArgs, mode: Mode, addr: SocketAddr) -> anyhow::Result<Lo
         rate: a.rate,
         timeout: a.timeout,
         record_connections: a.csv.is_some(),
-        source_ips: source_ips(a, addr),
+        source_ips: experiments::bench::source_ips(addr, a.source_ips),
         server_pid: a.server_pid,
     })
 }
 
-/// Loopback IPv4 targets get several source addresses; anything else the kernel's choice.
-fn source_ips(a: &BenchArgs, target: SocketAddr) -> Vec<IpAddr> {
-    match target.ip() {
-        IpAddr::V4(ip) if ip.is_loopback() && a.source_ips > 1 => (1..=a.source_ips)
-            .map(|last| IpAddr::V4(Ipv4Addr::new(127, 0, 0, last)))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// Stops the run on Ctrl-C/SIGTERM, and shows a progress line on a terminal.
-fn watch(run: &Run, interrupted: &AtomicBool) {
-    let shared = run.shared();
+/// On a terminal, a progress line every second after the first two (erased at the end).
+fn progress_line() -> impl Fn(&experiments::bench::Progress) + Sync {
     let tty = std::io::stderr().is_terminal();
-    let started = Instant::now();
-    let mut last_print = Instant::now();
-    let mut printed = false;
-    while !shared.stop.load(Ordering::Relaxed) {
-        if interrupted.load(Ordering::Relaxed) {
-            shared.stop.store(true, Ordering::Relaxed);
-            break;
+    let last_second = std::sync::atomic::AtomicU64::new(0);
+    move |p| {
+        let second = p.elapsed.as_secs();
+        if !tty || second < 2 || last_second.swap(second, Ordering::Relaxed) == second {
+            return;
         }
-        std::thread::sleep(Duration::from_millis(50));
-        if tty
-            && started.elapsed() > Duration::from_secs(2)
-            && last_print.elapsed() >= Duration::from_secs(1)
-        {
-            last_print = Instant::now();
-            let (ops, errors) = shared.progress_totals();
-            let measured = Instant::now().saturating_duration_since(shared.measure_start);
-            let rate = ops as f64 / measured.as_secs_f64().max(1e-9);
-            eprint!(
-                "\r  {:>6.1} s  {ops} ops  {rate:.0}/s  errors {errors}   ",
-                started.elapsed().as_secs_f64()
-            );
-            printed = true;
-        }
-    }
-    if printed {
-        eprint!("\r{:60}\r", "");
+        let rate = p.ops as f64 / p.measured.as_secs_f64().max(1e-9);
+        eprint!(
+            "\r  {:>6.1} s  {} ops  {rate:.0}/s  errors {}   \x1b[K",
+            p.elapsed.as_secs_f64(),
+            p.ops,
+            p.errors
+        );
     }
 }
 

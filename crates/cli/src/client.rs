@@ -1,8 +1,8 @@
-//! The client-side TLS context `handshake` and `bench` share.
+//! The client context `handshake` and `bench` ask for, from their options.
 
 use std::path::Path;
 
-use ossl::{ContextBuilder, Credentials, Role};
+use experiments::client::ClientOptions;
 
 use crate::args::{PeerArgs, TlsArgs};
 
@@ -15,16 +15,12 @@ pub fn client_context(
     tickets: bool,
     client_cert: Option<(&Path, &Path)>,
 ) -> anyhow::Result<ossl::Context> {
-    let mut b = ContextBuilder::new(lib, Role::Client)?;
-    b.apply(&tls.settings(false, tickets)?)?;
-    if peer.verifies() {
-        b.verify_peer(peer.cafile.as_deref())?;
-    }
-    if let Some((cert, key)) = client_cert {
-        b.credentials(&Credentials::from_files(lib, cert, key)?)?;
-    }
-    if let Some(sink) = tls.keylog_sink()? {
-        b.keylog(sink);
-    }
-    Ok(b.build())
+    let options = ClientOptions {
+        settings: tls.settings(false, tickets)?,
+        tickets,
+        verify: peer.verifies().then_some(peer.cafile.as_deref()),
+        credentials: client_cert,
+        keylog: tls.keylog_sink()?,
+    };
+    Ok(experiments::client::client_context(lib, options)?)
 }

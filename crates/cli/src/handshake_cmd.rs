@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::args::HandshakeArgs;
 use crate::client::client_context;
 use crate::library;
-use crate::probe::{connect_first, Outcome, Probe};
+use experiments::client::{connect_first, Outcome, Probe};
 
 pub fn run(openssl: Option<&str>, a: &HandshakeArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(a.count >= 1, "--count must be at least 1");

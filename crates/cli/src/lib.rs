@@ -3,7 +3,6 @@
 
 pub mod args;
 mod bench_cmd;
-mod child_server;
 mod client;
 mod compare_cmd;
 mod environment;
@@ -11,7 +10,6 @@ mod handshake_cmd;
 mod lab_cmd;
 mod library;
 mod openssl_cmd;
-mod probe;
 mod serve_cmd;
 pub mod signals;
 mod sniff_cmd;

@@ -55,6 +55,13 @@ pub fn run(openssl: Option<&str>, a: &ServeArgs) -> anyhow::Result<ExitCode> {
             stop.store(true, Ordering::Relaxed);
         });
     }
+    if a.ready_json {
+        let ready = experiments::servers::Ready {
+            listening: server.local_addr(),
+            pid: std::process::id(),
+        };
+        println!("{}", serde_json::to_string(&ready)?);
+    }
     println!(
         "tlsscope serve: listening on https://{} ({}, {}, {} thread{}, session cache {}, tickets {})",
         server.local_addr(),

@@ -2,6 +2,12 @@
 //! targets a user names, the servers under test, the blocking client, the lab's experiments and
 //! the compare matrix.
 
+pub mod bench;
+pub mod client;
+pub mod error;
+pub mod lab;
+pub mod servers;
 pub mod target;
 
+pub use error::{Context, Error, Result};
 pub use target::{Endpoint, TargetError};

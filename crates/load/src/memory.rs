@@ -18,7 +18,8 @@ pub enum ClientContext<'a> {
     Shared(&'a Context),
     /// A new context per handshake, as curl makes one per connection; its cost is timed with
     /// the handshake (it is part of what a caller doing this pays).
-    PerHandshake(&'a dyn Fn() -> Result<Context, ossl::Error>),
+    /// Made by the caller's own builder, whose failure is reported as its text.
+    PerHandshake(&'a dyn Fn() -> Result<Context, String>),
 }
 
 /// One handshake's times.
@@ -48,6 +49,8 @@ pub enum EngineError {
     Failed { side: &'static str, error: String },
     #[error("{0}")]
     Setup(#[from] ossl::Error),
+    #[error("making the client context: {0}")]
+    ClientContext(String),
     #[error("the handshake did not finish in {MAX_TURNS} turns per side")]
     Stuck,
 }
@@ -65,7 +68,7 @@ pub fn handshake(
     let client_ctx = match client {
         ClientContext::Shared(ctx) => *ctx,
         ClientContext::PerHandshake(make) => {
-            owned = make()?;
+            owned = make().map_err(EngineError::ClientContext)?;
             &owned
         }
     };

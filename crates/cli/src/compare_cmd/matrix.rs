@@ -12,7 +12,7 @@ use report::compare::{CompareDocument, Experiment, Metric, Negotiated, Variant};
 
 use super::worker::{WorkerResult, WorkerSpec};
 use crate::args::{CompareArgs, Side};
-use crate::child_server::{start_builtin, ServerProcess};
+use experiments::servers::{start_builtin, Builtin, ServerProcess};
 
 /// The system's CA bundle: what curl loads into each of its contexts on Debian.
 const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -179,12 +179,16 @@ fn start_server(
     index: usize,
 ) -> anyhow::Result<Server> {
     let cert_out = dir.join(format!("server-{index}.pem"));
-    let process = start_builtin(
+    let exe = std::env::current_exe().context("finding the tlsscope executable")?;
+    let process = start_builtin(&Builtin {
+        exe: &exe,
         openssl,
-        cert,
+        cert_type: cert
+            .parse()
+            .map_err(|e: ossl::UnknownCertType| anyhow!("{e}"))?,
         cpu,
-        &["--cert-out", cert_out.to_str().unwrap_or_default()],
-    )?;
+        extra: &["--cert-out", cert_out.to_str().unwrap_or_default()],
+    })?;
     let mut pem = std::fs::read(SYSTEM_BUNDLE).unwrap_or_default();
     pem.extend_from_slice(&std::fs::read(&cert_out).context("reading the server's certificate")?);
     let cafile = dir.join(format!("ca-{index}.pem"));

@@ -13,7 +13,7 @@ use ossl::{ContextBuilder, Credentials, Role, Session, Settings, TlsVersion};
 use report::compare::Negotiated;
 use serde::{Deserialize, Serialize};
 
-use crate::probe::{connect_once, Probe};
+use experiments::client::{connect_once, Probe};
 
 /// What a worker is asked to do.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -104,13 +104,14 @@ fn client_context(
     lib: &'static ossl::Library,
     settings: &Settings,
     cafile: Option<&std::path::Path>,
-) -> Result<ossl::Context, ossl::Error> {
-    let mut b = ContextBuilder::new(lib, Role::Client)?;
-    b.apply(settings)?;
-    if let Some(ca) = cafile {
-        b.verify_peer(Some(ca))?;
-    }
-    Ok(b.build())
+) -> experiments::Result<ossl::Context> {
+    let options = experiments::client::ClientOptions {
+        settings: settings.clone(),
+        tickets: true,
+        verify: cafile.map(Some),
+        ..Default::default()
+    };
+    experiments::client::client_context(lib, options)
 }
 
 fn record(negotiated: &mut Vec<Negotiated>, n: &ossl::Negotiated) {
@@ -237,7 +238,7 @@ fn engine(
     let verify_host = cafile.as_ref().map(|_| "localhost");
     let settings = settings(spec)?;
     let shared = client_context(lib, &settings, cafile.as_deref())?;
-    let make = || client_context(lib, &settings, cafile.as_deref());
+    let make = || client_context(lib, &settings, cafile.as_deref()).map_err(|e| e.to_string());
     let client = if spec.ctx_per_connection {
         ClientContext::PerHandshake(&make)
     } else {

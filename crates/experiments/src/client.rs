@@ -1,12 +1,55 @@
-//! One connection, blocking, with a time limit: what `handshake` prints and what `bench`
-//! checks before it starts.
+//! The blocking client: one connection, with a time limit, as `handshake` prints it, `bench`
+//! checks a target before loading it, and the compare matrix times it; and the one builder of
+//! client contexts they all use.
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsFd;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, bail};
-use ossl::{Context, Io, Negotiated, Session, Ssl, TlsError, TlsVersion};
+use ossl::{
+    Context, ContextBuilder, Credentials, Io, Negotiated, Role, Session, Ssl, TlsError, TlsVersion,
+};
+
+use crate::error::{Error, Result};
+use crate::fail;
+
+/// How a client context is made.
+#[derive(Default)]
+pub struct ClientOptions<'a> {
+    /// Versions, ciphers, groups, signature algorithms (cache and tickets: see `tickets`).
+    pub settings: ossl::Settings,
+    /// Ask for session tickets; off makes TLS 1.2 resume by session ID.
+    pub tickets: bool,
+    /// Verify the server's certificate: `Some(Some(file))` against a CA file (loaded into this
+    /// context's store, as curl does for each of its contexts), `Some(None)` against the
+    /// system's store, `None` not at all.
+    pub verify: Option<Option<&'a Path>>,
+    /// A client certificate and its key (PEM files).
+    pub credentials: Option<(&'a Path, &'a Path)>,
+    /// Where the NSS key log lines go.
+    pub keylog: Option<Box<ossl::KeylogSink>>,
+}
+
+/// A client context as `options` say.
+pub fn client_context(lib: &'static ossl::Library, options: ClientOptions<'_>) -> Result<Context> {
+    let mut b = ContextBuilder::new(lib, Role::Client)?;
+    b.apply(&ossl::Settings {
+        session_cache: false,
+        tickets: options.tickets,
+        ..options.settings
+    })?;
+    if let Some(cafile) = options.verify {
+        b.verify_peer(cafile)?;
+    }
+    if let Some((cert, key)) = options.credentials {
+        b.credentials(&Credentials::from_files(lib, cert, key)?)?;
+    }
+    if let Some(sink) = options.keylog {
+        b.keylog(sink);
+    }
+    Ok(b.build())
+}
 
 /// Where to connect and what to do there.
 pub struct Probe<'a> {
@@ -35,11 +78,11 @@ pub struct Outcome {
 /// the others failed.
 pub fn connect_first<'a>(
     ctx: &Context,
-    target: &experiments::Endpoint,
+    target: &crate::Endpoint,
     at: impl Fn(SocketAddr) -> Probe<'a>,
     offer: Option<&Session>,
-) -> anyhow::Result<(SocketAddr, Outcome)> {
-    let mut failures: Vec<(SocketAddr, anyhow::Error)> = Vec::new();
+) -> Result<(SocketAddr, Outcome)> {
+    let mut failures: Vec<(SocketAddr, Error)> = Vec::new();
     for &addr in &target.addrs {
         match connect_once(ctx, &at(addr), offer) {
             Ok(outcome) => return Ok((addr, outcome)),
@@ -47,30 +90,26 @@ pub fn connect_first<'a>(
         }
     }
     let mut failures = failures.into_iter();
-    let (_, first) = failures
-        .next()
-        .ok_or_else(|| anyhow!("{target} has no address"))?;
-    let others: Vec<String> = failures.map(|(a, e)| format!("{a}: {e:#}")).collect();
+    let Some((_, first)) = failures.next() else {
+        fail!("{target} has no address");
+    };
+    let others: Vec<String> = failures.map(|(a, e)| format!("{a}: {e}")).collect();
     if others.is_empty() {
         return Err(first);
     }
-    Err(first.context(format!(
+    Err(first.within(format!(
         "{target}: no address answered (also tried {})",
         others.join("; ")
     )))
 }
 
 /// Connects, handshakes (offering `offer`), optionally requests, and closes.
-pub fn connect_once(
-    ctx: &Context,
-    a: &Probe<'_>,
-    offer: Option<&Session>,
-) -> anyhow::Result<Outcome> {
+pub fn connect_once(ctx: &Context, a: &Probe<'_>, offer: Option<&Session>) -> Result<Outcome> {
     let timeout = a.timeout;
     let verify = a.verify;
     let start = Instant::now();
     let stream = TcpStream::connect_timeout(&a.target, timeout)
-        .map_err(|e| anyhow!("cannot connect to {}: {e}", a.target))?;
+        .map_err(|e| Error::msg(format!("cannot connect to {}: {e}", a.target)))?;
     let connect = start.elapsed();
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
@@ -96,18 +135,18 @@ pub fn connect_once(
         Io::Failed(e) => {
             let verify_reason = ssl.verify_result().err();
             match verify_reason {
-                Some(reason) if verify => bail!("certificate verification failed: {reason}"),
-                _ if looks_like_plaintext(&e) => bail!(
+                Some(reason) if verify => fail!("certificate verification failed: {reason}"),
+                _ if looks_like_plaintext(&e) => fail!(
                     "TLS handshake failed: {e}; is {} a TLS port? (it answered like a \
                      plain-text protocol)",
                     a.target
                 ),
-                _ => bail!("TLS handshake failed: {e}"),
+                _ => fail!("TLS handshake failed: {e}"),
             }
         }
-        Io::Closed => bail!("the server closed the connection during the handshake"),
+        Io::Closed => fail!("the server closed the connection during the handshake"),
         Io::WantRead | Io::WantWrite | Io::Retry(_) => {
-            bail!(
+            fail!(
                 "the handshake timed out after {:.1} s",
                 a.timeout.as_secs_f64()
             )
@@ -150,7 +189,7 @@ fn looks_like_plaintext(e: &ossl::TlsError) -> bool {
 
 /// TLS 1.3 servers send their tickets after the handshake: read briefly so OpenSSL processes
 /// them, since there is no request whose response would carry them along.
-fn collect_tickets(ssl: &mut Ssl, stream: &TcpStream) -> anyhow::Result<()> {
+fn collect_tickets(ssl: &mut Ssl, stream: &TcpStream) -> Result<()> {
     let previous = stream.read_timeout()?;
     stream.set_read_timeout(Some(Duration::from_millis(200)))?;
     let mut byte = [0u8; 1];
@@ -161,14 +200,14 @@ fn collect_tickets(ssl: &mut Ssl, stream: &TcpStream) -> anyhow::Result<()> {
 
 /// Sends `GET path` with `Connection: close` and reads the whole response, framed as the
 /// load engine frames it.
-fn http_get(ssl: &mut Ssl, path: &str, host: Option<&str>) -> anyhow::Result<(u16, usize)> {
+fn http_get(ssl: &mut Ssl, path: &str, host: Option<&str>) -> Result<(u16, usize)> {
     let request = load::request_bytes(path, host.unwrap_or("localhost"), false);
     let mut sent = 0;
     while sent < request.len() {
         match ssl.write(&request[sent..]) {
             Io::Done(n) => sent += n,
-            Io::Failed(e) => bail!("sending the request failed: {e}"),
-            other => bail!("sending the request stalled ({other:?})"),
+            Io::Failed(e) => fail!("sending the request failed: {e}"),
+            other => fail!("sending the request stalled ({other:?})"),
         }
     }
     let mut parser = load::ResponseParser::new();
@@ -182,10 +221,10 @@ fn http_get(ssl: &mut Ssl, path: &str, host: Option<&str>) -> anyhow::Result<(u1
                 code: ossl::ErrorCode::Syscall,
                 ..
             }) => parser.on_close().map(|()| true),
-            Io::Failed(e) => bail!("reading the response failed: {e}"),
-            Io::WantRead | Io::WantWrite | Io::Retry(_) => bail!("reading the response timed out"),
+            Io::Failed(e) => fail!("reading the response failed: {e}"),
+            Io::WantRead | Io::WantWrite | Io::Retry(_) => fail!("reading the response timed out"),
         };
-        if complete.map_err(|e| anyhow!("the response: {}", e.name()))? {
+        if complete.map_err(|e| Error::msg(format!("the response: {}", e.name())))? {
             return Ok((parser.status, parser.body_bytes as usize));
         }
     }
