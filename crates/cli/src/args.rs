@@ -591,11 +591,64 @@ pub enum Side {
 }
 
 impl Side {
-    pub fn name(self) -> &'static str {
+    pub fn typed(self) -> experiments::compare::matrix::Side {
         match self {
-            Side::Client => "client",
-            Side::Server => "server",
-            Side::Both => "both",
+            Side::Client => experiments::compare::matrix::Side::Client,
+            Side::Server => experiments::compare::matrix::Side::Server,
+            Side::Both => experiments::compare::matrix::Side::Both,
+        }
+    }
+}
+
+/// A TLS version of a compare variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TlsChoice {
+    #[value(name = "1.2")]
+    V1_2,
+    #[value(name = "1.3")]
+    V1_3,
+    /// Whatever the libraries agree on.
+    Any,
+}
+
+impl TlsChoice {
+    pub fn typed(self) -> Option<experiments::compare::Tls> {
+        match self {
+            TlsChoice::V1_2 => Some(experiments::compare::Tls::V1_2),
+            TlsChoice::V1_3 => Some(experiments::compare::Tls::V1_3),
+            TlsChoice::Any => None,
+        }
+    }
+}
+
+/// Full or resumed handshakes in a compare variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HandshakeChoice {
+    #[value(alias = "off")]
+    Full,
+    #[value(alias = "on")]
+    Resumed,
+}
+
+/// The client's SSL_CTX in a compare variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CtxChoice {
+    Shared,
+    PerConnection,
+}
+
+/// An experiment of `compare --matrix`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExperimentChoice {
+    Pretransfer,
+    Engine,
+}
+
+impl ExperimentChoice {
+    pub fn typed(self) -> experiments::compare::ExperimentKind {
+        match self {
+            ExperimentChoice::Pretransfer => experiments::compare::ExperimentKind::Pretransfer,
+            ExperimentChoice::Engine => experiments::compare::ExperimentKind::Engine,
         }
     }
 }
@@ -615,18 +668,20 @@ pub struct CompareArgs {
         long,
         value_delimiter = ',',
         default_value = "rsa2048",
-        value_name = "LIST"
+        value_name = "LIST",
+        value_parser = parse_cert_type
     )]
-    pub cert_type: Vec<String>,
+    pub cert_type: Vec<ossl::CertType>,
     /// TLS versions: 1.2, 1.3, or any.
     #[arg(
         long = "tls-versions",
         alias = "tls",
         value_delimiter = ',',
         default_value = "1.3",
-        value_name = "LIST"
+        value_name = "LIST",
+        value_enum
     )]
-    pub tls: Vec<String>,
+    pub tls: Vec<TlsChoice>,
     /// Key exchange groups, one per variant (e.g. X25519,P-256; "default" for the library's).
     #[arg(
         long,
@@ -641,18 +696,20 @@ pub struct CompareArgs {
         alias = "resume",
         value_delimiter = ',',
         default_value = "full",
-        value_name = "LIST"
+        value_name = "LIST",
+        value_enum
     )]
-    pub resume: Vec<String>,
+    pub resume: Vec<HandshakeChoice>,
     /// The client's SSL_CTX: shared (one for all connections) and/or per-connection (a new one
     /// per connection, loading the CA bundle each time, as curl does).
     #[arg(
         long,
         value_delimiter = ',',
         default_value = "shared",
-        value_name = "LIST"
+        value_name = "LIST",
+        value_enum
     )]
-    pub ctx: Vec<String>,
+    pub ctx: Vec<CtxChoice>,
     /// Which side's library the variants change; the other side uses --fixed-openssl.
     #[arg(long, value_enum, default_value = "client")]
     pub side: Side,
@@ -665,9 +722,10 @@ pub struct CompareArgs {
         long,
         value_delimiter = ',',
         default_value = "pretransfer,engine",
-        value_name = "LIST"
+        value_name = "LIST",
+        value_enum
     )]
-    pub experiment: Vec<String>,
+    pub experiment: Vec<ExperimentChoice>,
     /// Measured operations per variant per round.
     #[arg(short = 'n', long, default_value_t = 200)]
     pub count: usize,

@@ -12,7 +12,7 @@ use load::{LoadConfig, Mode, ResumeBy};
 
 use crate::args::{BenchArgs, BenchMode, ResumeKind};
 use crate::client::client_context;
-use crate::{environment, library};
+use crate::library;
 use experiments::client::{connect_first, Probe};
 
 pub fn run(openssl: Option<&str>, a: &BenchArgs) -> anyhow::Result<ExitCode> {
@@ -73,7 +73,7 @@ pub fn measure(
     }
     let cfg = load_config(a, mode, addr)?;
 
-    let environment = environment::collect(lib);
+    let environment = experiments::environment::collect(lib, std::env::args().collect());
     let (result, rows) = experiments::bench::run(&ctx, cfg, interrupted, &progress_line())?;
     if std::io::stderr().is_terminal() {
         eprint!("\r\x1b[K");

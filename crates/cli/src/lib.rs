@@ -5,7 +5,6 @@ pub mod args;
 mod bench_cmd;
 mod client;
 mod compare_cmd;
-mod environment;
 mod handshake_cmd;
 mod lab_cmd;
 mod library;
@@ -68,7 +67,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         Command::Trace(a) => trace_cmd::run(&a),
         Command::Lab(a) => lab_cmd::run(openssl, &a),
         Command::Compare(a) => compare_cmd::run(openssl, &a),
-        Command::CompareWorker { spec } => compare_cmd::worker::run(openssl, &spec),
+        Command::CompareWorker { spec } => compare_cmd::worker(openssl, &spec),
         Command::Sniff(a) => sniff_cmd::run(&a),
         Command::Openssl(OpensslCommand::Build(a)) => {
             let jobs = a
@@ -97,12 +96,34 @@ fn usage_error(e: clap::Error, argv: &[std::ffi::OsString]) -> ExitCode {
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("invalid usage");
-    let first = first.trim_start_matches("error: ");
+    let first = invalid_choice(&e).unwrap_or_else(|| first.trim_start_matches("error: ").into());
     eprintln!(
         "tlsscope: error: {first} (see tlsscope {}--help)",
         subcommand_path(argv)
     );
     ExitCode::from(2)
+}
+
+/// "--ctx sometimes: use shared or per-connection" for a value that is not one of a flag's
+/// choices (clap says the choices on a line of their own).
+fn invalid_choice(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    if e.kind() != clap::error::ErrorKind::InvalidValue {
+        return None;
+    }
+    let flag = match e.get(ContextKind::InvalidArg)? {
+        ContextValue::String(s) => s.split_whitespace().next()?.to_string(),
+        _ => return None,
+    };
+    let value = match e.get(ContextKind::InvalidValue)? {
+        ContextValue::String(s) => s.clone(),
+        _ => return None,
+    };
+    let choices = match e.get(ContextKind::ValidValue)? {
+        ContextValue::Strings(v) => v.join(", "),
+        _ => return None,
+    };
+    Some(format!("{flag} {value}: use one of {choices}"))
 }
 
 /// The subcommands named in `argv` ("bench ", "openssl build "), for pointing to their help.

@@ -18,7 +18,6 @@ use report::trace::{
 use stats::buckets::{summarize, Bucket};
 
 use crate::args::TraceArgs;
-use crate::environment;
 use crate::signals::StopFlags;
 
 /// Calls of tlsscope's own function used to measure the cost of a probed call.
@@ -242,7 +241,7 @@ fn document(
     tracer: &Tracer,
     elapsed: Duration,
 ) -> TraceDocument {
-    let mut doc = TraceDocument::new(environment::host());
+    let mut doc = TraceDocument::new(experiments::environment::host(std::env::args().collect()));
     doc.targets = targets
         .iter()
         .map(|t| target_words(std::slice::from_ref(t)))

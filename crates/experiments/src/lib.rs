@@ -4,6 +4,8 @@
 
 pub mod bench;
 pub mod client;
+pub mod compare;
+pub mod environment;
 pub mod error;
 pub mod lab;
 pub mod servers;

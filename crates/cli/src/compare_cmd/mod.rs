@@ -1,18 +1,20 @@
 //! `tlsscope compare`: saved runs side by side, or `--matrix`, an experiment run across
-//! library versions and configurations. Both end in one [`CompareDocument`], rendered as a
-//! terminal table, Markdown, a self-contained HTML page, and JSON.
+//! library versions and configurations (`experiments::compare`). Both end in one
+//! [`CompareDocument`], rendered as a terminal table, Markdown, a self-contained HTML page, and
+//! JSON.
 
-mod matrix;
 mod saved;
-pub mod worker;
 
+use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
+use experiments::compare::matrix::{self, Event, MatrixConfig};
+use experiments::compare::worker::{self, WorkerSpec};
 use report::compare::CompareDocument;
 
-use crate::args::CompareArgs;
+use crate::args::{CompareArgs, CtxChoice, HandshakeChoice};
 
 pub fn run(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
@@ -25,17 +27,17 @@ pub fn run(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<ExitCode> {
             a.files.is_empty(),
             "--matrix runs the experiment itself: drop the files, or drop --matrix to compare them"
         );
-        anyhow::ensure!(a.count >= 2, "--count {}: at least 2 per round", a.count);
-        anyhow::ensure!(a.repeat >= 1, "--repeat must be at least 1");
-        host::check_cpus("--server-cpu", &[a.server_cpu]).map_err(anyhow::Error::msg)?;
-        host::check_cpus("--client-cpu", &[a.client_cpu]).map_err(anyhow::Error::msg)?;
-        let versions: Vec<String> = openssl
-            .unwrap_or("system")
-            .split(',')
-            .map(|v| v.trim().to_string())
-            .filter(|v| !v.is_empty())
-            .collect();
-        matrix::run(&versions, a, a.level)?
+        let config = matrix_config(openssl, a)?;
+        let mut build = |version: &str| build_if_missing(version);
+        let mut events = |event: Event<'_>| match event {
+            Event::Round { round, of, label } => {
+                eprint!("tlsscope compare: round {round}/{of}: {label} ... ");
+                let _ = std::io::stderr().flush();
+            }
+            Event::RoundDone(Ok(summary)) => eprintln!("{summary}"),
+            Event::RoundDone(Err(_)) => eprintln!("failed"),
+        };
+        matrix::run(&config, &mut build, &mut events)?
     } else {
         anyhow::ensure!(
             a.files.len() >= 2,
@@ -52,6 +54,79 @@ pub fn run(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::FAILURE);
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The matrix's options, checked and typed.
+fn matrix_config(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<MatrixConfig> {
+    anyhow::ensure!(a.count >= 2, "--count {}: at least 2 per round", a.count);
+    anyhow::ensure!(a.repeat >= 1, "--repeat must be at least 1");
+    host::check_cpus("--server-cpu", &[a.server_cpu]).map_err(anyhow::Error::msg)?;
+    host::check_cpus("--client-cpu", &[a.client_cpu]).map_err(anyhow::Error::msg)?;
+    let libraries: Vec<String> = openssl
+        .unwrap_or("system")
+        .split(',')
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+        .collect();
+    let mut experiments: Vec<_> = a.experiment.iter().map(|e| e.typed()).collect();
+    experiments.dedup();
+    Ok(MatrixConfig {
+        exe: std::env::current_exe().context("finding the tlsscope executable")?,
+        libraries,
+        fixed: a.fixed_openssl.clone(),
+        side: a.side.typed(),
+        cert_types: a.cert_type.clone(),
+        tls: a.tls.iter().map(|t| t.typed()).collect(),
+        groups: a
+            .groups
+            .iter()
+            .map(|g| (g != "default").then(|| g.clone()))
+            .collect(),
+        resumed: a
+            .resume
+            .iter()
+            .map(|r| *r == HandshakeChoice::Resumed)
+            .collect(),
+        ctx_per_connection: a
+            .ctx
+            .iter()
+            .map(|c| *c == CtxChoice::PerConnection)
+            .collect(),
+        experiments,
+        count: a.count,
+        repeat: a.repeat,
+        warmup: a.warmup,
+        verify: a.verify.on(),
+        level: a.level,
+        server_cpu: a.server_cpu,
+        client_cpu: a.client_cpu,
+        environment: experiments::environment::host(std::env::args().collect()),
+    })
+}
+
+/// Builds a version the cache does not have yet; None once it is there, or why it is not.
+fn build_if_missing(version: &str) -> Option<String> {
+    let cache = ossl::build::BuildCache::new(crate::openssl_cmd::cache_root());
+    if cache.find(version).is_some() {
+        return None;
+    }
+    eprintln!("tlsscope compare: OpenSSL {version} is not built yet: building it");
+    let jobs = host::online_cpus();
+    crate::openssl_cmd::build(&[version.to_string()], None, jobs, false)
+        .err()
+        .map(|e| format!("OpenSSL {version} did not build: {e:#}"))
+}
+
+/// `compare-worker SPEC`: one variant's measurements as one JSON line on stdout.
+pub fn worker(openssl: Option<&str>, spec_json: &str) -> anyhow::Result<ExitCode> {
+    let spec: WorkerSpec = serde_json::from_str(spec_json).context("reading the worker spec")?;
+    if let Some(cpu) = spec.cpu {
+        host::pin_current_thread(cpu).with_context(|| format!("pinning to CPU {cpu}"))?;
+    }
+    let lib = crate::library::load(openssl)?;
+    let result = worker::run(lib, &spec);
+    println!("{}", serde_json::to_string(&result)?);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -110,7 +110,7 @@ pub fn load(files: &[PathBuf], level: f64) -> anyhow::Result<CompareDocument> {
     Ok(CompareDocument {
         schema_version: COMPARE_SCHEMA_VERSION,
         kind: "compare".into(),
-        environment: crate::environment::host(),
+        environment: experiments::environment::host(std::env::args().collect()),
         experiment: Experiment {
             source: runs[0].kind.clone(),
             files: files.iter().map(|f| f.display().to_string()).collect(),

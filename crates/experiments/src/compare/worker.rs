@@ -7,19 +7,20 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context as _};
 use load::memory::{ClientContext, EngineError};
-use ossl::{ContextBuilder, Credentials, Role, Session, Settings, TlsVersion};
+use ossl::{ContextBuilder, Credentials, Role, Session, Settings};
 use report::compare::Negotiated;
 use serde::{Deserialize, Serialize};
 
-use experiments::client::{connect_once, Probe};
+use super::{cert_type_serde, ExperimentKind, Tls};
+use crate::client::{connect_once, Probe};
+use crate::error::{Context, Error, Result};
+use crate::fail;
 
 /// What a worker is asked to do.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WorkerSpec {
-    /// "pretransfer" and/or "engine".
-    pub experiments: Vec<String>,
+    pub experiments: Vec<ExperimentKind>,
     /// Measured operations per experiment.
     pub count: usize,
     /// Operations before measuring (not recorded).
@@ -32,8 +33,8 @@ pub struct WorkerSpec {
     /// The system's bundle, to which the engine adds its own server's certificate (a bundle
     /// with two certificates of one subject would have OpenSSL pick the wrong one).
     pub system_bundle: Option<PathBuf>,
-    /// "1.2" or "1.3"; None lets the library choose.
-    pub tls: Option<String>,
+    /// The one version offered; None lets the library choose.
+    pub tls: Option<Tls>,
     /// Key exchange groups, OpenSSL list syntax.
     pub groups: Option<String>,
     /// Offer the previous connection's session.
@@ -41,7 +42,8 @@ pub struct WorkerSpec {
     /// A new client `SSL_CTX` per connection (curl's way) instead of one shared.
     pub ctx_per_connection: bool,
     /// The in-process engine's server certificate.
-    pub cert_type: String,
+    #[serde(with = "cert_type_serde")]
+    pub cert_type: ossl::CertType,
     /// Pin the worker to this CPU.
     pub cpu: Option<usize>,
 }
@@ -58,44 +60,34 @@ pub struct WorkerResult {
     pub error: Option<String>,
 }
 
-/// Runs the spec and prints the result as one JSON line. A failed experiment is reported in
-/// the result (with what was measured before it), not as a process failure.
-pub fn run(openssl: Option<&str>, spec_json: &str) -> anyhow::Result<std::process::ExitCode> {
-    let spec: WorkerSpec = serde_json::from_str(spec_json).context("reading the worker spec")?;
-    if let Some(cpu) = spec.cpu {
-        host::pin_current_thread(cpu).with_context(|| format!("pinning to CPU {cpu}"))?;
-    }
-    let lib = crate::library::load(openssl)?;
+/// Runs the spec with `lib`. A failed experiment is reported in the result (with what was
+/// measured before it), not as an error.
+pub fn run(lib: &'static ossl::Library, spec: &WorkerSpec) -> WorkerResult {
     let mut result = WorkerResult {
         library: lib.version().text.clone(),
         ..WorkerResult::default()
     };
     for experiment in &spec.experiments {
-        let outcome = match experiment.as_str() {
-            "pretransfer" => pretransfer(lib, &spec, &mut result),
-            "engine" => engine(lib, &spec, &mut result),
-            other => Err(anyhow!("unknown experiment {other:?}")),
+        let outcome = match experiment {
+            ExperimentKind::Pretransfer => pretransfer(lib, spec, &mut result),
+            ExperimentKind::Engine => engine(lib, spec, &mut result),
         };
         if let Err(e) = outcome {
-            result.error = Some(format!("{experiment}: {e:#}"));
+            result.error = Some(format!("{}: {e}", experiment.name()));
             break;
         }
     }
-    println!("{}", serde_json::to_string(&result)?);
-    Ok(std::process::ExitCode::SUCCESS)
+    result
 }
 
-fn settings(spec: &WorkerSpec) -> anyhow::Result<Settings> {
+fn settings(spec: &WorkerSpec) -> Settings {
     let mut s = Settings::new();
-    if let Some(v) = &spec.tls {
-        let v: TlsVersion = v
-            .parse()
-            .map_err(|e: ossl::UnknownTlsVersion| anyhow!("{e}"))?;
-        s.min_version = Some(v);
-        s.max_version = Some(v);
+    if let Some(v) = spec.tls {
+        s.min_version = Some(v.version());
+        s.max_version = Some(v.version());
     }
     s.groups = spec.groups.clone();
-    Ok(s)
+    s
 }
 
 /// A client context: the spec's settings, and verification against `cafile` when given (which
@@ -104,14 +96,14 @@ fn client_context(
     lib: &'static ossl::Library,
     settings: &Settings,
     cafile: Option<&std::path::Path>,
-) -> experiments::Result<ossl::Context> {
-    let options = experiments::client::ClientOptions {
+) -> Result<ossl::Context> {
+    let options = crate::client::ClientOptions {
         settings: settings.clone(),
         tickets: true,
         verify: cafile.map(Some),
         ..Default::default()
     };
-    experiments::client::client_context(lib, options)
+    crate::client::client_context(lib, options)
 }
 
 fn record(negotiated: &mut Vec<Negotiated>, n: &ossl::Negotiated) {
@@ -137,11 +129,9 @@ fn pretransfer(
     lib: &'static ossl::Library,
     spec: &WorkerSpec,
     out: &mut WorkerResult,
-) -> anyhow::Result<()> {
-    let target = spec
-        .target
-        .ok_or_else(|| anyhow!("no server to connect to"))?;
-    let settings = settings(spec)?;
+) -> Result<()> {
+    let target = spec.target.context("no server to connect to")?;
+    let settings = settings(spec);
     let cafile = spec.cafile.as_deref();
     let shared = if spec.ctx_per_connection {
         None
@@ -203,16 +193,8 @@ fn pretransfer(
 }
 
 /// The in-process engine: client and server over memory BIOs in this thread.
-fn engine(
-    lib: &'static ossl::Library,
-    spec: &WorkerSpec,
-    out: &mut WorkerResult,
-) -> anyhow::Result<()> {
-    let cert_type: ossl::CertType = spec
-        .cert_type
-        .parse()
-        .map_err(|e: ossl::UnknownCertType| anyhow!("{e}"))?;
-    let creds = Credentials::generate(lib, cert_type)?;
+fn engine(lib: &'static ossl::Library, spec: &WorkerSpec, out: &mut WorkerResult) -> Result<()> {
+    let creds = Credentials::generate(lib, spec.cert_type)?;
     let mut sb = ContextBuilder::new(lib, Role::Server)?;
     sb.credentials(&creds)?;
     sb.session_cache(true).tickets(true);
@@ -236,7 +218,7 @@ fn engine(
         (None, _) => None,
     };
     let verify_host = cafile.as_ref().map(|_| "localhost");
-    let settings = settings(spec)?;
+    let settings = settings(spec);
     let shared = client_context(lib, &settings, cafile.as_deref())?;
     let make = || client_context(lib, &settings, cafile.as_deref()).map_err(|e| e.to_string());
     let client = if spec.ctx_per_connection {
@@ -251,8 +233,8 @@ fn engine(
         let offer = if spec.resume { session.as_ref() } else { None };
         let h =
             load::memory::handshake(&client, &server, offer, verify_host).map_err(|e| match e {
-                EngineError::Setup(e) => anyhow!("{e}"),
-                other => anyhow!("{other}"),
+                EngineError::Setup(e) => Error::from(e),
+                other => Error::msg(other),
             })?;
         if spec.resume {
             session = h.session;
@@ -278,7 +260,7 @@ fn engine(
 
 /// Resumption asked for must be what was obtained (all but none of the measured handshakes);
 /// full handshakes must all be full.
-fn check_resumption(spec: &WorkerSpec, negotiated: &[Negotiated]) -> anyhow::Result<()> {
+fn check_resumption(spec: &WorkerSpec, negotiated: &[Negotiated]) -> Result<()> {
     let total: u64 = negotiated.iter().map(|n| n.count).sum();
     let full: u64 = negotiated
         .iter()
@@ -286,10 +268,10 @@ fn check_resumption(spec: &WorkerSpec, negotiated: &[Negotiated]) -> anyhow::Res
         .map(|n| n.count)
         .sum();
     if spec.resume && total > 0 && (full as f64) > 0.01 * total as f64 {
-        anyhow::bail!("resumption was asked for, but {full} of {total} handshakes were full");
+        fail!("resumption was asked for, but {full} of {total} handshakes were full");
     }
     if !spec.resume && full != total {
-        anyhow::bail!(
+        fail!(
             "full handshakes were asked for, but {} of {total} resumed",
             total - full
         );

@@ -3,16 +3,81 @@
 //! favour one variant.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use anyhow::{anyhow, Context as _};
 use report::compare::{CompareDocument, Experiment, Metric, Negotiated, Variant};
 
 use super::worker::{WorkerResult, WorkerSpec};
-use crate::args::{CompareArgs, Side};
-use experiments::servers::{start_builtin, Builtin, ServerProcess};
+use super::{ExperimentKind, Tls};
+use crate::error::{Context, Error, Result};
+use crate::fail;
+use crate::servers::{start_builtin, Builtin, ServerProcess};
+
+/// Which side's library the variants change.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Server,
+    Both,
+}
+
+impl Side {
+    pub fn name(self) -> &'static str {
+        match self {
+            Side::Client => "client",
+            Side::Server => "server",
+            Side::Both => "both",
+        }
+    }
+}
+
+/// A library to test: a version built by `tlsscope openssl build`, an install directory, or the
+/// system's, as the user named it.
+pub type LibraryName = String;
+
+/// The matrix, validated: every list has at least one value, and the variants are their product.
+pub struct MatrixConfig {
+    /// The tlsscope executable (workers and servers are copies of it).
+    pub exe: PathBuf,
+    /// Libraries of the side that varies ("system" is the system's).
+    pub libraries: Vec<LibraryName>,
+    /// The library of the side that does not vary (None: the system's).
+    pub fixed: Option<LibraryName>,
+    pub side: Side,
+    pub cert_types: Vec<ossl::CertType>,
+    /// None: any version.
+    pub tls: Vec<Option<Tls>>,
+    /// None: the library's default groups.
+    pub groups: Vec<Option<String>>,
+    /// Resumed (true) and/or full handshakes.
+    pub resumed: Vec<bool>,
+    /// A client context per connection (true) and/or one shared.
+    pub ctx_per_connection: Vec<bool>,
+    pub experiments: Vec<ExperimentKind>,
+    pub count: usize,
+    pub repeat: usize,
+    pub warmup: usize,
+    /// Verify the server's certificate (against the system's bundle plus the server's own).
+    pub verify: bool,
+    pub level: f64,
+    pub server_cpu: usize,
+    pub client_cpu: usize,
+    /// Where the run is made, for the document.
+    pub environment: report::Environment,
+}
+
+/// What the matrix tells its caller as it goes.
+pub enum Event<'a> {
+    /// A round of a variant starts.
+    Round {
+        round: usize,
+        of: usize,
+        label: &'a str,
+    },
+    /// It ended: a one-line summary, or why it failed.
+    RoundDone(std::result::Result<String, String>),
+}
 
 /// The system's CA bundle: what curl loads into each of its contexts on Debian.
 const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
@@ -25,8 +90,8 @@ struct Plan {
     /// The client's and the server's library (None: the system's).
     client_openssl: Option<String>,
     server_openssl: Option<String>,
-    cert: String,
-    tls: Option<String>,
+    cert: ossl::CertType,
+    tls: Option<Tls>,
     groups: Option<String>,
     resume: bool,
     per_connection: bool,
@@ -41,105 +106,101 @@ struct Gathered {
     error: Option<String>,
 }
 
-/// `--openssl` values: a version, a directory, or "system".
+/// A library name as a worker's `--openssl` (None: the system's).
 fn library_choice(v: &str) -> Option<String> {
     (v != "system").then(|| v.to_string())
 }
 
 /// Every combination of the lists, labelled by the settings that vary.
-fn plans(openssl: &[String], a: &CompareArgs) -> anyhow::Result<Vec<Plan>> {
-    let fixed = a.fixed_openssl.as_deref().and_then(library_choice);
+fn plans(c: &MatrixConfig) -> Vec<Plan> {
+    let names = |v: &[bool], yes: &str, no: &str| -> Vec<String> {
+        v.iter()
+            .map(|b| if *b { yes } else { no }.to_string())
+            .collect()
+    };
     let dims: [(&str, Vec<String>); 6] = [
-        ("openssl", openssl.to_vec()),
-        ("cert", a.cert_type.clone()),
-        ("tls", a.tls.clone()),
-        ("group", a.groups.clone()),
-        ("resume", a.resume.clone()),
-        ("ctx", a.ctx.clone()),
+        ("openssl", c.libraries.clone()),
+        (
+            "cert",
+            c.cert_types.iter().map(|t| t.name().to_string()).collect(),
+        ),
+        (
+            "tls",
+            c.tls
+                .iter()
+                .map(|t| t.map_or("any", Tls::name).to_string())
+                .collect(),
+        ),
+        (
+            "group",
+            c.groups
+                .iter()
+                .map(|g| g.clone().unwrap_or_else(|| "default".into()))
+                .collect(),
+        ),
+        ("resume", names(&c.resumed, "resumed", "full")),
+        (
+            "ctx",
+            names(&c.ctx_per_connection, "per-connection", "shared"),
+        ),
     ];
-    for (name, values) in &dims {
-        if values.is_empty() {
-            anyhow::bail!("--{name}: give at least one value");
-        }
-    }
-    let mut combos: Vec<Vec<(&str, String)>> = vec![Vec::new()];
-    for (name, values) in &dims {
+    // Every combination, as one index per dimension.
+    let mut combos: Vec<Vec<usize>> = vec![Vec::new()];
+    for (_, values) in &dims {
         combos = combos
             .into_iter()
-            .flat_map(|c| {
-                values.iter().map(move |v| {
-                    let mut c = c.clone();
-                    c.push((*name, v.clone()));
-                    c
+            .flat_map(|combo| {
+                (0..values.len()).map(move |i| {
+                    let mut next = combo.clone();
+                    next.push(i);
+                    next
                 })
             })
             .collect();
     }
-    let mut plans = Vec::new();
-    for combo in combos {
-        let get = |k: &str| {
-            combo
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.clone())
-                .unwrap_or_default()
-        };
-        let varying: Vec<String> = combo
-            .iter()
-            .filter(|(n, _)| dims.iter().any(|(d, vals)| d == n && vals.len() > 1))
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect();
-        let label = if varying.is_empty() {
-            format!("openssl={}", get("openssl"))
-        } else {
-            varying.join(" ")
-        };
-        let lib = library_choice(&get("openssl"));
-        let (client_openssl, server_openssl) = match a.side {
-            Side::Client => (lib, fixed.clone()),
-            Side::Server => (fixed.clone(), lib),
-            Side::Both => (lib.clone(), lib),
-        };
-        let resume = match get("resume").as_str() {
-            "full" | "off" => false,
-            "resumed" | "on" => true,
-            other => anyhow::bail!("--handshakes {other}: use full or resumed"),
-        };
-        let per_connection = match get("ctx").as_str() {
-            "shared" => false,
-            "per-connection" => true,
-            other => anyhow::bail!("--ctx {other}: use shared or per-connection"),
-        };
-        let tls = match get("tls").as_str() {
-            "any" => None,
-            v @ ("1.2" | "1.3") => Some(v.to_string()),
-            other => anyhow::bail!("--tls-versions {other}: use 1.2, 1.3 or any"),
-        };
-        let group = get("group");
-        let cert = get("cert");
-        cert.parse::<ossl::CertType>()
-            .map_err(|e| anyhow!("--cert-type: {e}"))?;
-        plans.push(Plan {
-            label,
-            settings: combo
-                .iter()
-                .map(|(n, v)| (n.to_string(), v.clone()))
-                .collect(),
-            client_openssl,
-            server_openssl,
-            cert,
-            tls,
-            groups: (group != "default").then_some(group),
-            resume,
-            per_connection,
-        });
-    }
-    Ok(plans)
+    let fixed = c.fixed.as_deref().and_then(library_choice);
+    combos
+        .into_iter()
+        .map(|ix| {
+            let text = |d: usize| dims[d].1[ix[d]].clone();
+            let varying: Vec<String> = (0..dims.len())
+                .filter(|d| dims[*d].1.len() > 1)
+                .map(|d| format!("{}={}", dims[d].0, text(d)))
+                .collect();
+            let label = if varying.is_empty() {
+                format!("openssl={}", text(0))
+            } else {
+                varying.join(" ")
+            };
+            let lib = library_choice(&text(0));
+            let (client_openssl, server_openssl) = match c.side {
+                Side::Client => (lib, fixed.clone()),
+                Side::Server => (fixed.clone(), lib),
+                Side::Both => (lib.clone(), lib),
+            };
+            Plan {
+                label,
+                settings: (0..dims.len())
+                    .map(|d| (dims[d].0.to_string(), text(d)))
+                    .collect(),
+                client_openssl,
+                server_openssl,
+                cert: c.cert_types[ix[1]],
+                tls: c.tls[ix[2]],
+                groups: c.groups[ix[3]].clone(),
+                resume: c.resumed[ix[4]],
+                per_connection: c.ctx_per_connection[ix[5]],
+            }
+        })
+        .collect()
 }
 
-/// Builds the versions not in the cache yet; returns the ones that failed, with why.
-fn ensure_built(plans: &[Plan]) -> BTreeMap<String, String> {
-    let cache = ossl::build::BuildCache::new(crate::openssl_cmd::cache_root());
+/// Asks `build` for every version the plans name that is not a path; returns the ones that
+/// could not be had, with why.
+fn ensure_built(
+    plans: &[Plan],
+    build: &mut dyn FnMut(&str) -> Option<String>,
+) -> BTreeMap<String, String> {
     let mut failed = BTreeMap::new();
     let mut wanted: Vec<&String> = Vec::new();
     for p in plans {
@@ -150,20 +211,15 @@ fn ensure_built(plans: &[Plan]) -> BTreeMap<String, String> {
         }
     }
     for v in wanted {
-        if cache.find(v).is_some() {
-            continue;
-        }
-        eprintln!("tlsscope compare: OpenSSL {v} is not built yet: building it");
-        let jobs = host::online_cpus();
-        if let Err(e) = crate::openssl_cmd::build(std::slice::from_ref(v), None, jobs, false) {
-            failed.insert(v.clone(), format!("OpenSSL {v} did not build: {e:#}"));
+        if let Some(why) = build(v) {
+            failed.insert(v.clone(), why);
         }
     }
     failed
 }
 
 /// A server's library (None: the system's) and certificate type.
-type ServerKey = (Option<String>, String);
+type ServerKey = (Option<String>, ossl::CertType);
 
 /// A running server for one (library, certificate), and the CA file that trusts it.
 struct Server {
@@ -171,22 +227,13 @@ struct Server {
     cafile: PathBuf,
 }
 
-fn start_server(
-    openssl: Option<&str>,
-    cert: &str,
-    cpu: usize,
-    dir: &Path,
-    index: usize,
-) -> anyhow::Result<Server> {
+fn start_server(c: &MatrixConfig, key: &ServerKey, dir: &Path, index: usize) -> Result<Server> {
     let cert_out = dir.join(format!("server-{index}.pem"));
-    let exe = std::env::current_exe().context("finding the tlsscope executable")?;
     let process = start_builtin(&Builtin {
-        exe: &exe,
-        openssl,
-        cert_type: cert
-            .parse()
-            .map_err(|e: ossl::UnknownCertType| anyhow!("{e}"))?,
-        cpu,
+        exe: &c.exe,
+        openssl: key.0.as_deref(),
+        cert_type: key.1,
+        cpu: c.server_cpu,
         extra: &["--cert-out", cert_out.to_str().unwrap_or_default()],
     })?;
     let mut pem = std::fs::read(SYSTEM_BUNDLE).unwrap_or_default();
@@ -197,19 +244,18 @@ fn start_server(
 }
 
 /// Runs the matrix and returns the document (variants that failed included, with why).
-pub fn run(openssl: &[String], a: &CompareArgs, level: f64) -> anyhow::Result<CompareDocument> {
-    let plans = plans(openssl, a)?;
-    let experiments = a.experiment.clone();
-    let pretransfer = experiments.iter().any(|e| e == "pretransfer");
-    for e in &experiments {
-        anyhow::ensure!(
-            e == "pretransfer" || e == "engine",
-            "--experiment {e}: use pretransfer, engine, or both"
-        );
-    }
-    let build_failures = ensure_built(&plans);
+/// `build` makes a library version available (None) or says why it cannot; `events` hears of
+/// each round.
+pub fn run(
+    c: &MatrixConfig,
+    build: &mut dyn FnMut(&str) -> Option<String>,
+    events: &mut dyn FnMut(Event<'_>),
+) -> Result<CompareDocument> {
+    let plans = plans(c);
+    let pretransfer = c.experiments.contains(&ExperimentKind::Pretransfer);
+    let build_failures = ensure_built(&plans, build);
     let dir = tempfile::tempdir()?;
-    let mut servers: Vec<(ServerKey, Result<Server, String>)> = Vec::new();
+    let mut servers: Vec<(ServerKey, std::result::Result<Server, String>)> = Vec::new();
     let mut gathered: Vec<Gathered> = plans.iter().map(|_| Gathered::default()).collect();
     for (p, g) in plans.iter().zip(gathered.iter_mut()) {
         let broken = [&p.client_openssl, &p.server_openssl]
@@ -220,16 +266,14 @@ pub fn run(openssl: &[String], a: &CompareArgs, level: f64) -> anyhow::Result<Co
             g.error = Some(why.clone());
             continue;
         }
-        let key = (p.server_openssl.clone(), p.cert.clone());
+        let key = (p.server_openssl.clone(), p.cert);
         if pretransfer && !servers.iter().any(|(k, _)| *k == key) {
-            let index = servers.len();
-            let s = start_server(key.0.as_deref(), &key.1, a.server_cpu, dir.path(), index)
-                .map_err(|e| format!("the server did not start: {e:#}"));
+            let s = start_server(c, &key, dir.path(), servers.len())
+                .map_err(|e| format!("the server did not start: {e}"));
             servers.push((key, s));
         }
     }
-    let exe = std::env::current_exe().context("finding the tlsscope executable")?;
-    for round in 0..a.repeat {
+    for round in 0..c.repeat {
         for (i, p) in plans.iter().enumerate() {
             if gathered[i].error.is_some() {
                 continue;
@@ -247,11 +291,11 @@ pub fn run(openssl: &[String], a: &CompareArgs, level: f64) -> anyhow::Result<Co
                 None => None,
             };
             let spec = WorkerSpec {
-                experiments: experiments.clone(),
-                count: a.count,
-                warmup: a.warmup,
+                experiments: c.experiments.clone(),
+                count: c.count,
+                warmup: c.warmup,
                 target: server.map(|s| s.process.addr),
-                cafile: match (a.verify.on(), server) {
+                cafile: match (c.verify, server) {
                     (true, Some(s)) => Some(s.cafile.clone()),
                     (true, None) => Some(PathBuf::from(SYSTEM_BUNDLE)),
                     (false, _) => None,
@@ -259,27 +303,25 @@ pub fn run(openssl: &[String], a: &CompareArgs, level: f64) -> anyhow::Result<Co
                 system_bundle: Path::new(SYSTEM_BUNDLE)
                     .exists()
                     .then(|| PathBuf::from(SYSTEM_BUNDLE)),
-                tls: p.tls.clone(),
+                tls: p.tls,
                 groups: p.groups.clone(),
                 resume: p.resume,
                 ctx_per_connection: p.per_connection,
-                cert_type: p.cert.clone(),
-                cpu: Some(a.client_cpu),
+                cert_type: p.cert,
+                cpu: Some(c.client_cpu),
             };
-            eprint!(
-                "tlsscope compare: round {}/{}: {} ... ",
-                round + 1,
-                a.repeat,
-                p.label
-            );
-            let _ = std::io::stderr().flush();
+            events(Event::Round {
+                round: round + 1,
+                of: c.repeat,
+                label: &p.label,
+            });
             let server_cpu_before = server.and_then(|s| host::proc_cpu_s(s.process.pid()));
-            let outcome = run_worker(&exe, p.client_openssl.as_deref(), &spec);
+            let outcome = run_worker(&c.exe, p.client_openssl.as_deref(), &spec);
             let server_cpu_after = server.and_then(|s| host::proc_cpu_s(s.process.pid()));
             let g = &mut gathered[i];
             match outcome {
                 Ok(r) => {
-                    eprintln!("{}", one_line(&r));
+                    events(Event::RoundDone(Ok(one_line(&r))));
                     if let (Some(b), Some(e)) = (server_cpu_before, server_cpu_after) {
                         if r.connections > 0 {
                             let cpu = (e.0 - b.0) + (e.1 - b.1);
@@ -292,22 +334,18 @@ pub fn run(openssl: &[String], a: &CompareArgs, level: f64) -> anyhow::Result<Co
                     merge(g, r);
                 }
                 Err(e) => {
-                    eprintln!("failed");
-                    g.error = Some(format!("{e:#}"));
+                    events(Event::RoundDone(Err(e.to_string())));
+                    g.error = Some(e.to_string());
                 }
             }
         }
     }
     drop(servers);
-    Ok(document(&plans, gathered, a, level))
+    Ok(document(&plans, gathered, c))
 }
 
 /// Runs one worker process and reads its result line.
-fn run_worker(
-    exe: &Path,
-    openssl: Option<&str>,
-    spec: &WorkerSpec,
-) -> anyhow::Result<WorkerResult> {
+fn run_worker(exe: &Path, openssl: Option<&str>, spec: &WorkerSpec) -> Result<WorkerResult> {
     let mut cmd = Command::new(exe);
     if let Some(o) = openssl {
         cmd.args(["--openssl", o]);
@@ -325,12 +363,12 @@ fn run_worker(
             .last()
             .unwrap_or("")
             .trim_start_matches("tlsscope: error: ");
-        anyhow::bail!("{line} ({})", out.status);
+        fail!("{line} ({})", out.status);
     }
     let text = String::from_utf8_lossy(&out.stdout);
     let r: WorkerResult = serde_json::from_str(text.trim()).context("reading a worker's result")?;
     if let Some(e) = &r.error {
-        anyhow::bail!("{e}");
+        return Err(Error::msg(e));
     }
     Ok(r)
 }
@@ -371,12 +409,8 @@ const METRICS: &[&str] = &[
     "server_cpu_per_connection",
 ];
 
-fn document(
-    plans: &[Plan],
-    gathered: Vec<Gathered>,
-    a: &CompareArgs,
-    level: f64,
-) -> CompareDocument {
+fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> CompareDocument {
+    let level = c.level;
     let mut warnings = Vec::new();
     let variants: Vec<Variant> = plans
         .iter()
@@ -416,7 +450,7 @@ fn document(
             }
         })
         .collect();
-    if a.experiment.iter().any(|e| e == "engine") && a.side != Side::Both {
+    if c.experiments.contains(&ExperimentKind::Engine) && c.side != Side::Both {
         warnings.push(
             "the in-process engine runs client and server in one process, so both use the variant's library whatever --side says".into(),
         );
@@ -425,12 +459,12 @@ fn document(
     CompareDocument {
         schema_version: report::compare::COMPARE_SCHEMA_VERSION,
         kind: "compare".into(),
-        environment: crate::environment::host(),
+        environment: c.environment.clone(),
         experiment: Experiment {
             source: "matrix".into(),
-            side: Some(a.side.name().into()),
-            count: Some(a.count),
-            repeat: Some(a.repeat),
+            side: Some(c.side.name().into()),
+            count: Some(c.count),
+            repeat: Some(c.repeat),
             target: Some(
                 "the built-in server (tlsscope serve), one per library and certificate".into(),
             ),

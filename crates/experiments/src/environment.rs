@@ -4,18 +4,19 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use report::Environment;
 
-/// Describes this machine and process, with the OpenSSL under test.
-pub fn collect(lib: &ossl::Library) -> Environment {
+/// Describes this machine and the run (`command_line` as the user typed it), with the OpenSSL
+/// under test.
+pub fn collect(lib: &ossl::Library, command_line: Vec<String>) -> Environment {
     Environment {
         library: lib.version().text.clone(),
         library_version_number: lib.version().number,
         library_path: lib.ssl_path().display().to_string(),
-        ..host()
+        ..host(command_line)
     }
 }
 
-/// Describes this machine and process; no OpenSSL loaded (the library fields stay empty).
-pub fn host() -> Environment {
+/// Describes this machine and the run; no OpenSSL loaded (the library fields stay empty).
+pub fn host(command_line: Vec<String>) -> Environment {
     let uname = uname();
     Environment {
         tlsscope_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -26,7 +27,7 @@ pub fn host() -> Environment {
         cpu_model: cpu_model(),
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         hostname: uname.2,
-        command_line: std::env::args().collect(),
+        command_line,
         started_at: rfc3339_now(),
     }
 }
