@@ -22,7 +22,8 @@ use report::sniff::{redact_headers, write_hex, write_json, write_text, Record};
 use crate::args::SniffArgs;
 use crate::signals::StopFlags;
 use crate::sockets;
-use crate::trace_cmd::{alive, targets_of};
+use crate::trace_cmd::targets_of;
+use experiments::trace::alive;
 
 /// Exit status when events were lost (ring buffer full): the capture is not complete.
 const EXIT_LOST: u8 = 3;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use load::{LoadConfig, Mode, ResumeBy, RunResult};
 use ossl::{CertType, TlsVersion};
-use probes::{catalog, Buckets, Calibration, Groups, Plan, Snapshot, Target, TraceConfig, Tracer};
-use report::lab::CallRow;
+use probes::{Buckets, Calibration, Groups, Plan, Target, TraceConfig, Tracer};
+use report::trace::FunctionStats;
 
 use crate::client::{client_context, connect_once, ClientOptions, Probe};
 use crate::error::{Context, Error, Result};
@@ -101,7 +101,7 @@ pub struct Measured {
     pub untraced: RunResult,
     pub traced: RunResult,
     /// The server's traced calls, by function and outcome.
-    pub calls: Vec<CallRow>,
+    pub calls: Vec<FunctionStats>,
     /// Something about the probes worth one line, said the first time it applies.
     pub note: Option<String>,
 }
@@ -232,9 +232,7 @@ fn experiment(
             summary.not_attached.push(m.function);
         }
     }
-    let note = tracer
-        .syscall_hooks()
-        .and_then(|h| h.note(probes::Edge::Exit, probes::latency::SYSCALL_EXITS_EFFECT));
+    let note = crate::trace::syscall_hooks_note(&tracer);
     let traced = load(config.trace_duration, Duration::ZERO)?;
     let delta = tracer.snapshot()?;
     drop(tracer);
@@ -244,7 +242,7 @@ fn experiment(
     Ok(Measured {
         untraced,
         traced,
-        calls: call_rows(&delta),
+        calls: crate::trace::function_stats(&delta, Buckets::Log2),
         note,
     })
 }
@@ -275,40 +273,4 @@ fn load_config(
         source_ips: crate::bench::source_ips(server.addr, 16),
         server_pid: Some(server.pid()),
     }
-}
-
-/// The kernel's cells grouped by function and outcome, in catalog order.
-fn call_rows(delta: &Snapshot) -> Vec<CallRow> {
-    let mut keys: Vec<(u16, probes::Outcome)> = delta
-        .cells
-        .iter()
-        .map(|c| (c.function, c.outcome))
-        .collect();
-    keys.sort_unstable();
-    keys.dedup();
-    keys.into_iter()
-        .filter_map(|(function, outcome)| {
-            let f = catalog::function(function)?;
-            let cells = delta
-                .cells
-                .iter()
-                .filter(|c| (c.function, c.outcome) == (function, outcome));
-            let mut row = CallRow {
-                function: f.name.to_string(),
-                outcome: outcome.name().to_string(),
-                buckets: Vec::new(),
-                total_ns: 0,
-            };
-            for c in cells {
-                let (low_us, high_us) = Buckets::Log2.range_us(c.bucket);
-                row.buckets.push(stats::buckets::Bucket {
-                    low_us,
-                    high_us,
-                    count: c.count,
-                });
-                row.total_ns += c.total_ns;
-            }
-            Some(row)
-        })
-        .collect()
 }

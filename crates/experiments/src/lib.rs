@@ -10,6 +10,7 @@ pub mod error;
 pub mod lab;
 pub mod servers;
 pub mod target;
+pub mod trace;
 
 pub use error::{Context, Error, Result};
 pub use target::{Endpoint, TargetError};

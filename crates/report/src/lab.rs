@@ -4,19 +4,9 @@
 use std::fmt::Write as _;
 
 use load::RunResult;
-use stats::buckets::{summarize, Bucket};
 
 use crate::duration;
-
-/// The server's traced calls of one function with one outcome, over an experiment's traced
-/// half: log2 microsecond buckets and the total time.
-#[derive(Clone, Debug, PartialEq)]
-pub struct CallRow {
-    pub function: String,
-    pub outcome: String,
-    pub buckets: Vec<Bucket>,
-    pub total_ns: u64,
-}
+use crate::trace::FunctionStats;
 
 /// The experiment's section: what was obtained, rates and CPU untraced and traced, then the
 /// server-side calls per operation.
@@ -24,7 +14,7 @@ pub fn render_experiment(
     text: &mut String,
     untraced: &RunResult,
     traced: &RunResult,
-    calls: &[CallRow],
+    calls: &[FunctionStats],
 ) {
     let per = if untraced.mode == "keepalive" {
         "request"
@@ -90,7 +80,7 @@ pub fn render_experiment(
         "function", "outcome", "per op", "mean", "p50", "p99", "us per op"
     );
     for row in calls {
-        let s = summarize(&row.buckets, row.total_ns);
+        let s = &row.summary;
         let _ = writeln!(
             text,
             "    {:<22} {:<8} {:>8.2} {:>9} {:>9} {:>9} {:>11.1}",
@@ -100,7 +90,7 @@ pub fn render_experiment(
             duration(s.mean_us),
             duration(s.p50_us),
             duration(s.p99_us),
-            row.total_ns as f64 / 1000.0 / ops
+            s.total_ns as f64 / 1000.0 / ops
         );
     }
     if traced_server_us > 0.0 {
