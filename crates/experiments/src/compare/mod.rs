@@ -3,6 +3,7 @@
 //! serialized as JSON and answering with one JSON line.
 
 pub mod matrix;
+pub mod saved;
 pub mod worker;
 
 use serde::{Deserialize, Serialize};

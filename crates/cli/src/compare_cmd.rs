@@ -3,8 +3,6 @@
 //! [`CompareDocument`], rendered as a terminal table, Markdown, a self-contained HTML page, and
 //! JSON.
 
-mod saved;
-
 use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
@@ -43,7 +41,8 @@ pub fn run(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<ExitCode> {
             a.files.len() >= 2,
             "give two or more saved runs to compare (JSON from bench, trace or compare), or --matrix"
         );
-        saved::load(&a.files, a.level)?
+        let environment = experiments::environment::host(std::env::args().collect());
+        experiments::compare::saved::load(&a.files, a.level, environment)?
     };
     write_outputs(&doc, a)?;
     let failed = doc.variants.iter().filter(|v| v.error.is_some()).count();

@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context as _};
+use crate::error::{Context, Error, Result};
+use crate::fail;
 use report::compare::{
     CompareDocument, Experiment, Metric, Negotiated, Variant, COMPARE_SCHEMA_VERSION,
 };
@@ -29,18 +30,18 @@ struct Run {
     doc: Value,
 }
 
-fn read(path: &Path) -> anyhow::Result<Run> {
+fn read(path: &Path) -> Result<Run> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read it", path.display()))?;
     let doc: Value = serde_json::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
+        Error::msg(format!(
             "{}: not JSON ({e}); give files saved with --json",
             path.display()
-        )
+        ))
     })?;
     let kind = doc["kind"].as_str().unwrap_or_default().to_string();
     let Some(known) = known_version(&kind) else {
-        bail!(
+        fail!(
             "{}: not a tlsscope bench, trace or compare result (kind {:?})",
             path.display(),
             kind
@@ -48,7 +49,7 @@ fn read(path: &Path) -> anyhow::Result<Run> {
     };
     let version = doc["schema_version"].as_u64().unwrap_or(0);
     if version > known {
-        bail!(
+        fail!(
             "{}: {kind} schema version {version} is newer than this tlsscope reads ({known}); use a newer tlsscope",
             path.display()
         );
@@ -82,16 +83,19 @@ fn experiment_key(run: &Run) -> String {
     }
 }
 
-pub fn load(files: &[PathBuf], level: f64) -> anyhow::Result<CompareDocument> {
-    let runs = files
-        .iter()
-        .map(|f| read(f))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+/// Reads saved runs (the first is the baseline) and compares them as variants. `environment`
+/// is where the comparison is made.
+pub fn load(
+    files: &[PathBuf],
+    level: f64,
+    environment: report::Environment,
+) -> Result<CompareDocument> {
+    let runs = files.iter().map(|f| read(f)).collect::<Result<Vec<_>>>()?;
     let first = experiment_key(&runs[0]);
     for r in &runs[1..] {
         let key = experiment_key(r);
         if key != first {
-            bail!(
+            fail!(
                 "{} is {first} and {} is {key}: compare runs of one experiment",
                 runs[0].path.display(),
                 r.path.display()
@@ -110,7 +114,7 @@ pub fn load(files: &[PathBuf], level: f64) -> anyhow::Result<CompareDocument> {
     Ok(CompareDocument {
         schema_version: COMPARE_SCHEMA_VERSION,
         kind: "compare".into(),
-        environment: experiments::environment::host(std::env::args().collect()),
+        environment,
         experiment: Experiment {
             source: runs[0].kind.clone(),
             files: files.iter().map(|f| f.display().to_string()).collect(),
@@ -209,7 +213,7 @@ fn trace_variant(r: &Run, level: f64) -> Variant {
     }
 }
 
-fn compare_variants(r: &Run, prefix: bool, level: f64) -> anyhow::Result<Vec<Variant>> {
+fn compare_variants(r: &Run, prefix: bool, level: f64) -> Result<Vec<Variant>> {
     let doc: CompareDocument = serde_json::from_value(r.doc.clone())
         .with_context(|| format!("{}: not a readable compare document", r.path.display()))?;
     Ok(doc
