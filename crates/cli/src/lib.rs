@@ -12,7 +12,6 @@ mod openssl_cmd;
 mod serve_cmd;
 pub mod signals;
 mod sniff_cmd;
-mod sockets;
 mod trace_cmd;
 
 use std::process::ExitCode;

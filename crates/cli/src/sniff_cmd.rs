@@ -2,10 +2,8 @@
 //! (duration, signal, the sniffed processes gone, the output closed or full) detach and say
 //! what was captured and what was lost.
 
-use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
-use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::ExitCode;
@@ -14,33 +12,18 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use probes::sniff::{Assembler, Call, SniffConfig, SniffPlan, Sniffer};
+use experiments::sniff::{Format, Tally, View, Writer};
+use probes::sniff::{Assembler, SniffConfig, SniffPlan, Sniffer};
 use probes::Edge;
 use report::pcap::PcapWriter;
-use report::sniff::{redact_headers, write_hex, write_json, write_text, Record};
 
 use crate::args::SniffArgs;
 use crate::signals::StopFlags;
-use crate::sockets;
 use crate::trace_cmd::targets_of;
 use experiments::trace::alive;
 
 /// Exit status when events were lost (ring buffer full): the capture is not complete.
 const EXIT_LOST: u8 = 3;
-
-/// Counts for the summary.
-#[derive(Default)]
-struct Tally {
-    calls: u64,
-    shown: u64,
-    reads: u64,
-    writes: u64,
-    bytes: u64,
-    cut_calls: u64,
-    cut_bytes: u64,
-    incomplete: u64,
-    failed_calls: u64,
-}
 
 /// Opens a file for captured plaintext: created with mode 0600 (and kept so if it existed).
 pub fn create_private(path: &Path) -> anyhow::Result<File> {
@@ -88,7 +71,6 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    let clock = Clock::now();
     let sniffer = Sniffer::start(&config, &plan)?;
     eprintln!(
         "tlsscope sniff: {} functions attached ({}); Ctrl-C to stop",
@@ -117,15 +99,8 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
 
     let started = Instant::now();
     let mut assembler = Assembler::default();
-    let mut tally = Tally::default();
-    let mut endpoints: HashMap<(u32, i32), Option<(SocketAddr, SocketAddr)>> = HashMap::new();
-    let mut sinks = Sinks {
-        out: &mut *out,
-        pcap: pcap.as_mut(),
-        clock,
-    };
+    let mut writer = Writer::new(view(a), &mut *out, pcap.as_mut());
     let mut ended_by: Option<String> = None;
-    let mut lost_reported = probes::sniff::SniffCounters::default();
     let mut failure: Option<anyhow::Error> = None;
     loop {
         let calls = match sniffer.poll(Duration::from_millis(20), &mut assembler) {
@@ -135,24 +110,19 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
                 break;
             }
         };
-        let mut wrote = !calls.is_empty();
-        let mut result = Ok(());
         // Losses go into the stream where they happened, not only into the summary.
-        if let Ok(now) = sniffer.counters() {
-            if now.lost_calls > lost_reported.lost_calls {
-                result = lost_line(a, sinks.out, &now, &lost_reported);
-                lost_reported = now;
-                wrote = true;
-            }
-        }
-        for call in calls {
+        let mut result = match sniffer.counters() {
+            Ok(now) => writer.losses(&now).map(|lost| lost || !calls.is_empty()),
+            Err(_) => Ok(!calls.is_empty()),
+        };
+        for call in &calls {
             if result.is_err() {
                 break;
             }
-            result = emit(a, &mut sinks, &call, &mut tally, &mut endpoints);
+            result = writer.call(call).map(|()| true);
         }
         // Each batch reaches the reader now (and a closed pipe shows up now, not at exit).
-        let written = result.and_then(|()| if wrote { sinks.out.flush() } else { Ok(()) });
+        let written = result.and_then(|wrote| if wrote { writer.flush() } else { Ok(()) });
         if let Err(e) = written {
             ended_by = Some(output_problem(&e, a));
             if e.kind() != io::ErrorKind::BrokenPipe {
@@ -177,7 +147,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     if failure.is_none() && ended_by.as_deref() != Some("output closed") {
         if let Ok(calls) = sniffer.poll(Duration::ZERO, &mut assembler) {
             for call in calls.into_iter().chain(assembler.finish()) {
-                if emit(a, &mut sinks, &call, &mut tally, &mut endpoints).is_err() {
+                if writer.call(&call).is_err() {
                     break;
                 }
             }
@@ -185,7 +155,9 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     }
     let counters = sniffer.counters();
     drop(sniffer);
-    let mut flushed = out.flush();
+    let mut flushed = writer.flush();
+    let tally = writer.tally().clone();
+    drop(writer);
     if let Some(p) = pcap.as_mut() {
         flushed = flushed.and(p.flush());
     }
@@ -217,35 +189,20 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 
-/// A stream line saying how many more calls the ring buffer lost since the last such line.
-fn lost_line(
-    a: &SniffArgs,
-    out: &mut dyn Write,
-    now: &probes::sniff::SniffCounters,
-    before: &probes::sniff::SniffCounters,
-) -> io::Result<()> {
-    let (calls, records) = (
-        now.lost_calls - before.lost_calls,
-        now.lost_records - before.lost_records,
-    );
-    let unchecked = now.unchecked - before.unchecked;
-    if a.json {
-        writeln!(
-            out,
-            "{{\"lost_calls\":{calls},\"lost_records\":{records},\"unchecked_calls\":{unchecked}}}"
-        )
-    } else if a.quiet {
-        Ok(())
-    } else if unchecked == calls {
-        writeln!(
-            out,
-            "*** lost {calls} NSPR calls: whether their file was a TLS socket could not be checked"
-        )
-    } else {
-        writeln!(
-            out,
-            "*** lost {calls} calls ({records} records, {unchecked} unchecked NSPR calls): the ring buffer was full; use a larger --ring-size"
-        )
+/// What to show, as the options say.
+fn view(a: &SniffArgs) -> View {
+    View {
+        format: if a.quiet {
+            Format::Quiet
+        } else if a.json {
+            Format::Json
+        } else if a.hex {
+            Format::Hex
+        } else {
+            Format::Text
+        },
+        grep: a.grep.clone(),
+        redact_headers: a.redact_headers,
     }
 }
 
@@ -262,144 +219,6 @@ fn output_problem(e: &io::Error, a: &SniffArgs) -> String {
         }
         _ => format!("cannot write to {target}: {e}"),
     }
-}
-
-/// Converts the probes' CLOCK_MONOTONIC times to wall-clock time for the pcap.
-#[derive(Clone, Copy)]
-struct Clock {
-    realtime_minus_monotonic_ns: i128,
-}
-
-impl Clock {
-    fn now() -> Clock {
-        let read = |id| {
-            let mut ts = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            };
-            // SAFETY: clock_gettime writes the timespec it is given; both clocks exist on Linux.
-            unsafe { libc::clock_gettime(id, &mut ts) };
-            i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
-        };
-        Clock {
-            realtime_minus_monotonic_ns: read(libc::CLOCK_REALTIME) - read(libc::CLOCK_MONOTONIC),
-        }
-    }
-
-    fn wall_us(&self, monotonic_ns: u64) -> u64 {
-        let ns = i128::from(monotonic_ns) + self.realtime_minus_monotonic_ns;
-        u64::try_from(ns / 1000).unwrap_or(0)
-    }
-}
-
-/// Where calls go: the stream, and the pcap file when asked for.
-struct Sinks<'a> {
-    out: &'a mut dyn Write,
-    pcap: Option<&'a mut PcapWriter<BufWriter<File>>>,
-    clock: Clock,
-}
-
-/// Filters, resolves and writes one call.
-fn emit(
-    a: &SniffArgs,
-    sinks: &mut Sinks<'_>,
-    call: &Call,
-    tally: &mut Tally,
-    endpoints: &mut HashMap<(u32, i32), Option<(SocketAddr, SocketAddr)>>,
-) -> io::Result<()> {
-    tally.calls += 1;
-    if call.incomplete {
-        tally.incomplete += 1;
-    }
-    if call.uncaptured_bytes > 0 && !(a.quiet && a.pcap.is_none()) {
-        tally.cut_calls += 1;
-        tally.cut_bytes += call.uncaptured_bytes;
-    }
-    if call.total_bytes == 0 && call.direction != probes::sniff::Direction::Handshake {
-        tally.failed_calls += 1;
-    }
-    if let Some(pattern) = &a.grep {
-        if !contains(&call.data, pattern.as_bytes()) {
-            return Ok(());
-        }
-    }
-    tally.shown += 1;
-    match call.direction {
-        probes::sniff::Direction::Read => tally.reads += 1,
-        probes::sniff::Direction::Write => tally.writes += 1,
-        probes::sniff::Direction::Handshake => {}
-    }
-    tally.bytes += call.total_bytes;
-    if a.quiet && sinks.pcap.is_none() {
-        return Ok(());
-    }
-    // The kernel's view, taken during the call; else /proc, while the socket is still open.
-    let ends = call.endpoints.or_else(|| {
-        call.fd.and_then(|fd| {
-            *endpoints
-                .entry((call.pid, fd))
-                .or_insert_with(|| sockets::endpoints(call.pid, fd))
-        })
-    });
-    if let Some(pcap) = sinks.pcap.as_deref_mut() {
-        let sent = match call.direction {
-            probes::sniff::Direction::Write => Some(true),
-            probes::sniff::Direction::Read => Some(false),
-            probes::sniff::Direction::Handshake => None,
-        };
-        match (ends, sent) {
-            (Some((local, peer)), Some(sent)) if !call.data.is_empty() => pcap.add(
-                call.pid,
-                local,
-                peer,
-                sinks.clock.wall_us(call.start_ns),
-                sent,
-                &call.data,
-                call.uncaptured_bytes,
-            )?,
-            (None, Some(_)) if !call.data.is_empty() => pcap.skipped_calls += 1,
-            _ => {}
-        }
-    }
-    if a.quiet {
-        return Ok(());
-    }
-    let redacted;
-    let data: &[u8] = if a.redact_headers {
-        redacted = redact_headers(&call.data);
-        &redacted
-    } else {
-        &call.data
-    };
-    let record = Record {
-        start_ns: call.start_ns,
-        latency_ns: call.latency_ns,
-        pid: call.pid,
-        tid: call.tid,
-        comm: &call.comm,
-        fd: call.fd,
-        fd_from_earlier_call: call.fd_from_earlier_call,
-        local: ends.map(|e| e.0),
-        peer: ends.map(|e| e.1),
-        function: call.function,
-        direction: call.direction.name(),
-        ret: call.ret,
-        total_bytes: call.total_bytes,
-        uncaptured_bytes: call.uncaptured_bytes,
-        incomplete: call.incomplete,
-        data,
-    };
-    if a.json {
-        write_json(sinks.out, &record)
-    } else if a.hex {
-        write_hex(sinks.out, &record)
-    } else {
-        write_text(sinks.out, &record)
-    }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 fn summary(t: &Tally, c: &probes::sniff::SniffCounters, ended_by: Option<&str>, took: Duration) {

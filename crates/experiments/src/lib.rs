@@ -9,6 +9,8 @@ pub mod environment;
 pub mod error;
 pub mod lab;
 pub mod servers;
+pub mod sniff;
+pub mod sockets;
 pub mod target;
 pub mod trace;
 

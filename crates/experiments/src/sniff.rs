@@ -1,0 +1,254 @@
+//! What `sniff` writes: each captured call filtered, given its socket's ends and written as
+//! text, hex or JSON lines (and to a pcap), with losses said in the stream where they happened,
+//! and the tally for the summary.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::net::SocketAddr;
+
+use probes::sniff::{Call, Direction, SniffCounters};
+use report::pcap::PcapWriter;
+use report::sniff::{redact_headers, write_hex, write_json, write_text, Record};
+
+/// How calls are shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Hex,
+    Json,
+    /// Counted, not shown.
+    Quiet,
+}
+
+/// What to show of the calls.
+#[derive(Clone, Debug)]
+pub struct View {
+    pub format: Format,
+    /// Only calls whose payload contains this.
+    pub grep: Option<String>,
+    /// Mask Authorization, Cookie and Set-Cookie values.
+    pub redact_headers: bool,
+}
+
+/// Counts for the summary.
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    pub calls: u64,
+    pub shown: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes: u64,
+    pub cut_calls: u64,
+    pub cut_bytes: u64,
+    pub incomplete: u64,
+    pub failed_calls: u64,
+}
+
+/// Where calls go (the stream, and a pcap when asked for), and what has been written so far.
+pub struct Writer<'a, W: Write> {
+    view: View,
+    out: &'a mut dyn Write,
+    pcap: Option<&'a mut PcapWriter<W>>,
+    clock: Clock,
+    tally: Tally,
+    /// Socket ends found in /proc, per (pid, fd), for calls the kernel gave none.
+    endpoints: HashMap<(u32, i32), Option<(SocketAddr, SocketAddr)>>,
+    /// The kernel's loss counters when a loss was last written.
+    lost_reported: SniffCounters,
+}
+
+impl<'a, W: Write> Writer<'a, W> {
+    pub fn new(view: View, out: &'a mut dyn Write, pcap: Option<&'a mut PcapWriter<W>>) -> Self {
+        Writer {
+            view,
+            out,
+            pcap,
+            clock: Clock::now(),
+            tally: Tally::default(),
+            endpoints: HashMap::new(),
+            lost_reported: SniffCounters::default(),
+        }
+    }
+
+    /// Filters, resolves and writes one call.
+    pub fn call(&mut self, call: &Call) -> io::Result<()> {
+        emit(self, call)
+    }
+
+    /// Writes a line for the calls lost since the last one, if any; true when it did.
+    pub fn losses(&mut self, now: &SniffCounters) -> io::Result<bool> {
+        if now.lost_calls <= self.lost_reported.lost_calls {
+            return Ok(false);
+        }
+        lost_line(self.view.format, self.out, now, &self.lost_reported)?;
+        self.lost_reported = *now;
+        Ok(true)
+    }
+
+    /// Flushes the stream.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+
+    /// What was written, for the summary.
+    pub fn tally(&self) -> &Tally {
+        &self.tally
+    }
+}
+
+/// A stream line saying how many more calls the ring buffer lost since the last such line.
+fn lost_line(
+    format: Format,
+    out: &mut dyn Write,
+    now: &SniffCounters,
+    before: &SniffCounters,
+) -> io::Result<()> {
+    let (calls, records) = (
+        now.lost_calls - before.lost_calls,
+        now.lost_records - before.lost_records,
+    );
+    let unchecked = now.unchecked - before.unchecked;
+    if format == Format::Json {
+        writeln!(
+            out,
+            "{{\"lost_calls\":{calls},\"lost_records\":{records},\"unchecked_calls\":{unchecked}}}"
+        )
+    } else if format == Format::Quiet {
+        Ok(())
+    } else if unchecked == calls {
+        writeln!(
+            out,
+            "*** lost {calls} NSPR calls: whether their file was a TLS socket could not be checked"
+        )
+    } else {
+        writeln!(
+            out,
+            "*** lost {calls} calls ({records} records, {unchecked} unchecked NSPR calls): the ring buffer was full; use a larger --ring-size"
+        )
+    }
+}
+
+/// Converts the probes' CLOCK_MONOTONIC times to wall-clock time for the pcap.
+#[derive(Clone, Copy)]
+pub struct Clock {
+    realtime_minus_monotonic_ns: i128,
+}
+
+impl Clock {
+    pub fn now() -> Clock {
+        let read = |id| {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: clock_gettime writes the timespec it is given; both clocks exist on Linux.
+            unsafe { libc::clock_gettime(id, &mut ts) };
+            i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+        };
+        Clock {
+            realtime_minus_monotonic_ns: read(libc::CLOCK_REALTIME) - read(libc::CLOCK_MONOTONIC),
+        }
+    }
+
+    fn wall_us(&self, monotonic_ns: u64) -> u64 {
+        let ns = i128::from(monotonic_ns) + self.realtime_minus_monotonic_ns;
+        u64::try_from(ns / 1000).unwrap_or(0)
+    }
+}
+
+/// Filters, resolves and writes one call.
+fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call) -> io::Result<()> {
+    let (view, tally) = (&w.view, &mut w.tally);
+    let quiet = view.format == Format::Quiet;
+    tally.calls += 1;
+    if call.incomplete {
+        tally.incomplete += 1;
+    }
+    if call.uncaptured_bytes > 0 && !(quiet && w.pcap.is_none()) {
+        tally.cut_calls += 1;
+        tally.cut_bytes += call.uncaptured_bytes;
+    }
+    if call.total_bytes == 0 && call.direction != Direction::Handshake {
+        tally.failed_calls += 1;
+    }
+    if let Some(pattern) = &view.grep {
+        if !contains(&call.data, pattern.as_bytes()) {
+            return Ok(());
+        }
+    }
+    tally.shown += 1;
+    match call.direction {
+        Direction::Read => tally.reads += 1,
+        Direction::Write => tally.writes += 1,
+        Direction::Handshake => {}
+    }
+    tally.bytes += call.total_bytes;
+    if quiet && w.pcap.is_none() {
+        return Ok(());
+    }
+    // The kernel's view, taken during the call; else /proc, while the socket is still open.
+    let ends = call.endpoints.or_else(|| {
+        call.fd.and_then(|fd| {
+            *w.endpoints
+                .entry((call.pid, fd))
+                .or_insert_with(|| crate::sockets::endpoints(call.pid, fd))
+        })
+    });
+    if let Some(pcap) = w.pcap.as_deref_mut() {
+        let sent = match call.direction {
+            Direction::Write => Some(true),
+            Direction::Read => Some(false),
+            Direction::Handshake => None,
+        };
+        match (ends, sent) {
+            (Some((local, peer)), Some(sent)) if !call.data.is_empty() => pcap.add(
+                call.pid,
+                local,
+                peer,
+                w.clock.wall_us(call.start_ns),
+                sent,
+                &call.data,
+                call.uncaptured_bytes,
+            )?,
+            (None, Some(_)) if !call.data.is_empty() => pcap.skipped_calls += 1,
+            _ => {}
+        }
+    }
+    if quiet {
+        return Ok(());
+    }
+    let redacted;
+    let data: &[u8] = if view.redact_headers {
+        redacted = redact_headers(&call.data);
+        &redacted
+    } else {
+        &call.data
+    };
+    let record = Record {
+        start_ns: call.start_ns,
+        latency_ns: call.latency_ns,
+        pid: call.pid,
+        tid: call.tid,
+        comm: &call.comm,
+        fd: call.fd,
+        fd_from_earlier_call: call.fd_from_earlier_call,
+        local: ends.map(|e| e.0),
+        peer: ends.map(|e| e.1),
+        function: call.function,
+        direction: call.direction.name(),
+        ret: call.ret,
+        total_bytes: call.total_bytes,
+        uncaptured_bytes: call.uncaptured_bytes,
+        incomplete: call.incomplete,
+        data,
+    };
+    match view.format {
+        Format::Json => write_json(w.out, &record),
+        Format::Hex => write_hex(w.out, &record),
+        Format::Text | Format::Quiet => write_text(w.out, &record),
+    }
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+}
