@@ -60,12 +60,17 @@ impl Sniff {
 
     /// Stops it with SIGINT (Ctrl-C: exit 130 unless something was lost); returns the exit
     /// code, stderr, and the calls written.
-    pub(crate) fn stop(mut self) -> (Option<i32>, String, Vec<Value>) {
+    pub(crate) fn stop(self) -> (Option<i32>, String, Vec<Value>) {
         // Let the last calls through the ring buffer first.
         std::thread::sleep(Duration::from_millis(300));
         let pid = i32::try_from(self.child.id()).unwrap();
         // SAFETY: kill signals a child we started and have not reaped.
         unsafe { libc::kill(pid, libc::SIGINT) };
+        self.finish()
+    }
+
+    /// Waits for it to end by itself (after a signal already sent); like `stop` otherwise.
+    fn finish(mut self) -> (Option<i32>, String, Vec<Value>) {
         let start = Instant::now();
         let status = loop {
             if let Some(s) = self.child.try_wait().unwrap() {
@@ -504,7 +509,7 @@ fn every_way_out_detaches_and_summarizes() {
         let programs = sniff.programs.clone();
         // SAFETY: kill signals a child we started.
         unsafe { libc::kill(child_pid, signal) };
-        let (code, stderr, _) = sniff.stop();
+        let (code, stderr, _) = sniff.finish();
         assert_eq!(code, Some(exit), "{stderr}");
         assert!(stderr.contains("stopped after"), "{stderr}");
         crate::trace::assert_unloaded(&programs, "signal");
