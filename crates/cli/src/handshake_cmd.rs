@@ -2,16 +2,14 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use ossl::Session;
-use serde_json::json;
 
 use crate::args::HandshakeArgs;
 use crate::client::client_context;
 use crate::library;
-use experiments::client::{connect_first, Outcome, Probe};
+use experiments::client::{connect_first, Probe};
 
 pub fn run(openssl: Option<&str>, a: &HandshakeArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(a.count >= 1, "--count must be at least 1");
@@ -45,9 +43,9 @@ pub fn run(openssl: Option<&str>, a: &HandshakeArgs) -> anyhow::Result<ExitCode>
             not_resumed += 1;
         }
         if a.json {
-            writeln!(stdout, "{}", outcome_json(i, lib, &outcome))?;
+            writeln!(stdout, "{}", outcome.json(i, lib))?;
         } else {
-            writeln!(stdout, "{}", outcome_line(i, addr, request, &outcome))?;
+            writeln!(stdout, "{}", outcome.line(i, addr, request))?;
         }
         if a.resume {
             session = outcome.session;
@@ -62,55 +60,4 @@ pub fn run(openssl: Option<&str>, a: &HandshakeArgs) -> anyhow::Result<ExitCode>
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
-}
-
-fn outcome_line(
-    i: usize,
-    addr: std::net::SocketAddr,
-    request: Option<&str>,
-    o: &Outcome,
-) -> String {
-    let n = &o.negotiated;
-    let none = || "-".to_string();
-    let mut line = format!(
-        "#{i} {} {} {} group={} sig={} key={} {} connect={:.2}ms handshake={:.2}ms",
-        addr,
-        n.version,
-        n.cipher,
-        n.group.clone().unwrap_or_else(none),
-        n.signature.clone().unwrap_or_else(none),
-        n.server_key.clone().unwrap_or_else(none),
-        n.kind,
-        ms(o.connect),
-        ms(o.handshake),
-    );
-    if let (Some(path), Some((status, bytes))) = (request, o.response) {
-        line.push_str(&format!(" GET {path} -> {status} ({bytes} bytes)"));
-    }
-    line
-}
-
-fn outcome_json(i: usize, lib: &ossl::Library, o: &Outcome) -> serde_json::Value {
-    let n = &o.negotiated;
-    json!({
-        "connection": i,
-        "library": lib.version().text,
-        "library_version_number": lib.version().number,
-        "version": n.version,
-        "cipher": n.cipher,
-        "cipher_standard": n.cipher_standard,
-        "group": n.group,
-        "signature": n.signature,
-        "server_key": n.server_key,
-        "handshake": n.kind.name(),
-        "resumed": n.kind.is_resumed(),
-        "connect_ms": ms(o.connect),
-        "handshake_ms": ms(o.handshake),
-        "status": o.response.map(|r| r.0),
-        "body_bytes": o.response.map(|r| r.1),
-    })
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
 use ossl::{ContextBuilder, Credentials, Role};
-use server::{Server, ServerConfig, StatsSnapshot};
+use server::{Server, ServerConfig};
 
 use crate::args::ServeArgs;
 use crate::library;
@@ -80,7 +80,7 @@ pub fn run(openssl: Option<&str>, a: &ServeArgs) -> anyhow::Result<ExitCode> {
         std::fs::write(path, json).with_context(|| format!("--stats-json {}", path.display()))?;
     }
     // A reader that went away (the terminal closed, `| head`) is not the server's failure.
-    let _ = print_summary(&mut std::io::stdout().lock(), &snapshot);
+    let _ = report::serve::summary(&mut std::io::stdout().lock(), &snapshot);
     Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 
@@ -90,39 +90,4 @@ fn on_off(on: bool) -> &'static str {
     } else {
         "off"
     }
-}
-
-/// The closing summary. Written after the counters file, so a closed stdout loses nothing.
-fn print_summary(out: &mut impl Write, s: &StatsSnapshot) -> std::io::Result<()> {
-    let h = &s.handshakes;
-    writeln!(
-        out,
-        "tlsscope serve: stopped after {:.1} s",
-        s.uptime_ms as f64 / 1000.0
-    )?;
-    writeln!(
-        out,
-        "  connections  accepted {}, closed {}, errors {}",
-        s.connections.accepted, s.connections.closed, s.connections.errors
-    )?;
-    writeln!(
-        out,
-        "  handshakes   full {}, resumed by session ID {}, resumed by ticket {}, failed {} \
-         (TLSv1.3 {}, TLSv1.2 {}, other {})",
-        h.full, h.resumed_session_id, h.resumed_ticket, h.failed, h.tls13, h.tls12, h.other_version
-    )?;
-    for (reason, n) in &h.failure_reasons {
-        writeln!(out, "    failed: {reason}: {n}")?;
-    }
-    writeln!(
-        out,
-        "  requests     {} (2xx {}, 4xx {}, 5xx {})",
-        s.requests, s.responses.ok, s.responses.client_error, s.responses.server_error
-    )?;
-    writeln!(
-        out,
-        "  bytes        read {}, written {}",
-        s.bytes.read, s.bytes.written
-    )?;
-    Ok(())
 }

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use experiments::sniff::{Format, Tally, View, Writer};
+use experiments::sniff::{Format, View, Writer};
 use probes::sniff::{Assembler, SniffConfig, SniffPlan, Sniffer};
 use probes::Edge;
 use report::pcap::PcapWriter;
@@ -167,7 +167,13 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let counters = counters?;
-    summary(&tally, &counters, ended_by.as_deref(), window);
+    let _ = experiments::sniff::write_summary(
+        &mut io::stderr().lock(),
+        &tally,
+        &counters,
+        ended_by.as_deref(),
+        window,
+    );
     if let Some(e) = failure {
         return Err(e);
     }
@@ -218,29 +224,5 @@ fn output_problem(e: &io::Error, a: &SniffArgs) -> String {
             format!("cannot write to {target}: no space left on the device")
         }
         _ => format!("cannot write to {target}: {e}"),
-    }
-}
-
-fn summary(t: &Tally, c: &probes::sniff::SniffCounters, ended_by: Option<&str>, took: Duration) {
-    let why = ended_by.map(|w| format!(" ({w})")).unwrap_or_default();
-    eprintln!(
-        "tlsscope sniff: stopped after {:.1} s{why}: {} calls seen by the probes, {} received; {} shown ({} reads, {} writes, {} bytes)",
-        took.as_secs_f64(),
-        c.calls,
-        t.calls,
-        t.shown,
-        t.reads,
-        t.writes,
-        t.bytes
-    );
-    eprintln!(
-        "tlsscope sniff: cut at --max-bytes: {} calls ({} bytes not captured); calls that moved no data (failed or would block): {}; lost (ring buffer full): {} calls, {} records",
-        t.cut_calls, t.cut_bytes, t.failed_calls, c.lost_calls - c.unchecked, c.lost_records
-    );
-    if c.unchecked > 0 {
-        eprintln!(
-            "tlsscope sniff: NSPR calls not sniffed, their layer unchecked (memory map busy): {}",
-            c.unchecked
-        );
     }
 }

@@ -252,3 +252,38 @@ fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call) -> io::Result<()> {
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
 }
+
+/// The closing summary: calls seen, received, shown, cut, lost.
+pub fn write_summary(
+    out: &mut dyn Write,
+    t: &Tally,
+    c: &SniffCounters,
+    ended_by: Option<&str>,
+    took: std::time::Duration,
+) -> io::Result<()> {
+    let why = ended_by.map(|w| format!(" ({w})")).unwrap_or_default();
+    writeln!(
+        out,
+        "tlsscope sniff: stopped after {:.1} s{why}: {} calls seen by the probes, {} received; {} shown ({} reads, {} writes, {} bytes)",
+        took.as_secs_f64(),
+        c.calls,
+        t.calls,
+        t.shown,
+        t.reads,
+        t.writes,
+        t.bytes
+    )?;
+    writeln!(
+        out,
+        "tlsscope sniff: cut at --max-bytes: {} calls ({} bytes not captured); calls that moved no data (failed or would block): {}; lost (ring buffer full): {} calls, {} records",
+        t.cut_calls, t.cut_bytes, t.failed_calls, c.lost_calls - c.unchecked, c.lost_records
+    )?;
+    if c.unchecked > 0 {
+        writeln!(
+            out,
+            "tlsscope sniff: NSPR calls not sniffed, their layer unchecked (memory map busy): {}",
+            c.unchecked
+        )?;
+    }
+    Ok(())
+}

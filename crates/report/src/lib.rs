@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod lab;
 pub mod pcap;
+pub mod serve;
 pub mod sniff;
 pub mod trace;
 
