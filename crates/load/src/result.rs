@@ -57,13 +57,51 @@ pub struct HandshakeCounts {
 pub struct NegotiatedCount {
     pub version: String,
     pub cipher: String,
+    /// Absent in compare documents written before this model was shared.
+    #[serde(default)]
     pub cipher_standard: Option<String>,
     pub group: Option<String>,
     pub signature: Option<String>,
+    #[serde(default)]
     pub server_key: Option<String>,
     /// "full", "resumed_session_id" or "resumed_ticket".
     pub handshake: String,
     pub count: u64,
+}
+
+impl NegotiatedCount {
+    /// One handshake that negotiated `n`.
+    pub fn one(n: &ossl::Negotiated) -> NegotiatedCount {
+        NegotiatedCount {
+            version: n.version.clone(),
+            cipher: n.cipher.clone(),
+            cipher_standard: n.cipher_standard.clone(),
+            group: n.group.clone(),
+            signature: n.signature.clone(),
+            server_key: n.server_key.clone(),
+            handshake: n.kind.name().to_string(),
+            count: 1,
+        }
+    }
+
+    /// Adds `n` to `list`: to the entry with the same outcome, or as a new one.
+    pub fn tally(list: &mut Vec<NegotiatedCount>, n: NegotiatedCount) {
+        let key = |e: &NegotiatedCount| {
+            (
+                e.version.clone(),
+                e.cipher.clone(),
+                e.group.clone(),
+                e.signature.clone(),
+                e.server_key.clone(),
+                e.handshake.clone(),
+            )
+        };
+        let wanted = key(&n);
+        match list.iter_mut().find(|e| key(e) == wanted) {
+            Some(e) => e.count += n.count,
+            None => list.push(n),
+        }
+    }
 }
 
 /// Did the run get the resumption behaviour it asked for?

@@ -107,31 +107,8 @@ impl Metric {
     }
 }
 
-/// A handshake outcome and how many times it was obtained.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Negotiated {
-    pub version: String,
-    pub cipher: String,
-    pub group: Option<String>,
-    pub signature: Option<String>,
-    /// "full", "resumed (ticket)", ...
-    pub handshake: String,
-    pub count: u64,
-}
-
-impl Negotiated {
-    /// Adds `n` to `list`: to the entry with the same outcome, or as a new one.
-    pub fn tally(list: &mut Vec<Negotiated>, n: Negotiated) {
-        let same = |e: &Negotiated| {
-            (&e.version, &e.cipher, &e.group, &e.signature, &e.handshake)
-                == (&n.version, &n.cipher, &n.group, &n.signature, &n.handshake)
-        };
-        match list.iter_mut().find(|e| same(e)) {
-            Some(e) => e.count += n.count,
-            None => list.push(n),
-        }
-    }
-}
+/// A handshake outcome and how many times it was obtained: the load engine's model, shared.
+pub use load::result::NegotiatedCount as Negotiated;
 
 /// A variant against the baseline on one metric.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

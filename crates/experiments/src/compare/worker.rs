@@ -107,15 +107,7 @@ fn client_context(
 }
 
 fn record(negotiated: &mut Vec<Negotiated>, n: &ossl::Negotiated) {
-    let one = Negotiated {
-        version: n.version.clone(),
-        cipher: n.cipher.clone(),
-        group: n.group.clone(),
-        signature: n.signature.clone(),
-        handshake: n.kind.name().to_string(),
-        count: 1,
-    };
-    Negotiated::tally(negotiated, one);
+    Negotiated::tally(negotiated, Negotiated::one(n));
 }
 
 fn us(d: Duration) -> f64 {
