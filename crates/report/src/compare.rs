@@ -121,43 +121,6 @@ pub struct MetricComparison {
     pub comparison: Comparison,
 }
 
-/// Compares every variant with results against the first one, metric by metric.
-pub fn analyze(variants: &[Variant], level: f64) -> Vec<MetricComparison> {
-    let measured: Vec<&Variant> = variants.iter().filter(|v| v.error.is_none()).collect();
-    let Some((base, others)) = measured.split_first() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for metric in &base.metrics {
-        for other in others {
-            let Some(m) = other.metrics.iter().find(|m| m.name == metric.name) else {
-                continue;
-            };
-            let comparison = stats::compare::compare(
-                &metric.samples,
-                &m.samples,
-                level,
-                RESAMPLES,
-                metric.lower_is_better,
-            );
-            // No ratio of a zero median (e.g. CPU below the clock tick): nothing to say.
-            let r = &comparison.ratio;
-            if ![r.estimate, r.low, r.high].iter().all(|v| v.is_finite()) {
-                continue;
-            }
-            out.push(MetricComparison {
-                metric: metric.name.clone(),
-                baseline: base.label.clone(),
-                variant: other.label.clone(),
-                baseline_median: metric.summary.median,
-                variant_median: m.summary.median,
-                comparison,
-            });
-        }
-    }
-    out
-}
-
 /// The verdict in words, for the metric's direction.
 pub fn verdict_words(v: Verdict, lower_is_better: bool) -> &'static str {
     match (v, lower_is_better) {
@@ -481,7 +444,7 @@ mod tests {
     }
 
     #[test]
-    fn analysis_compares_each_variant_with_the_first_that_has_results() {
+    fn a_failed_variant_and_a_slower_one_are_rendered() {
         let base: Vec<f64> = (0..100).map(|i| 1000.0 + f64::from(i)).collect();
         let slow: Vec<f64> = base.iter().map(|v| v * 1.5).collect();
         let failed = Variant {
@@ -489,14 +452,17 @@ mod tests {
             error: Some("did not build".into()),
             ..Variant::default()
         };
+        let comparison = stats::compare::compare(&base, &slow, 0.95, RESAMPLES, true);
+        assert_eq!(comparison.verdict, Verdict::Worse);
+        let cmp = vec![MetricComparison {
+            metric: "pretransfer".into(),
+            baseline: "a".into(),
+            variant: "b".into(),
+            baseline_median: stats::compare::describe(&base).median,
+            variant_median: stats::compare::describe(&slow).median,
+            comparison,
+        }];
         let variants = vec![failed, variant("a", base), variant("b", slow)];
-        let cmp = analyze(&variants, 0.95);
-        assert_eq!(cmp.len(), 1);
-        assert_eq!(
-            (cmp[0].baseline.as_str(), cmp[0].variant.as_str()),
-            ("a", "b")
-        );
-        assert_eq!(cmp[0].comparison.verdict, Verdict::Worse);
         let doc = CompareDocument {
             schema_version: COMPARE_SCHEMA_VERSION,
             kind: "compare".into(),

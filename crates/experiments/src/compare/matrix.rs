@@ -455,7 +455,7 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
             "the in-process engine runs client and server in one process, so both use the variant's library whatever --side says".into(),
         );
     }
-    let comparisons = report::compare::analyze(&variants, level);
+    let comparisons = super::analyze(&variants, level);
     CompareDocument {
         schema_version: report::compare::COMPARE_SCHEMA_VERSION,
         kind: "compare".into(),

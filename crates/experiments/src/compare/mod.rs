@@ -6,7 +6,45 @@ pub mod matrix;
 pub mod saved;
 pub mod worker;
 
+use report::compare::{MetricComparison, Variant};
 use serde::{Deserialize, Serialize};
+
+/// Compares every variant with results against the first one, metric by metric.
+pub fn analyze(variants: &[Variant], level: f64) -> Vec<MetricComparison> {
+    let measured: Vec<&Variant> = variants.iter().filter(|v| v.error.is_none()).collect();
+    let Some((base, others)) = measured.split_first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for metric in &base.metrics {
+        for other in others {
+            let Some(m) = other.metrics.iter().find(|m| m.name == metric.name) else {
+                continue;
+            };
+            let comparison = stats::compare::compare(
+                &metric.samples,
+                &m.samples,
+                level,
+                report::compare::RESAMPLES,
+                metric.lower_is_better,
+            );
+            // No ratio of a zero median (e.g. CPU below the clock tick): nothing to say.
+            let r = &comparison.ratio;
+            if ![r.estimate, r.low, r.high].iter().all(|v| v.is_finite()) {
+                continue;
+            }
+            out.push(MetricComparison {
+                metric: metric.name.clone(),
+                baseline: base.label.clone(),
+                variant: other.label.clone(),
+                baseline_median: metric.summary.median,
+                variant_median: m.summary.median,
+                comparison,
+            });
+        }
+    }
+    out
+}
 
 /// What a worker measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -80,3 +118,36 @@ pub(crate) mod cert_type_name {
 }
 
 pub(crate) use cert_type_name as cert_type_serde;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use report::compare::Metric;
+    use stats::compare::Verdict;
+
+    fn variant(label: &str, samples: Vec<f64>) -> Variant {
+        Variant {
+            label: label.into(),
+            metrics: vec![Metric::new("pretransfer", "us", true, samples, 0.95)],
+            ..Variant::default()
+        }
+    }
+
+    #[test]
+    fn each_variant_is_compared_with_the_first_that_has_results() {
+        let base: Vec<f64> = (0..100).map(|i| 1000.0 + f64::from(i)).collect();
+        let slow: Vec<f64> = base.iter().map(|v| v * 1.5).collect();
+        let failed = Variant {
+            label: "broken".into(),
+            error: Some("did not build".into()),
+            ..Variant::default()
+        };
+        let cmp = analyze(&[failed, variant("a", base), variant("b", slow)], 0.95);
+        assert_eq!(cmp.len(), 1);
+        assert_eq!(
+            (cmp[0].baseline.as_str(), cmp[0].variant.as_str()),
+            ("a", "b")
+        );
+        assert_eq!(cmp[0].comparison.verdict, Verdict::Worse);
+    }
+}

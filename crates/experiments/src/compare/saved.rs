@@ -121,7 +121,7 @@ pub fn load(
             ..Experiment::default()
         },
         level,
-        comparisons: report::compare::analyze(&variants, level),
+        comparisons: super::analyze(&variants, level),
         variants,
         warnings,
     })
