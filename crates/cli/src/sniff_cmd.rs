@@ -7,20 +7,16 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::ExitCode;
-use std::sync::atomic::Ordering;
-
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use experiments::sniff::{Format, View, Writer};
-use probes::sniff::{Assembler, SniffConfig, SniffPlan, Sniffer};
+use probes::sniff::{SniffConfig, SniffPlan, Sniffer};
 use probes::Edge;
 use report::pcap::PcapWriter;
 
 use crate::args::SniffArgs;
 use crate::signals::StopFlags;
 use crate::trace_cmd::targets_of;
-use experiments::trace::alive;
 
 /// Exit status when events were lost (ring buffer full): the capture is not complete.
 const EXIT_LOST: u8 = 3;
@@ -97,60 +93,19 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         eprintln!("tlsscope sniff: {note}");
     }
 
-    let started = Instant::now();
-    let mut assembler = Assembler::default();
     let mut writer = Writer::new(view(a), &mut *out, pcap.as_mut());
-    let mut ended_by: Option<String> = None;
-    let mut failure: Option<anyhow::Error> = None;
-    loop {
-        let calls = match sniffer.poll(Duration::from_millis(20), &mut assembler) {
-            Ok(calls) => calls,
-            Err(e) => {
-                failure = Some(e.into());
-                break;
-            }
-        };
-        // Losses go into the stream where they happened, not only into the summary.
-        let mut result = match sniffer.counters() {
-            Ok(now) => writer.losses(&now).map(|lost| lost || !calls.is_empty()),
-            Err(_) => Ok(!calls.is_empty()),
-        };
-        for call in &calls {
-            if result.is_err() {
-                break;
-            }
-            result = writer.call(call).map(|()| true);
-        }
-        // Each batch reaches the reader now (and a closed pipe shows up now, not at exit).
-        let written = result.and_then(|wrote| if wrote { writer.flush() } else { Ok(()) });
-        if let Err(e) = written {
-            ended_by = Some(output_problem(&e, a));
-            if e.kind() != io::ErrorKind::BrokenPipe {
-                failure = Some(anyhow::anyhow!("{}", ended_by.clone().unwrap_or_default()));
-            }
-            break;
-        }
-        if stop.load(Ordering::Relaxed) {
-            ended_by = Some("signal".into());
-            break;
-        }
-        if a.duration.is_some_and(|d| started.elapsed() >= d) {
-            break;
-        }
-        if !a.target.pids.is_empty() && a.target.pids.iter().all(|&p| !alive(p)) {
-            ended_by = Some("the sniffed process exited".into());
-            break;
-        }
-    }
-    let window = started.elapsed();
-    // What is already in the ring buffer still counts; then detach before anything slow.
-    if failure.is_none() && ended_by.as_deref() != Some("output closed") {
-        if let Ok(calls) = sniffer.poll(Duration::ZERO, &mut assembler) {
-            for call in calls.into_iter().chain(assembler.finish()) {
-                if writer.call(&call).is_err() {
-                    break;
-                }
-            }
+    let until = experiments::trace::Until {
+        duration: a.duration,
+        pids: &a.target.pids,
+        stop: &stop,
+    };
+    let end = experiments::sniff::capture(&sniffer, &mut writer, &until);
+    let (window, mut ended_by) = (end.window, end.ended_by);
+    let mut failure: Option<anyhow::Error> = end.poll_error.map(Into::into);
+    if let Some(e) = &end.write_error {
+        ended_by = Some(output_problem(e, a));
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            failure = Some(anyhow::anyhow!("{}", ended_by.clone().unwrap_or_default()));
         }
     }
     let counters = sniffer.counters();

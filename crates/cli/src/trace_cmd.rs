@@ -4,13 +4,12 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use experiments::trace;
 use probes::latency::Attached;
-use probes::{Buckets, Plan, Snapshot, Target, TraceConfig, Tracer};
+use probes::{Buckets, Plan, Target, TraceConfig, Tracer};
 use report::trace::{trace_footer, trace_json, trace_text};
 
 use crate::args::TraceArgs;
@@ -62,22 +61,30 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     if std::env::var_os("TLSSCOPE_TEST_PANIC_WHILE_TRACING").is_some() {
         panic!("TLSSCOPE_TEST_PANIC_WHILE_TRACING is set");
     }
-    let end = watch(a, &tracer, &stop, started);
+    let until = trace::Until {
+        duration: a.duration,
+        pids: &a.target.pids,
+        stop: &stop,
+    };
+    let buckets = config.buckets;
+    let mut print = |functions: &[report::trace::FunctionStats], at: Duration| {
+        let mut out = io::stdout().lock();
+        writeln!(out, "--- {:.1} s", at.as_secs_f64())?;
+        report::trace::stats_table(&mut out, functions)?;
+        out.flush()
+    };
+    let end = trace::watch(&tracer, &until, a.interval, buckets, &mut print);
     let snapshot = tracer.final_snapshot();
     let elapsed = started.elapsed();
     let environment = experiments::environment::host(std::env::args().collect());
     let mut doc = trace::document(&targets, &config, &tracer, elapsed, environment);
     // Detach before printing: a slow or closed stdout must not keep the probes in place.
     drop(tracer);
-    let end = end?;
-    let snapshot = snapshot?;
-    doc.functions = trace::function_stats(&snapshot, config.buckets);
-    doc.dropped_cells = snapshot.dropped_cells;
-    doc.overhead.probed_calls = snapshot.calls;
-    doc.overhead.estimated_cpu_s = snapshot.calls as f64 * doc.overhead.cost_ns_per_call / 1e9;
+    let ended_by = end?;
+    trace::fill(&mut doc, &snapshot?, buckets);
 
     let mut out = BufWriter::new(io::stdout().lock());
-    if let Some(reason) = &end.reason {
+    if let Some(reason) = &ended_by {
         writeln!(out, "tlsscope trace: stopped: {reason}")?;
     }
     trace_text(&mut out, &doc, !a.no_histograms)?;
@@ -121,54 +128,4 @@ fn files(attached: &[Attached]) -> String {
         }
     }
     names.join(", ")
-}
-
-/// Why the trace ended.
-struct End {
-    reason: Option<String>,
-}
-
-/// Waits for the end (duration, signal, traced processes gone), printing each interval.
-fn watch(
-    a: &TraceArgs,
-    tracer: &Tracer,
-    stop: &AtomicBool,
-    started: Instant,
-) -> anyhow::Result<End> {
-    let tick = Duration::from_millis(50);
-    let mut last = tracer.snapshot()?;
-    let mut next_interval = a.interval.map(|i| started + i);
-    loop {
-        std::thread::sleep(tick);
-        if stop.load(Ordering::Relaxed) {
-            return Ok(End {
-                reason: Some("signal".into()),
-            });
-        }
-        if a.duration.is_some_and(|d| started.elapsed() >= d) {
-            return Ok(End { reason: None });
-        }
-        if !a.target.pids.is_empty() && a.target.pids.iter().all(|&p| !trace::alive(p)) {
-            return Ok(End {
-                reason: Some("the traced process exited".into()),
-            });
-        }
-        if let (Some(at), Some(every)) = (next_interval, a.interval) {
-            if Instant::now() >= at {
-                let now = tracer.snapshot()?;
-                print_interval(a, &now.since(&last), started.elapsed())?;
-                last = now;
-                next_interval = Some(at + every);
-            }
-        }
-    }
-}
-
-fn print_interval(a: &TraceArgs, delta: &Snapshot, at: Duration) -> anyhow::Result<()> {
-    let functions = trace::function_stats(delta, a.linear.unwrap_or(Buckets::Log2));
-    let mut out = io::stdout().lock();
-    writeln!(out, "--- {:.1} s", at.as_secs_f64())?;
-    report::trace::stats_table(&mut out, &functions)?;
-    out.flush()?;
-    Ok(())
 }

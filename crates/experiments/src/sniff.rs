@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::SocketAddr;
 
-use probes::sniff::{Call, Direction, SniffCounters};
+use probes::sniff::{Assembler, Call, Direction, SniffCounters, Sniffer};
 use report::pcap::PcapWriter;
 use report::sniff::{redact_headers, write_hex, write_json, write_text, Record};
 
@@ -286,4 +286,81 @@ pub fn write_summary(
         )?;
     }
     Ok(())
+}
+
+/// How a capture ended.
+pub struct CaptureEnd {
+    /// How long it captured (the detach that follows is not counted).
+    pub window: std::time::Duration,
+    /// Why it ended early ("signal", "the sniffed process exited"); None when the duration ran
+    /// out or the output failed (see `write_error`).
+    pub ended_by: Option<String>,
+    /// Reading the ring buffer failed.
+    pub poll_error: Option<probes::Error>,
+    /// Writing failed (a closed pipe, a full disk).
+    pub write_error: Option<io::Error>,
+}
+
+/// Reads the sniffer's calls into `writer` until `until` says stop or writing fails; each
+/// batch is flushed as it is written, and losses are written where they happen. What is still
+/// in the ring buffer at the end is written too, unless the output is gone.
+pub fn capture<W: Write>(
+    sniffer: &Sniffer,
+    writer: &mut Writer<'_, W>,
+    until: &crate::trace::Until<'_>,
+) -> CaptureEnd {
+    let started = std::time::Instant::now();
+    let mut assembler = Assembler::default();
+    let mut end = CaptureEnd {
+        window: std::time::Duration::ZERO,
+        ended_by: None,
+        poll_error: None,
+        write_error: None,
+    };
+    loop {
+        let calls = match sniffer.poll(std::time::Duration::from_millis(20), &mut assembler) {
+            Ok(calls) => calls,
+            Err(e) => {
+                end.poll_error = Some(e);
+                break;
+            }
+        };
+        let mut result = match sniffer.counters() {
+            Ok(now) => writer.losses(&now).map(|lost| lost || !calls.is_empty()),
+            Err(_) => Ok(!calls.is_empty()),
+        };
+        for call in &calls {
+            if result.is_err() {
+                break;
+            }
+            result = writer.call(call).map(|()| true);
+        }
+        // Each batch reaches the reader now (and a closed pipe shows up now, not at exit).
+        if let Err(e) = result.and_then(|wrote| if wrote { writer.flush() } else { Ok(()) }) {
+            end.write_error = Some(e);
+            break;
+        }
+        if until.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            end.ended_by = Some("signal".into());
+            break;
+        }
+        if until.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if !until.pids.is_empty() && until.pids.iter().all(|&p| !crate::trace::alive(p)) {
+            end.ended_by = Some("the sniffed process exited".into());
+            break;
+        }
+    }
+    end.window = started.elapsed();
+    if end.poll_error.is_none() && end.write_error.is_none() {
+        if let Ok(calls) = sniffer.poll(std::time::Duration::ZERO, &mut assembler) {
+            for call in calls.into_iter().chain(assembler.finish()) {
+                if writer.call(&call).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    end
 }

@@ -2,7 +2,8 @@
 //! tracer, and the kernel's cells grouped per function and outcome.
 
 use std::path::PathBuf;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use probes::latency::SYSCALL_EXITS_EFFECT;
 use probes::{catalog, Buckets, Edge, Outcome, Snapshot, Target, TraceConfig, Tracer};
@@ -207,4 +208,59 @@ pub fn function_stats(snapshot: &Snapshot, buckets: Buckets) -> Vec<FunctionStat
         });
     }
     out
+}
+
+/// When a trace ends: after `duration`, when `stop` is set, or when every process of `pids`
+/// (if any) has exited.
+pub struct Until<'a> {
+    pub duration: Option<Duration>,
+    pub pids: &'a [u32],
+    pub stop: &'a AtomicBool,
+}
+
+/// Waits for the end; every `interval`, `each` gets the calls since the last one and the time
+/// since the start. Returns why it ended early, if it did ("signal", "the traced process
+/// exited"); None when the duration ran out.
+pub fn watch(
+    tracer: &Tracer,
+    until: &Until<'_>,
+    interval: Option<Duration>,
+    buckets: Buckets,
+    each: &mut dyn FnMut(&[FunctionStats], Duration) -> std::io::Result<()>,
+) -> Result<Option<String>> {
+    let started = Instant::now();
+    let mut last = tracer.snapshot()?;
+    let mut next = interval.map(|i| started + i);
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        if until.stop.load(Ordering::Relaxed) {
+            return Ok(Some("signal".into()));
+        }
+        if until.duration.is_some_and(|d| started.elapsed() >= d) {
+            return Ok(None);
+        }
+        if !until.pids.is_empty() && until.pids.iter().all(|&p| !alive(p)) {
+            return Ok(Some("the traced process exited".into()));
+        }
+        if let (Some(at), Some(every)) = (next, interval) {
+            if Instant::now() >= at {
+                let now = tracer.snapshot()?;
+                each(
+                    &function_stats(&now.since(&last), buckets),
+                    started.elapsed(),
+                )?;
+                last = now;
+                next = Some(at + every);
+            }
+        }
+    }
+}
+
+/// The document's figures from the final snapshot: calls per function and outcome, lost
+/// cells, probed calls and what they cost.
+pub fn fill(doc: &mut TraceDocument, snapshot: &Snapshot, buckets: Buckets) {
+    doc.functions = function_stats(snapshot, buckets);
+    doc.dropped_cells = snapshot.dropped_cells;
+    doc.overhead.probed_calls = snapshot.calls;
+    doc.overhead.estimated_cpu_s = snapshot.calls as f64 * doc.overhead.cost_ns_per_call / 1e9;
 }
