@@ -4,6 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::maps::LibraryKind;
+use crate::skel::latency::types::ts_semantics;
 
 /// Groups of probes, chosen with `--probes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -78,27 +79,27 @@ impl FromStr for Groups {
     }
 }
 
-/// How a function's return value says how the call ended. Mirrors `enum ts_semantics` in
-/// `bpf/latency.h`; the number travels in the attach cookie.
+/// How a function's return value says how the call ended: `enum ts_semantics` in
+/// `bpf/latency.h`, numbered as the program numbers it; the number travels in the attach cookie.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Semantics {
     /// OpenSSL I/O and handshake calls: > 0 success; <= 0 settled by `SSL_get_error`.
-    OpensslIo = 0,
+    OpensslIo = ts_semantics::TS_SEM_OSSL_IO.0 as u8,
     /// `SSL_shutdown`: >= 0 success; < 0 settled by `SSL_get_error`.
-    OpensslShutdown = 1,
+    OpensslShutdown = ts_semantics::TS_SEM_OSSL_SHUTDOWN.0 as u8,
     /// `SSL_get_error`: settles the call before it; not reported itself.
-    OpensslGetError = 2,
+    OpensslGetError = ts_semantics::TS_SEM_OSSL_GET_ERROR.0 as u8,
     /// > 0 success, <= 0 failure (libcrypto's EVP functions and most internals).
-    Positive = 3,
+    Positive = ts_semantics::TS_SEM_POSITIVE.0 as u8,
     /// GnuTLS: >= 0 success, -28/-52 retry, other negatives failure.
-    GnuTls = 4,
+    GnuTls = ts_semantics::TS_SEM_GNUTLS.0 as u8,
     /// NSS `SECStatus`: 0 success, -1 retry or failure (unknown without `PR_GetError`).
-    NssStatus = 5,
+    NssStatus = ts_semantics::TS_SEM_NSS_STATUS.0 as u8,
     /// NSPR `PR_Read`/`PR_Write`: >= 0 success, -1 retry or failure (unknown).
-    NsprIo = 6,
+    NsprIo = ts_semantics::TS_SEM_NSPR_IO.0 as u8,
     /// >= 0 success (a length), < 0 failure.
-    NonNegative = 7,
+    NonNegative = ts_semantics::TS_SEM_NONNEGATIVE.0 as u8,
 }
 
 /// One traceable function.
@@ -382,7 +383,7 @@ pub fn function(id: u16) -> Option<&'static Function> {
 
 /// The attach cookie for function `id`: its id and semantics, as `bpf/latency.h` reads them.
 pub fn cookie(id: u16, semantics: Semantics) -> u64 {
-    u64::from(id) | (u64::from(semantics as u8) << 16)
+    crate::loader::cookie(id, &[semantics as u8])
 }
 
 /// The functions of `library` in `groups`. With `exact`, `SSL_get_error` comes with any
@@ -432,6 +433,23 @@ mod tests {
         assert!(CATALOG.len() < usize::from(u16::MAX));
         let c = cookie(7, Semantics::GnuTls);
         assert_eq!((c & 0xffff, (c >> 16) & 0xff), (7, 4));
+    }
+
+    #[test]
+    fn semantics_are_numbered_as_the_program_numbers_them() {
+        // `as u8` in the discriminants would cut a number over 255 without a word.
+        for (ours, theirs) in [
+            (OpensslIo, ts_semantics::TS_SEM_OSSL_IO),
+            (OpensslShutdown, ts_semantics::TS_SEM_OSSL_SHUTDOWN),
+            (OpensslGetError, ts_semantics::TS_SEM_OSSL_GET_ERROR),
+            (Positive, ts_semantics::TS_SEM_POSITIVE),
+            (Semantics::GnuTls, ts_semantics::TS_SEM_GNUTLS),
+            (NssStatus, ts_semantics::TS_SEM_NSS_STATUS),
+            (NsprIo, ts_semantics::TS_SEM_NSPR_IO),
+            (NonNegative, ts_semantics::TS_SEM_NONNEGATIVE),
+        ] {
+            assert_eq!(u32::from(ours as u8), theirs.0, "{ours:?}");
+        }
     }
 
     #[test]

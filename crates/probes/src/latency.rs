@@ -2,27 +2,27 @@
 //! function, and reads the kernel's per-CPU histograms. Dropping the [`Tracer`] detaches
 //! everything (the links own the perf events; the kernel also detaches them if the process dies).
 
-use std::mem::MaybeUninit;
 use std::time::{Duration, Instant};
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, UprobeOpts};
+use libbpf_rs::{Link, MapCore, MapFlags};
 
 use crate::catalog::{cookie, Semantics};
+use crate::loader::{self, Uprobes};
 use crate::plan::{AttachPoint, Missing, Plan};
+use crate::skel::latency::types::{
+    ts_counter, ts_hist_key, ts_hist_value, ts_linear, ts_outcome, ts_pending,
+};
+use crate::skel::latency::{LatencySkel, LatencySkelBuilder};
 use crate::symbols::SymbolTable;
 use crate::syscalls::{self, Edge, SyscallHooks};
 use crate::Error;
 
-mod skel {
-    #![allow(clippy::all, clippy::pedantic, non_camel_case_types, dead_code)]
-    include!(concat!(env!("OUT_DIR"), "/latency.skel.rs"));
-}
+pub use crate::loader::check_can_trace;
 
-use skel::types::{ts_hist_key, ts_hist_value, ts_pending};
-use skel::{LatencySkel, LatencySkelBuilder};
+/// The program's name in errors.
+const PROGRAM: &str = "latency";
 
-/// Outcome classes, as `enum ts_outcome` in `bpf/latency.h` numbers them.
+/// Outcome classes of `enum ts_outcome` in `bpf/latency.h`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Outcome {
     Success,
@@ -34,17 +34,23 @@ pub enum Outcome {
     Unknown,
 }
 
+/// Each outcome with its number in `enum ts_outcome` (`bpf/latency.h`). Not the enum's
+/// discriminants: those would order outcomes by the program's numbers, not as reports list them.
+const OUTCOMES: [(ts_outcome, Outcome); 5] = [
+    (ts_outcome::TS_SUCCESS, Outcome::Success),
+    (ts_outcome::TS_RETRY, Outcome::Retry),
+    (ts_outcome::TS_CLOSED, Outcome::Closed),
+    (ts_outcome::TS_FAILURE, Outcome::Failure),
+    (ts_outcome::TS_UNKNOWN, Outcome::Unknown),
+];
+
 impl Outcome {
-    /// The numbering of `enum ts_outcome` in `bpf/latency.h`.
+    /// The outcome the program numbered `raw`.
     fn from_raw(raw: u8) -> Option<Outcome> {
-        Some(match raw {
-            0 => Outcome::Success,
-            1 => Outcome::Retry,
-            2 => Outcome::Failure,
-            3 => Outcome::Unknown,
-            4 => Outcome::Closed,
-            _ => return None,
-        })
+        OUTCOMES
+            .iter()
+            .find(|(number, _)| number.0 == u32::from(raw))
+            .map(|&(_, outcome)| outcome)
     }
 
     pub fn name(self) -> &'static str {
@@ -74,7 +80,7 @@ pub enum Buckets {
 
 impl Buckets {
     /// Most in-range linear buckets (`TS_MAX_LINEAR_BUCKETS` in `bpf/latency.h`).
-    pub const MAX_LINEAR: u64 = 253;
+    pub const MAX_LINEAR: u64 = ts_linear::TS_MAX_LINEAR_BUCKETS.0 as u64;
 
     /// The checked linear settings, or why they do not work.
     pub fn linear(min_us: u64, max_us: u64, step_us: u64) -> Result<Buckets, String> {
@@ -274,37 +280,18 @@ impl Tracer {
     /// Loads the programs and attaches every planned probe. Probes that fail to attach are
     /// listed in [`Tracer::not_attached`]; it is an error only when none attaches.
     pub fn start(config: &TraceConfig, plan: &Plan) -> Result<Tracer, Error> {
-        check_can_trace()?;
-        crate::log::install();
-        crate::log::forget_warnings();
-        // The skeleton borrows its object storage for as long as it lives; a tracer lives
-        // about as long as the program, so the few bytes of storage are leaked.
-        let storage: &'static mut MaybeUninit<OpenObject> =
-            Box::leak(Box::new(MaybeUninit::uninit()));
-        let mut open = LatencySkelBuilder::default()
-            .open(storage)
-            .map_err(|e| Error::bpf("opening the latency BPF object", e))?;
-        let rodata = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .ok_or_else(|| Error::Bpf {
-                what: "setting the latency program's configuration".into(),
-                detail: "the object has no read-only data section".into(),
-            })?;
+        let mut open = loader::open(LatencySkelBuilder::default(), PROGRAM)?;
+        let rodata = loader::rodata(open.maps.rodata_data.as_deref_mut(), PROGRAM)?;
         let cfg = &mut rodata.cfg;
-        // Probes attached in one process are filtered by the kernel already; the map lookup
-        // is only needed for probes attached in every process (--lib, --binary) with -p.
-        cfg.filter_pids = u8::from(
-            !config.pids.is_empty()
-                && (config.attach_all || plan.points.iter().any(|p| p.pid == -1)),
+        loader::set_filter(
+            &mut cfg.filter,
+            &config.pids,
+            config.comm.as_deref(),
+            &plan.points,
+            config.attach_all,
         );
         cfg.per_pid = u8::from(config.per_pid);
         cfg.exact = u8::from(plan.exact);
-        if let Some(comm) = &config.comm {
-            cfg.filter_comm = 1;
-            cfg.comm = crate::comm_filter(comm);
-        }
         if let Buckets::Linear {
             min_us, step_us, ..
         } = config.buckets
@@ -314,44 +301,27 @@ impl Tracer {
             cfg.lin_step_us = step_us;
             cfg.lin_buckets = u32::try_from(config.buckets.linear_count()).unwrap_or(u32::MAX);
         }
-        let skel = open
-            .load()
-            .map_err(|e| Error::bpf("loading the latency BPF programs into the kernel", e))?;
+        let skel = loader::load(open, PROGRAM)?;
+        loader::allow_pids(&skel.maps.pids, &config.pids)?;
+        let attachment =
+            loader::attach_points(&uprobes(&skel), &plan.points, config.attach_all, |p| {
+                cookie(p.id, p.function.semantics)
+            })?;
+        let mut not_attached = plan.missing.clone();
+        not_attached.extend(attachment.refused);
         let mut tracer = Tracer {
-            links: Vec::new(),
+            links: attachment.links,
             skel,
             attach_all: config.attach_all,
-            attached: Vec::new(),
-            not_attached: plan.missing.clone(),
+            attached: attachment
+                .attached
+                .into_iter()
+                .map(|point| Attached { point })
+                .collect(),
+            not_attached,
             syscall_hooks: None,
             calibration: None,
         };
-        for pid in &config.pids {
-            tracer.allow_pid(*pid)?;
-        }
-        for point in &plan.points {
-            match tracer.attach(point) {
-                Ok(()) => {
-                    let pid = if tracer.attach_all { -1 } else { point.pid };
-                    tracer.attached.push(Attached {
-                        point: AttachPoint {
-                            pid,
-                            ..point.clone()
-                        },
-                    })
-                }
-                Err(reason) => tracer.not_attached.push(Missing {
-                    function: point.function.name,
-                    path: point.path.clone(),
-                    reason,
-                }),
-            }
-        }
-        if tracer.attached.is_empty() {
-            return Err(crate::all_refused(
-                &tracer.not_attached[plan.missing.len()..],
-            ));
-        }
         let syscall_settled = !plan.exact
             && tracer.attached.iter().any(|a| {
                 matches!(
@@ -363,54 +333,6 @@ impl Tracer {
             tracer.attach_syscall_exits();
         }
         Ok(tracer)
-    }
-
-    fn allow_pid(&self, pid: u32) -> Result<(), Error> {
-        crate::allow_pid(&self.skel.maps.pids, pid)
-    }
-
-    fn forbid_pid(&self, pid: u32) {
-        let _ = self.skel.maps.pids.delete(&pid.to_ne_bytes());
-    }
-
-    /// Attaches the entry and return probes of one function; on failure, why.
-    fn attach(&mut self, point: &AttachPoint) -> Result<(), String> {
-        let cookie = cookie(point.id, point.function.semantics);
-        let offset = usize::try_from(point.offset).map_err(|e| e.to_string())?;
-        let pid = if self.attach_all { -1 } else { point.pid };
-        let entry = self.attach_one(pid, &point.path, offset, cookie, false)?;
-        let ret = self.attach_one(pid, &point.path, offset, cookie, true)?;
-        self.links.push(entry);
-        self.links.push(ret);
-        Ok(())
-    }
-
-    fn attach_one(
-        &self,
-        pid: i32,
-        path: &std::path::Path,
-        offset: usize,
-        cookie: u64,
-        retprobe: bool,
-    ) -> Result<Link, String> {
-        let prog = if retprobe {
-            &self.skel.progs.tls_return
-        } else {
-            &self.skel.progs.tls_enter
-        };
-        let opts = UprobeOpts {
-            cookie,
-            retprobe,
-            ..Default::default()
-        };
-        prog.attach_uprobe_with_opts(pid, path, offset, opts)
-            .map_err(|e| {
-                format!(
-                    "the kernel refused the {}: {}",
-                    if retprobe { "uretprobe" } else { "uprobe" },
-                    crate::log::with_reason(&e.to_string())
-                )
-            })
     }
 
     /// The read/write-family syscall exits that settle OpenSSL calls returning <= 0 (see
@@ -449,10 +371,9 @@ impl Tracer {
         })?;
         let table = SymbolTable::read(&exe)?;
         let offset = table.uprobe_offset("tlsscope_calibration_target")?;
-        let offset = usize::try_from(offset).unwrap_or(usize::MAX);
         let plain = time_calls(calls);
         let me = std::process::id();
-        self.allow_pid(me)?;
+        loader::allow_pid(&self.skel.maps.pids, me)?;
         let cookie = cookie(CALIBRATION_ID, Semantics::Positive);
         // Attached the way the real probes are, so the cost measured is theirs.
         let pid = if self.attach_all {
@@ -460,16 +381,16 @@ impl Tracer {
         } else {
             i32::try_from(me).unwrap_or(-1)
         };
-        let probed = (|| {
-            let entry = self.attach_one(pid, &exe, offset, cookie, false)?;
-            let ret = self.attach_one(pid, &exe, offset, cookie, true)?;
-            let t = time_calls(calls);
-            drop((entry, ret));
-            Ok::<Duration, String>(t)
-        })();
+        let probed = uprobes(&self.skel)
+            .attach(pid, &exe, offset, cookie)
+            .map(|links| {
+                let t = time_calls(calls);
+                drop(links);
+                t
+            });
         // Stays in the filter only when the user asked for this process.
         if !self.traces_pid(me) {
-            self.forbid_pid(me);
+            loader::forbid_pid(&self.skel.maps.pids, me);
         }
         let probed = probed.map_err(|detail| Error::Bpf {
             what: "calibrating the probe cost".into(),
@@ -524,16 +445,15 @@ impl Tracer {
                 total_ns,
             });
         }
-        let counters = &self.skel.maps.counters;
-        let sum = |index: u32| -> Result<u64, Error> {
-            let values = counters
-                .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
-                .map_err(|e| Error::bpf("reading the probe counters", e))?
-                .unwrap_or_default();
-            Ok(values.iter().map(|v| crate::read_pod::<u64>(v)).sum())
+        let sum = |index: ts_counter| {
+            loader::counter(
+                &self.skel.maps.counters,
+                index.0,
+                "reading the probe counters",
+            )
         };
-        snap.calls = sum(0)?;
-        snap.dropped_cells = sum(1)?;
+        snap.calls = sum(ts_counter::TS_CALLS)?;
+        snap.dropped_cells = sum(ts_counter::TS_DROPPED_CELLS)?;
         if let Some(c) = self.calibration {
             // The calibration's own entry probe runs (the probed half).
             snap.calls = snap.calls.saturating_sub(c.calls);
@@ -563,18 +483,6 @@ impl Tracer {
     }
 }
 
-/// Root, BPF and uprobes: say which is missing before libbpf says it less clearly.
-pub fn check_can_trace() -> Result<(), Error> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(Error::NotRoot);
-    }
-    if !std::path::Path::new("/sys/bus/event_source/devices/uprobe").exists() {
-        return Err(Error::NoUprobes);
-    }
-    Ok(())
-}
-
 /// The names of the BPF programs tlsscope loads (see `bpf/latency.bpf.c`).
 pub const PROGRAM_NAMES: [&str; 3] = ["tls_enter", "tls_return", "sys_exit_io"];
 
@@ -589,6 +497,14 @@ pub fn loaded_programs() -> Vec<(u32, String)> {
                 .then_some((info.id, name))
         })
         .collect()
+}
+
+/// The latency program's entry and return uprobes.
+fn uprobes<'a>(skel: &'a LatencySkel<'static>) -> Uprobes<'a, 'static> {
+    Uprobes {
+        entry: &skel.progs.tls_enter,
+        ret: &skel.progs.tls_return,
+    }
 }
 
 fn time_calls(calls: u64) -> Duration {
@@ -622,6 +538,35 @@ mod tests {
         assert_eq!(b.range_us(6), (1000, None));
         assert!(Buckets::linear(0, 1000, 0).is_err());
         assert!(Buckets::linear(0, 1_000_000, 1).is_err());
+    }
+
+    #[test]
+    fn outcomes_are_numbered_as_the_program_numbers_them() {
+        let all = [
+            Outcome::Success,
+            Outcome::Retry,
+            Outcome::Closed,
+            Outcome::Failure,
+            Outcome::Unknown,
+        ];
+        for outcome in all {
+            let numbers: Vec<u32> = OUTCOMES
+                .iter()
+                .filter(|(_, o)| *o == outcome)
+                .map(|(n, _)| n.0)
+                .collect();
+            assert_eq!(numbers.len(), 1, "{outcome:?}");
+            // The histogram key holds the number in a byte.
+            let raw = u8::try_from(numbers[0]).expect("fits the key's byte");
+            assert_eq!(Outcome::from_raw(raw), Some(outcome));
+        }
+        assert_eq!(Outcome::from_raw(u8::MAX), None);
+    }
+
+    #[test]
+    fn linear_buckets_fit_the_key_s_byte() {
+        // One bucket under the range and one at or over its top.
+        assert!(Buckets::MAX_LINEAR + 2 <= u64::from(u8::MAX) + 1);
     }
 
     #[test]

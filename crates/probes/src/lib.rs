@@ -1,13 +1,16 @@
 //! `probes`: eBPF uprobes on TLS libraries. Where to attach them (the TLS libraries a process
 //! maps, the functions a library defines in `.dynsym` and, where it was not stripped, `.symtab`,
-//! and their file offsets), the catalog of functions per library, and the latency tracer that
-//! loads `src/bpf/latency.bpf.c` and reads its in-kernel histograms.
+//! and their file offsets), the catalog of functions per library, the latency tracer that loads
+//! `src/bpf/latency.bpf.c` and reads its in-kernel histograms, and the plaintext sniffer that
+//! loads `src/bpf/sniff.bpf.c`; both load through one loader.
 
 pub mod catalog;
 pub mod latency;
+mod loader;
 pub mod log;
 pub mod maps;
 pub mod plan;
+mod skel;
 pub mod sniff;
 pub mod symbols;
 pub mod syscalls;
@@ -66,36 +69,6 @@ fn read_pod<T: Copy + Default>(bytes: &[u8]) -> T {
         std::ptr::copy_nonoverlapping(bytes.as_ptr(), (&mut value as *mut T).cast::<u8>(), n);
     }
     value
-}
-
-/// A thread name as the BPF programs compare it: at most 15 bytes, NUL-padded.
-fn comm_filter(comm: &str) -> [i8; 16] {
-    let mut out = [0i8; 16];
-    for (dst, src) in out.iter_mut().zip(comm.bytes().take(15)) {
-        *dst = src as i8;
-    }
-    out
-}
-
-/// The error when the kernel refused every planned probe: how many, and the first refusal (they
-/// nearly always share one cause). The functions the plan could not place are not the story.
-fn all_refused(refused: &[plan::Missing]) -> Error {
-    let first = refused.first().map_or_else(
-        || "no probe was planned".to_string(),
-        |m| format!("{}: {}", m.function, m.reason),
-    );
-    Error::NothingToAttach {
-        reasons: format!(
-            "the kernel refused all {} probes; the first: {first}",
-            refused.len()
-        ),
-    }
-}
-
-/// Adds `pid` to a program's PID filter map (`pids` in `bpf/*.bpf.c`).
-fn allow_pid(pids: &dyn libbpf_rs::MapCore, pid: u32) -> Result<(), Error> {
-    pids.update(&pid.to_ne_bytes(), &[1u8], libbpf_rs::MapFlags::ANY)
-        .map_err(|e| Error::bpf("adding a process to the PID filter", e))
 }
 
 impl Error {

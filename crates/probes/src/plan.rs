@@ -20,18 +20,36 @@ pub enum Target {
     Library(PathBuf),
 }
 
-/// One uprobe + uretprobe pair to attach.
+/// One uprobe + uretprobe pair to attach. `F` is what the probe's catalog says of the function:
+/// trace's [`Function`], or sniff's function name (see `sniff::SniffPoint`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AttachPoint {
-    /// The function's catalog id.
+pub struct AttachPoint<F = &'static Function> {
+    /// The function's id: its index in its catalog.
     pub id: u16,
-    pub function: &'static Function,
+    pub function: F,
     /// The symbol found (one of the function's spellings).
     pub symbol: &'static str,
     pub path: PathBuf,
     pub offset: u64,
     /// The process to attach in (the kernel installs the breakpoint only there), or -1: all.
     pub pid: i32,
+}
+
+/// The name of an attach point's function, whatever its catalog says of it.
+pub(crate) trait FunctionName {
+    fn function_name(&self) -> &'static str;
+}
+
+impl FunctionName for &'static Function {
+    fn function_name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl FunctionName for &'static str {
+    fn function_name(&self) -> &'static str {
+        self
+    }
 }
 
 /// A function that was looked for and is not traced, with why.

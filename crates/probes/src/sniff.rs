@@ -3,43 +3,43 @@
 //! Dropping the [`Sniffer`] detaches everything.
 
 use std::collections::HashMap;
-use std::mem::MaybeUninit;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use libbpf_rs::skel::{OpenSkel, SkelBuilder};
-use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, UprobeOpts};
+use libbpf_rs::Link;
 
+use crate::loader::{self, Uprobes};
 use crate::maps::{tls_libraries, LibraryKind};
-use crate::plan::{Missing, Target};
+use crate::plan::{AttachPoint, Missing, Target};
+use crate::skel::sniff::types::{sn_count, sn_counter, sn_endpoints, sn_event, sn_flags, sn_kind};
+use crate::skel::sniff::{SniffSkel, SniffSkelBuilder};
 use crate::symbols::SymbolTable;
 use crate::syscalls::{self, Edge, SyscallHooks};
 use crate::Error;
 
-mod skel {
-    #![allow(clippy::all, clippy::pedantic, non_camel_case_types, dead_code)]
-    include!(concat!(env!("OUT_DIR"), "/sniff.skel.rs"));
-}
+/// The program's name in errors.
+const PROGRAM: &str = "sniff";
 
-use skel::types::sn_event;
-use skel::{SniffSkel, SniffSkelBuilder};
-
-/// What a sniffed call does with data.
+/// What a sniffed call does with data: `enum sn_kind` in `bpf/sniff.h`, numbered as the
+/// program numbers it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
 pub enum Direction {
     /// The program received plaintext (`SSL_read`, ...).
-    Read,
+    Read = sn_kind::SN_READ.0 as u8,
     /// The program sent plaintext (`SSL_write`, ...).
-    Write,
+    Write = sn_kind::SN_WRITE.0 as u8,
     /// A handshake call (with `handshake` on): no data.
-    Handshake,
+    Handshake = sn_kind::SN_HANDSHAKE.0 as u8,
 }
 
 impl Direction {
     fn from_raw(raw: u8) -> Direction {
+        const READ: u8 = Direction::Read as u8;
+        const WRITE: u8 = Direction::Write as u8;
         match raw {
-            0 => Direction::Read,
-            1 => Direction::Write,
+            READ => Direction::Read,
+            WRITE => Direction::Write,
             _ => Direction::Handshake,
         }
     }
@@ -55,9 +55,10 @@ impl Direction {
 
 /// How a function returns its byte count (`enum sn_count` in `bpf/sniff.h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 enum Count {
-    Return = 0,
-    Arg4Pointer = 1,
+    Return = sn_count::SN_COUNT_RET.0 as u8,
+    Arg4Pointer = sn_count::SN_COUNT_ARG4_PTR.0 as u8,
 }
 
 /// A function the sniffer probes.
@@ -163,24 +164,19 @@ pub const SNIFF_FUNCTIONS: &[SniffFunction] = &[
     ),
 ];
 
-fn cookie(index: usize, f: &SniffFunction) -> u64 {
-    let kind = match f.direction {
-        Direction::Read => 0u64,
-        Direction::Write => 1,
-        Direction::Handshake => 2,
-    };
-    index as u64 | (kind << 8) | ((f.count as u64) << 16) | (u64::from(f.tls_layer_only) << 24)
+/// The attach cookie of a point: its function's index and the fields `bpf/sniff.h` reads
+/// (`SN_COOKIE_KIND`, `SN_COOKIE_COUNT`, `SN_COOKIE_TLS_LAYER_ONLY`).
+fn cookie(point: &SniffPoint) -> u64 {
+    let f = &SNIFF_FUNCTIONS[usize::from(point.id)];
+    loader::cookie(
+        point.id,
+        &[f.direction as u8, f.count as u8, u8::from(f.tls_layer_only)],
+    )
 }
 
-/// One probe to attach.
-#[derive(Clone, Debug)]
-pub struct SniffPoint {
-    pub function: &'static str,
-    index: usize,
-    pub path: PathBuf,
-    pub offset: u64,
-    pub pid: i32,
-}
+/// One probe to attach: its function is known by name, `id` is its index in
+/// [`SNIFF_FUNCTIONS`].
+pub type SniffPoint = AttachPoint<&'static str>;
 
 /// What to sniff.
 #[derive(Clone, Debug)]
@@ -264,7 +260,7 @@ impl SniffPlan {
             self.note_nss_ssl(path);
         }
         let table = SymbolTable::read(path)?;
-        for (index, f) in SNIFF_FUNCTIONS.iter().enumerate() {
+        for (id, f) in (0u16..).zip(SNIFF_FUNCTIONS) {
             if kind.is_some_and(|k| k != f.library) {
                 continue;
             }
@@ -273,8 +269,9 @@ impl SniffPlan {
             }
             match table.uprobe_offset(f.name) {
                 Ok(offset) => self.points.push(SniffPoint {
+                    id,
                     function: f.name,
-                    index,
+                    symbol: f.name,
                     path: path.to_path_buf(),
                     offset,
                     pid,
@@ -319,7 +316,7 @@ impl SniffPlan {
         let probes_nspr = self
             .points
             .iter()
-            .any(|p| SNIFF_FUNCTIONS[p.index].tls_layer_only);
+            .any(|p| SNIFF_FUNCTIONS[usize::from(p.id)].tls_layer_only);
         probes_nspr.then(|| self.nss_ssl_file.as_deref().unwrap_or(NSS_SSL_FILE))
     }
 }
@@ -378,7 +375,8 @@ pub struct Sniffer {
     ring: libbpf_rs::RingBuffer<'static>,
     /// Records the ring-buffer callback copied, back to back, and where each ends.
     records: std::rc::Rc<std::cell::RefCell<Records>>,
-    links: Vec<Link>,
+    /// Held, never read: dropping them detaches the probes, before the skeleton unloads.
+    _links: Vec<Link>,
     skel: SniffSkel<'static>,
     attached: Vec<SniffPoint>,
     not_attached: Vec<Missing>,
@@ -388,40 +386,25 @@ pub struct Sniffer {
 impl Sniffer {
     /// Loads and attaches. Probes that fail to attach are listed; none attaching is an error.
     pub fn start(config: &SniffConfig, plan: &SniffPlan) -> Result<Sniffer, Error> {
-        crate::latency::check_can_trace()?;
-        crate::log::install();
-        crate::log::forget_warnings();
-        let storage: &'static mut MaybeUninit<OpenObject> =
-            Box::leak(Box::new(MaybeUninit::uninit()));
-        let mut open = SniffSkelBuilder::default()
-            .open(storage)
-            .map_err(|e| Error::bpf("opening the sniff BPF object", e))?;
+        let mut open = loader::open(SniffSkelBuilder::default(), PROGRAM)?;
         open.maps
             .events
             .set_max_entries(config.ring_bytes)
             .map_err(|e| Error::bpf("sizing the ring buffer", e))?;
-        let rodata = open
-            .maps
-            .rodata_data
-            .as_deref_mut()
-            .ok_or_else(|| Error::Bpf {
-                what: "setting the sniff program's configuration".into(),
-                detail: "the object has no read-only data section".into(),
-            })?;
+        let rodata = loader::rodata(open.maps.rodata_data.as_deref_mut(), PROGRAM)?;
         let cfg = &mut rodata.cfg;
-        cfg.filter_pids =
-            u8::from(!config.pids.is_empty() && plan.points.iter().any(|p| p.pid == -1));
+        loader::set_filter(
+            &mut cfg.filter,
+            &config.pids,
+            config.comm.as_deref(),
+            &plan.points,
+            false,
+        );
         cfg.max_bytes = config.max_bytes;
-        if let Some(comm) = &config.comm {
-            cfg.filter_comm = 1;
-            cfg.comm = crate::comm_filter(comm);
-        }
         if let Some(file) = plan.tls_layer_file() {
-            cfg.tls_layer_file = crate::comm_filter(file);
+            cfg.tls_layer_file = loader::c_name(file);
         }
-        let skel = open
-            .load()
-            .map_err(|e| Error::bpf("loading the sniff BPF programs into the kernel", e))?;
+        let skel = loader::load(open, PROGRAM)?;
         let records = std::rc::Rc::new(std::cell::RefCell::new(Records::default()));
         let sink = records.clone();
         let mut builder = libbpf_rs::RingBufferBuilder::new();
@@ -437,65 +420,27 @@ impl Sniffer {
         let ring = builder
             .build()
             .map_err(|e| Error::bpf("reading the ring buffer", e))?;
-        let mut sniffer = Sniffer {
+        loader::allow_pids(&skel.maps.pids, &config.pids)?;
+        let uprobes = Uprobes {
+            entry: &skel.progs.sniff_enter,
+            ret: &skel.progs.sniff_return,
+        };
+        let attachment = loader::attach_points(&uprobes, &plan.points, false, cookie)?;
+        let mut links = attachment.links;
+        let mut not_attached = plan.missing.clone();
+        not_attached.extend(attachment.refused);
+        let (hook_links, syscall_hooks) =
+            syscalls::attach(&skel.progs.sniff_sys_enter, Edge::Enter);
+        links.extend(hook_links);
+        Ok(Sniffer {
             ring,
             records,
-            links: Vec::new(),
+            _links: links,
             skel,
-            attached: Vec::new(),
-            not_attached: plan.missing.clone(),
-            syscall_hooks: SyscallHooks::Missing("not attached yet".into()),
-        };
-        for pid in &config.pids {
-            crate::allow_pid(&sniffer.skel.maps.pids, *pid)?;
-        }
-        for point in &plan.points {
-            match sniffer.attach(point) {
-                Ok(()) => sniffer.attached.push(point.clone()),
-                Err(reason) => sniffer.not_attached.push(Missing {
-                    function: point.function,
-                    path: point.path.clone(),
-                    reason,
-                }),
-            }
-        }
-        if sniffer.attached.is_empty() {
-            return Err(crate::all_refused(
-                &sniffer.not_attached[plan.missing.len()..],
-            ));
-        }
-        let (links, hooks) = syscalls::attach(&sniffer.skel.progs.sniff_sys_enter, Edge::Enter);
-        sniffer.links.extend(links);
-        sniffer.syscall_hooks = hooks;
-        Ok(sniffer)
-    }
-
-    fn attach(&mut self, point: &SniffPoint) -> Result<(), String> {
-        let f = &SNIFF_FUNCTIONS[point.index];
-        let cookie = cookie(point.index, f);
-        let offset = usize::try_from(point.offset).map_err(|e| e.to_string())?;
-        for retprobe in [false, true] {
-            let prog = if retprobe {
-                &self.skel.progs.sniff_return
-            } else {
-                &self.skel.progs.sniff_enter
-            };
-            let opts = UprobeOpts {
-                cookie,
-                retprobe,
-                ..Default::default()
-            };
-            let link = prog
-                .attach_uprobe_with_opts(point.pid, &point.path, offset, opts)
-                .map_err(|e| {
-                    format!(
-                        "the kernel refused the probe: {}",
-                        crate::log::with_reason(&e.to_string())
-                    )
-                })?;
-            self.links.push(link);
-        }
-        Ok(())
+            attached: attachment.attached,
+            not_attached,
+            syscall_hooks,
+        })
     }
 
     pub fn attached(&self) -> &[SniffPoint] {
@@ -514,21 +459,18 @@ impl Sniffer {
 
     /// The kernel's counters so far.
     pub fn counters(&self) -> Result<SniffCounters, Error> {
-        let sum = |index: u32| -> Result<u64, Error> {
-            let values = self
-                .skel
-                .maps
-                .counters
-                .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
-                .map_err(|e| Error::bpf("reading the sniff counters", e))?
-                .unwrap_or_default();
-            Ok(values.iter().map(|v| crate::read_pod::<u64>(v)).sum())
+        let sum = |index: sn_counter| {
+            loader::counter(
+                &self.skel.maps.counters,
+                index.0,
+                "reading the sniff counters",
+            )
         };
         Ok(SniffCounters {
-            lost_records: sum(0)?,
-            lost_calls: sum(1)?,
-            calls: sum(2)?,
-            unchecked: sum(3)?,
+            lost_records: sum(sn_counter::SN_LOST_RECORDS)?,
+            lost_calls: sum(sn_counter::SN_LOST_CALLS)?,
+            calls: sum(sn_counter::SN_CALLS)?,
+            unchecked: sum(sn_counter::SN_UNCHECKED)?,
         })
     }
 
@@ -573,14 +515,14 @@ struct Records {
 #[derive(Default)]
 pub struct Assembler {
     open: HashMap<u32, (u64, Call)>,
-    /// The record being read, kept between records (it is 16 KiB).
+    /// The record being read, kept between records (its payload is `SN_PIECE` bytes).
     scratch: Box<sn_event>,
 }
 
 impl Assembler {
     /// Takes one ring-buffer record; returns the calls it completed.
     pub fn push(&mut self, bytes: &[u8]) -> Vec<Call> {
-        let header = std::mem::size_of::<sn_event>() - std::mem::size_of::<[u8; 16384]>();
+        let header = std::mem::offset_of!(sn_event, data);
         if bytes.len() < header {
             return Vec::new();
         }
@@ -616,7 +558,7 @@ impl Assembler {
             call.incomplete = true;
         }
         call.data.extend_from_slice(piece);
-        if e.flags & 1 != 0 {
+        if e.flags & LAST_PIECE != 0 {
             call.uncaptured_bytes = u64::from(e.uncaptured);
             let (_, call) = self.open.remove(&tid).expect("present");
             done.push(call);
@@ -636,6 +578,10 @@ impl Assembler {
     }
 }
 
+/// `sn_event.flags` (`enum sn_flags` in `bpf/sniff.h`).
+const LAST_PIECE: u8 = sn_flags::SN_LAST_PIECE.0 as u8;
+const FD_GUESSED: u8 = sn_flags::SN_FD_GUESSED.0 as u8;
+
 fn new_call(e: &sn_event) -> Call {
     let comm: Vec<u8> = e
         .comm
@@ -650,7 +596,7 @@ fn new_call(e: &sn_event) -> Call {
         tid: e.tid,
         comm: String::from_utf8_lossy(&comm).into_owned(),
         fd: (e.fd >= 0).then_some(e.fd),
-        fd_from_earlier_call: e.flags & 2 != 0,
+        fd_from_earlier_call: e.flags & FD_GUESSED != 0,
         connection: e.ssl,
         endpoints: endpoints(&e.ends),
         function: SNIFF_FUNCTIONS
@@ -666,14 +612,12 @@ fn new_call(e: &sn_event) -> Call {
 }
 
 /// The kernel-read socket ends of a record, if any.
-fn endpoints(
-    ends: &skel::types::sn_endpoints,
-) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+fn endpoints(ends: &sn_endpoints) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
     let ip = |b: &[u8; 16]| -> Option<IpAddr> {
-        match ends.family {
-            2 => Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
-            10 => Some(IpAddr::V6(Ipv6Addr::from(*b))),
+        match i32::from(ends.family) {
+            libc::AF_INET => Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
+            libc::AF_INET6 => Some(IpAddr::V6(Ipv6Addr::from(*b))),
             _ => None,
         }
     };
@@ -681,4 +625,78 @@ fn endpoints(
         SocketAddr::new(ip(&ends.local_addr)?, ends.local_port),
         SocketAddr::new(ip(&ends.peer_addr)?, ends.peer_port),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skel::sniff::types::sn_limits;
+
+    #[test]
+    fn kinds_counts_and_flags_are_numbered_as_the_program_numbers_them() {
+        // `as u8` would cut a number over 255 without a word.
+        for (ours, theirs) in [
+            (Direction::Read as u8, sn_kind::SN_READ.0),
+            (Direction::Write as u8, sn_kind::SN_WRITE.0),
+            (Direction::Handshake as u8, sn_kind::SN_HANDSHAKE.0),
+            (Count::Return as u8, sn_count::SN_COUNT_RET.0),
+            (Count::Arg4Pointer as u8, sn_count::SN_COUNT_ARG4_PTR.0),
+            (LAST_PIECE, sn_flags::SN_LAST_PIECE.0),
+            (FD_GUESSED, sn_flags::SN_FD_GUESSED.0),
+        ] {
+            assert_eq!(u32::from(ours), theirs);
+        }
+        for d in [Direction::Read, Direction::Write, Direction::Handshake] {
+            assert_eq!(Direction::from_raw(d as u8), d);
+        }
+    }
+
+    #[test]
+    fn the_payload_is_the_record_s_last_field() {
+        let header = std::mem::offset_of!(sn_event, data);
+        let piece_bytes = sn_limits::SN_PIECE.0 as usize;
+        assert_eq!(header + piece_bytes, std::mem::size_of::<sn_event>());
+    }
+
+    /// A ring-buffer record as `send_piece` in `bpf/sniff.bpf.c` sends it: the header and
+    /// `data.len()` bytes of payload.
+    fn record(call_id: u64, offset: u32, data: &[u8], flags: u8) -> Vec<u8> {
+        let mut e = Box::<sn_event>::default();
+        e.call_id = call_id;
+        e.pid = 7;
+        e.tid = 7;
+        e.fd = 3;
+        e.offset = offset;
+        e.len = u32::try_from(data.len()).unwrap();
+        e.uncaptured = 5;
+        e.flags = flags;
+        e.data[..data.len()].copy_from_slice(data);
+        let n = std::mem::offset_of!(sn_event, data) + data.len();
+        // SAFETY: sn_event is a #[repr(C)] skeleton type of integers and arrays, its padding
+        // spelled out as fields, all initialized by Default; n bytes lie within it.
+        let bytes = unsafe { std::slice::from_raw_parts((&*e as *const sn_event).cast::<u8>(), n) };
+        bytes.to_vec()
+    }
+
+    #[test]
+    fn pieces_come_back_together_and_a_lost_last_piece_shows() {
+        let mut assembler = Assembler::default();
+        // Every piece of a call carries its flags; only the last has LAST_PIECE.
+        assert!(assembler
+            .push(&record(1, 0, b"hello ", FD_GUESSED))
+            .is_empty());
+        let done = assembler.push(&record(1, 6, b"world", LAST_PIECE | FD_GUESSED));
+        assert_eq!(done.len(), 1);
+        let call = &done[0];
+        assert_eq!(call.data, b"hello world");
+        assert_eq!((call.fd, call.fd_from_earlier_call), (Some(3), true));
+        assert_eq!((call.uncaptured_bytes, call.incomplete), (5, false));
+        // Call 2 loses its last piece: call 3 on the same thread hands it out, incomplete.
+        assert!(assembler.push(&record(2, 0, b"part", 0)).is_empty());
+        let done = assembler.push(&record(3, 0, b"", LAST_PIECE));
+        assert_eq!(done.len(), 2);
+        assert!(done[0].incomplete && done[0].data == b"part");
+        assert!(!done[1].incomplete && !done[1].fd_from_earlier_call);
+        assert!(assembler.finish().is_empty());
+    }
 }

@@ -1,9 +1,31 @@
-/* Shared by tlsscope's BPF programs: which processes to trace, and the types both sides read. */
+/* Shared by tlsscope's BPF programs and, through the generated skeletons' types, their Rust
+ * loaders: which threads a program looks at, and how an attach cookie is laid out. */
 #ifndef TLSSCOPE_COMMON_H
 #define TLSSCOPE_COMMON_H
 
 #define TS_COMM_LEN 16
 /* Most processes the PID filter holds (-p, plus tlsscope itself while it calibrates). */
 #define TS_MAX_PIDS 1024
+
+/* Every uprobe's attach cookie: the function's index in its catalog (bits 0-15), then up to
+ * TS_COOKIE_FIELDS one-byte fields the program reads (bits 16-23, 24-31, 32-39). An enum, not
+ * defines, so that the Rust loader encodes cookies with these very numbers. */
+enum ts_cookie {
+	TS_COOKIE_FUNC_BITS = 16,
+	TS_COOKIE_FIELD_BITS = 8,
+	TS_COOKIE_FIELDS = 3,
+};
+
+#define TS_COOKIE_FUNC(c) ((__u16)((c) & 0xffff))
+#define TS_COOKIE_FIELD(c, i) \
+	((__u8)(((c) >> (TS_COOKIE_FUNC_BITS + TS_COOKIE_FIELD_BITS * (i))) & 0xff))
+
+/* Which threads a program looks at: the first member of each program's configuration. */
+struct ts_filter {
+	__u8 by_pid;  /* only the processes in the pids map */
+	__u8 by_comm; /* only threads named `comm` */
+	__u8 _pad[2];
+	char comm[TS_COMM_LEN];
+};
 
 #endif

@@ -9,26 +9,21 @@
 #include <bpf/bpf_tracing.h>
 
 #include "latency.h"
-#include "filter.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 const volatile struct ts_config cfg = {};
 
-/* LRU: a thread that exits leaves its element behind; the oldest go first. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, struct ts_thread);
-} threads SEC(".maps");
+#define TS_NR_COUNTERS TS_COUNTERS
+#include "common.bpf.h"
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, struct ts_pending);
-} pending SEC(".maps");
+TS_EXPORT_ENUM(ts_outcome);
+TS_EXPORT_ENUM(ts_semantics);
+TS_EXPORT_ENUM(ts_counter);
+TS_EXPORT_ENUM(ts_linear);
+
+TS_PER_THREAD_MAP(threads, struct ts_thread);
+TS_PER_THREAD_MAP(pending, struct ts_pending);
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
@@ -36,24 +31,6 @@ struct {
 	__type(key, struct ts_hist_key);
 	__type(value, struct ts_hist_value);
 } hist SEC(".maps");
-
-/* [0]: probed calls (entry program runs, filtered or not), [1]: cells the hist map had no room for. */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 2);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
-static __always_inline void count(__u32 which)
-{
-	ts_count(&counters, which);
-}
-
-static __always_inline int wanted(__u64 pid_tgid)
-{
-	return ts_wanted(pid_tgid, cfg.filter_pids, cfg.filter_comm, cfg.comm);
-}
 
 static __always_inline __u8 bucket_of(__u64 latency_ns)
 {
@@ -93,10 +70,9 @@ static __always_inline void add(__u32 pid, __u16 func, __u8 outcome, __u8 bucket
 	if (!v) {
 		struct ts_hist_value zero = {};
 
-		bpf_map_update_elem(&hist, &key, &zero, BPF_NOEXIST);
-		v = bpf_map_lookup_elem(&hist, &key);
+		v = ts_insert_lookup(&hist, &key, &zero);
 		if (!v) {
-			count(1);
+			count(TS_DROPPED_CELLS);
 			return;
 		}
 	}
@@ -180,7 +156,7 @@ int BPF_KPROBE(tls_enter)
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
 
-	count(0);
+	count(TS_CALLS);
 	if (!wanted(pid_tgid))
 		return 0;
 	struct ts_thread *t = bpf_map_lookup_elem(&threads, &tid);
@@ -188,8 +164,7 @@ int BPF_KPROBE(tls_enter)
 	if (!t) {
 		struct ts_thread fresh = { .last_syscall_ret = TS_NO_SYSCALL };
 
-		bpf_map_update_elem(&threads, &tid, &fresh, BPF_NOEXIST);
-		t = bpf_map_lookup_elem(&threads, &tid);
+		t = ts_insert_lookup(&threads, &tid, &fresh);
 		if (!t)
 			return 0;
 	}

@@ -18,8 +18,8 @@ enum ts_outcome {
 	TS_CLOSED = 4,
 };
 
-/* How to read a function's return value. The attach cookie carries it (bits 16-23) with the
- * function's index in the catalog (bits 0-15). */
+/* How to read a function's return value. The attach cookie carries it in field 0 (see
+ * enum ts_cookie in common.h). */
 enum ts_semantics {
 	/* OpenSSL SSL_read/SSL_write/SSL_do_handshake/..., and the _ex variants: int > 0 is
 	 * success; <= 0 is settled by the caller's next SSL_get_error on the same SSL. */
@@ -41,12 +41,20 @@ enum ts_semantics {
 	TS_SEM_NONNEGATIVE = 7,
 };
 
-#define TS_COOKIE_FUNC(c) ((__u16)((c) & 0xffff))
-#define TS_COOKIE_SEM(c) ((__u8)(((c) >> 16) & 0xff))
+#define TS_COOKIE_SEM(c) TS_COOKIE_FIELD(c, 0)
 
-/* Most in-range buckets in linear mode (the bucket number is a __u8, with one bucket below
- * the range and one at or over its top). */
-#define TS_MAX_LINEAR_BUCKETS 253
+/* The per-CPU counters. */
+enum ts_counter {
+	TS_CALLS = 0,         /* probed calls (entry program runs, filtered or not) */
+	TS_DROPPED_CELLS = 1, /* cells the hist map had no room for */
+	TS_COUNTERS = 2,
+};
+
+enum ts_linear {
+	/* Most in-range buckets in linear mode (the bucket number is a __u8, with one bucket
+	 * below the range and one at or over its top). */
+	TS_MAX_LINEAR_BUCKETS = 253,
+};
 
 /* One histogram cell. The bucket is log2 microseconds (0: under 1 us, b: [2^(b-1), 2^b) us),
  * or in linear mode 0: under lin_min_us, b: [lin_min + (b-1) step, lin_min + b step), the last
@@ -100,16 +108,15 @@ struct ts_pending {
 
 /* Settings, fixed before the programs load. */
 struct ts_config {
-	__u8 filter_pids; /* trace only the processes in the pids map */
-	__u8 filter_comm; /* trace only threads whose comm is `comm` */
-	__u8 per_pid;     /* key histograms by process */
-	__u8 linear;      /* linear buckets instead of log2 */
-	__u8 exact;       /* settle OpenSSL <= 0 returns with SSL_get_error, not syscall results */
-	__u8 _pad[3];
+	struct ts_filter filter;
+	__u8 per_pid; /* key histograms by process */
+	__u8 linear;  /* linear buckets instead of log2 */
+	__u8 exact;   /* settle OpenSSL <= 0 returns with SSL_get_error, not syscall results */
+	__u8 _pad;
 	__u32 lin_buckets;
+	__u32 _pad2;
 	__u64 lin_min_us;
 	__u64 lin_step_us;
-	char comm[TS_COMM_LEN];
 };
 
 #endif

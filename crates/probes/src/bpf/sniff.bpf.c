@@ -10,18 +10,21 @@
 #include <bpf/bpf_endian.h>
 
 #include "sniff.h"
-#include "filter.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 const volatile struct sn_config cfg = {};
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);
-	__type(value, struct sn_call);
-} calls SEC(".maps");
+#define TS_NR_COUNTERS SN_COUNTERS
+#include "common.bpf.h"
+
+TS_EXPORT_ENUM(sn_limits);
+TS_EXPORT_ENUM(sn_kind);
+TS_EXPORT_ENUM(sn_count);
+TS_EXPORT_ENUM(sn_flags);
+TS_EXPORT_ENUM(sn_counter);
+
+TS_PER_THREAD_MAP(calls, struct sn_call);
 
 /* The socket last seen under each connection object, for calls that make no syscall (data
  * already decrypted and buffered). */
@@ -53,27 +56,10 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, SN_COUNTERS);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
 } call_seq SEC(".maps");
-
-static __always_inline void count(__u32 which)
-{
-	ts_count(&counters, which);
-}
-
-static __always_inline int wanted(__u64 pid_tgid)
-{
-	return ts_wanted(pid_tgid, cfg.filter_pids, cfg.filter_comm, cfg.comm);
-}
 
 /* NSPR: PRFileDesc starts with its layer's method table (nspr/pr/include/prio.h). */
 struct sn_prfiledesc {
@@ -336,7 +322,7 @@ int BPF_KRETPROBE(sniff_return)
 	e->fd = call.sock.fd;
 	e->ends = call.sock.ends;
 	e->total_bytes = total > 0xffffffff ? 0xffffffff : (__u32)total;
-	e->func = SN_COOKIE_FUNC(cookie);
+	e->func = TS_COOKIE_FUNC(cookie);
 	e->kind = kind;
 	bpf_get_current_comm(e->comm, sizeof(e->comm));
 

@@ -5,11 +5,13 @@
 
 #include "common.h"
 
-/* Bytes of payload per ring-buffer record: a full TLS record. A call that moved more is sent in
- * several records (pieces) with increasing offsets. */
-#define SN_PIECE 16384
-/* Most pieces of one call (bounds --max-bytes at 16 MiB). */
-#define SN_MAX_PIECES 1024
+enum sn_limits {
+	/* Bytes of payload per ring-buffer record: a full TLS record. A call that moved more is
+	 * sent in several records (pieces) with increasing offsets. */
+	SN_PIECE = 16384,
+	/* Most pieces of one call (bounds --max-bytes at 16 MiB). */
+	SN_MAX_PIECES = 1024,
+};
 
 /* What a probe does with its call's data. */
 enum sn_kind {
@@ -18,23 +20,24 @@ enum sn_kind {
 	SN_HANDSHAKE = 2, /* SSL_do_handshake & co. with --handshake: no data */
 };
 
-/* How the byte count is returned. The attach cookie carries the kind (bits 8-15), this
- * (bits 16-23) and the function's index in tlsscope's sniff catalog (bits 0-7). */
+/* How the byte count is returned. */
 enum sn_count {
 	SN_COUNT_RET = 0,      /* the return value (int or ssize_t) */
 	SN_COUNT_ARG4_PTR = 1, /* through the size_t * fourth argument (SSL_read_ex/SSL_write_ex) */
 };
 
-#define SN_COOKIE_FUNC(c) ((__u8)((c) & 0xff))
-#define SN_COOKIE_KIND(c) ((__u8)(((c) >> 8) & 0xff))
-#define SN_COOKIE_COUNT(c) ((__u8)(((c) >> 16) & 0xff))
-/* Bits 24-31: nonzero for NSPR's generic I/O (PR_Read, PR_Send, ...), which serves every kind
- * of file: the call is sniffed only when its PRFileDesc is a TLS layer (see sn_config). */
-#define SN_COOKIE_TLS_LAYER_ONLY(c) ((__u8)(((c) >> 24) & 0xff))
+/* The attach cookie's fields (see enum ts_cookie in common.h): the kind, the count, and
+ * nonzero for NSPR's generic I/O (PR_Read, PR_Send, ...), which serves every kind of file: the
+ * call is sniffed only when its PRFileDesc is a TLS layer (see sn_config). */
+#define SN_COOKIE_KIND(c) TS_COOKIE_FIELD(c, 0)
+#define SN_COOKIE_COUNT(c) TS_COOKIE_FIELD(c, 1)
+#define SN_COOKIE_TLS_LAYER_ONLY(c) TS_COOKIE_FIELD(c, 2)
 
-/* flags */
-#define SN_LAST_PIECE 1  /* the call's last record */
-#define SN_FD_GUESSED 2  /* no syscall in this call: the fd last seen with this SSL object */
+/* sn_event.flags */
+enum sn_flags {
+	SN_LAST_PIECE = 1, /* the call's last record */
+	SN_FD_GUESSED = 2, /* no syscall in this call: the fd last seen with this SSL object */
+};
 
 /* A TCP socket's two ends, read from the kernel's socket when the call's syscall names it
  * (family 0: unknown). Addresses in network order; IPv4 in the first 4 bytes. */
@@ -68,10 +71,9 @@ struct sn_event {
 	__u32 offset;       /* of this piece within the call's data */
 	__u32 len;          /* bytes in this piece */
 	__u32 uncaptured;   /* bytes over --max-bytes, not sent (in the last piece) */
-	__u8 func;
+	__u16 func;       /* the function's index in the sniff catalog */
 	__u8 kind;
 	__u8 flags;
-	__u8 _pad;
 	struct sn_endpoints ends;
 	char comm[TS_COMM_LEN];
 	__u8 data[SN_PIECE]; /* last: only `len` bytes of it travel */
@@ -88,21 +90,20 @@ struct sn_call {
 
 /* Settings, fixed before the programs load. */
 struct sn_config {
-	__u8 filter_pids;
-	__u8 filter_comm;
-	__u8 _pad[2];
+	struct ts_filter filter;
 	__u32 max_bytes;
-	char comm[TS_COMM_LEN];
 	/* The file name of NSS's libssl (libssl3.so): a PRFileDesc whose methods table lies in a
 	 * mapping of this file is NSS's TLS layer. Empty: no NSPR probes. */
 	char tls_layer_file[TS_COMM_LEN];
 };
 
-/* counters */
-#define SN_LOST_RECORDS 0 /* ring buffer full: records not sent */
-#define SN_LOST_CALLS 1   /* calls with at least one record lost */
-#define SN_CALLS 2        /* calls seen (sent in full or not) */
-#define SN_UNCHECKED 3    /* NSPR calls whose layer could not be checked (also lost calls) */
-#define SN_COUNTERS 4
+/* The per-CPU counters. */
+enum sn_counter {
+	SN_LOST_RECORDS = 0, /* ring buffer full: records not sent */
+	SN_LOST_CALLS = 1,   /* calls with at least one record lost */
+	SN_CALLS = 2,        /* calls seen (sent in full or not) */
+	SN_UNCHECKED = 3,    /* NSPR calls whose layer could not be checked (also lost calls) */
+	SN_COUNTERS = 4,
+};
 
 #endif

@@ -1,0 +1,91 @@
+/* What every tlsscope BPF program has: the PID filter map and the thread filter, per-CPU
+ * counters, per-thread state maps, and the enums the Rust loaders read from BTF. Include after
+ * the BPF headers, the program's header and its `cfg` (a const volatile struct whose `filter`
+ * member is a struct ts_filter), with TS_NR_COUNTERS defined to the number of its counters. */
+#ifndef TLSSCOPE_COMMON_BPF_H
+#define TLSSCOPE_COMMON_BPF_H
+
+#include "common.h"
+
+#ifndef TS_NR_COUNTERS
+#error "define TS_NR_COUNTERS (how many counters the program keeps) before common.bpf.h"
+#endif
+
+/* Puts enum `name` in the object's BTF, so that the generated skeleton declares it as
+ * `types::name` and the Rust loader uses the program's own numbers instead of copies: clang
+ * describes only the types the object uses, and a read-only global of the enum's type is the
+ * cheapest use (4 bytes of .rodata, never read). */
+#define TS_EXPORT_ENUM(name) const volatile enum name ts_export_##name = (enum name)0
+
+TS_EXPORT_ENUM(ts_cookie);
+
+/* The processes to look at when cfg.filter.by_pid is set (the loader fills it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, TS_MAX_PIDS);
+	__type(key, __u32);
+	__type(value, __u8);
+} pids SEC(".maps");
+
+/* Per-CPU event counters, indexed by the program's counter enum; the loader sums the CPUs. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, TS_NR_COUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* Adds one to counter `which`. */
+static __always_inline void count(__u32 which)
+{
+	__u64 *n = bpf_map_lookup_elem(&counters, &which);
+
+	if (n)
+		*n += 1;
+}
+
+/* Most threads with state at once. */
+#define TS_MAX_THREADS 65536
+
+/* A map of per-thread state keyed by thread id. LRU: a thread that exits leaves its element
+ * behind, and the oldest go first. */
+#define TS_PER_THREAD_MAP(name, value_type)              \
+	struct {                                         \
+		__uint(type, BPF_MAP_TYPE_LRU_HASH);     \
+		__uint(max_entries, TS_MAX_THREADS);     \
+		__type(key, __u32);                      \
+		__type(value, value_type);               \
+	} name SEC(".maps")
+
+/* After a lookup of `key` in hash map `map` missed: inserts `init` (unless another CPU just did)
+ * and returns the element; NULL when the map has no room. Kept off the hit path, so that a hit
+ * pays nothing for building `init`. */
+static __always_inline void *ts_insert_lookup(void *map, const void *key, const void *init)
+{
+	bpf_map_update_elem(map, key, init, BPF_NOEXIST);
+	return bpf_map_lookup_elem(map, key);
+}
+
+/* True when the current thread is to be looked at: its process is in `pids` (with by_pid) and
+ * its name is `comm` (with by_comm). */
+static __always_inline int wanted(__u64 pid_tgid)
+{
+	__u32 tgid = pid_tgid >> 32;
+
+	if (cfg.filter.by_pid && !bpf_map_lookup_elem(&pids, &tgid))
+		return 0;
+	if (cfg.filter.by_comm) {
+		char current[TS_COMM_LEN];
+
+		bpf_get_current_comm(current, sizeof(current));
+		for (int i = 0; i < TS_COMM_LEN; i++) {
+			if (current[i] != cfg.filter.comm[i])
+				return 0;
+			if (current[i] == 0)
+				break;
+		}
+	}
+	return 1;
+}
+
+#endif

@@ -1,0 +1,297 @@
+//! What the latency tracer and the sniffer share in loading their BPF programs: opening and
+//! loading a skeleton, the thread filter in each program's configuration and its PID filter map,
+//! the attach cookie, attaching a uprobe + uretprobe pair at each attach point, the error when
+//! the kernel refuses every probe, and reading per-CPU counters. Each tracer keeps only its own
+//! skeleton, maps and read-out.
+
+use std::mem::MaybeUninit;
+use std::path::Path;
+
+use libbpf_rs::skel::{OpenSkel, SkelBuilder};
+use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut, UprobeOpts};
+
+use crate::plan::{AttachPoint, FunctionName, Missing};
+use crate::skel::latency::types::ts_cookie;
+use crate::skel::{latency, sniff};
+use crate::Error;
+
+/// Root, BPF and uprobes: say which is missing before libbpf says it less clearly.
+pub fn check_can_trace() -> Result<(), Error> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(Error::NotRoot);
+    }
+    if !Path::new("/sys/bus/event_source/devices/uprobe").exists() {
+        return Err(Error::NoUprobes);
+    }
+    Ok(())
+}
+
+/// Opens the BPF object of program `name` (as errors call it) after checking that it can run,
+/// with libbpf's log routed through [`crate::log`] and its old warnings forgotten.
+pub(crate) fn open<B: SkelBuilder<'static>>(builder: B, name: &str) -> Result<B::Output, Error> {
+    check_can_trace()?;
+    crate::log::install();
+    crate::log::forget_warnings();
+    // The skeleton borrows its object storage for as long as it lives; a tracer lives about as
+    // long as the program, so the few bytes of storage are leaked.
+    let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
+    builder
+        .open(storage)
+        .map_err(|e| Error::bpf(&format!("opening the {name} BPF object"), e))
+}
+
+/// The program's read-only data (its `cfg`), to fill in between open and load.
+pub(crate) fn rodata<'a, T>(rodata: Option<&'a mut T>, name: &str) -> Result<&'a mut T, Error> {
+    rodata.ok_or_else(|| Error::Bpf {
+        what: format!("setting the {name} program's configuration"),
+        detail: "the object has no read-only data section".into(),
+    })
+}
+
+/// Loads the opened program `name` into the kernel.
+pub(crate) fn load<O: OpenSkel<'static>>(open: O, name: &str) -> Result<O::Output, Error> {
+    open.load().map_err(|e| {
+        Error::bpf(
+            &format!("loading the {name} BPF programs into the kernel"),
+            e,
+        )
+    })
+}
+
+/// `struct ts_filter` (`bpf/common.h`), of which each skeleton declares a type of its own.
+pub(crate) trait ThreadFilter {
+    /// `by_pid`, `by_comm` and `comm`.
+    fn fields(&mut self) -> (&mut u8, &mut u8, &mut [i8; 16]);
+}
+
+macro_rules! thread_filter {
+    ($($filter:ty),+) => {$(
+        impl ThreadFilter for $filter {
+            fn fields(&mut self) -> (&mut u8, &mut u8, &mut [i8; 16]) {
+                (&mut self.by_pid, &mut self.by_comm, &mut self.comm)
+            }
+        }
+    )+};
+}
+
+thread_filter!(latency::types::ts_filter, sniff::types::ts_filter);
+
+/// Sets which threads the program looks at: those of `pids` (empty: any) named `comm` (if
+/// given), for probes attached at `points` (in every process when `attach_all`).
+pub(crate) fn set_filter<F>(
+    filter: &mut impl ThreadFilter,
+    pids: &[u32],
+    comm: Option<&str>,
+    points: &[AttachPoint<F>],
+    attach_all: bool,
+) {
+    let (by_pid, by_comm, comm_field) = filter.fields();
+    // Probes attached in one process are filtered by the kernel already; the map lookup is only
+    // needed for probes attached in every process (--lib, --binary, --attach-all) with -p.
+    *by_pid = u8::from(!pids.is_empty() && (attach_all || points.iter().any(|p| p.pid == -1)));
+    if let Some(comm) = comm {
+        *by_comm = 1;
+        *comm_field = c_name(comm);
+    }
+}
+
+/// A name as the BPF programs compare it (a thread's comm, a file name): at most N - 1 bytes,
+/// NUL-padded.
+pub(crate) fn c_name<const N: usize>(name: &str) -> [i8; N] {
+    let mut out = [0i8; N];
+    for (dst, src) in out.iter_mut().zip(name.bytes().take(N.saturating_sub(1))) {
+        *dst = src as i8;
+    }
+    out
+}
+
+/// Adds the processes to a program's PID filter map (`pids` in `bpf/common.bpf.h`).
+pub(crate) fn allow_pids(map: &dyn MapCore, pids: &[u32]) -> Result<(), Error> {
+    pids.iter().try_for_each(|&pid| allow_pid(map, pid))
+}
+
+/// Adds one process to a program's PID filter map.
+pub(crate) fn allow_pid(map: &dyn MapCore, pid: u32) -> Result<(), Error> {
+    map.update(&pid.to_ne_bytes(), &[1u8], MapFlags::ANY)
+        .map_err(|e| Error::bpf("adding a process to the PID filter", e))
+}
+
+/// Takes one process out of a program's PID filter map; absent is fine.
+pub(crate) fn forbid_pid(map: &dyn MapCore, pid: u32) {
+    let _ = map.delete(&pid.to_ne_bytes());
+}
+
+/// An attach cookie as `TS_COOKIE_FUNC` and `TS_COOKIE_FIELD` (`bpf/common.h`) read it: the
+/// function's index in its catalog, then one byte per field.
+pub(crate) fn cookie(func: u16, fields: &[u8]) -> u64 {
+    debug_assert!(fields.len() <= ts_cookie::TS_COOKIE_FIELDS.0 as usize);
+    let first = ts_cookie::TS_COOKIE_FUNC_BITS.0;
+    let width = ts_cookie::TS_COOKIE_FIELD_BITS.0;
+    fields
+        .iter()
+        .zip(0u32..)
+        .fold(u64::from(func), |c, (&field, i)| {
+            c | u64::from(field) << (first + width * i)
+        })
+}
+
+/// A program's entry and return uprobe programs, attached together.
+pub(crate) struct Uprobes<'a, 'obj> {
+    pub entry: &'a ProgramMut<'obj>,
+    pub ret: &'a ProgramMut<'obj>,
+}
+
+impl Uprobes<'_, '_> {
+    /// Attaches the entry and the return probe at `offset` in `path`, in process `pid` (-1: in
+    /// all): both or, when the kernel refuses either, neither, and why.
+    pub fn attach(
+        &self,
+        pid: i32,
+        path: &Path,
+        offset: u64,
+        cookie: u64,
+    ) -> Result<[Link; 2], String> {
+        let offset = usize::try_from(offset).map_err(|e| e.to_string())?;
+        let entry = attach_one(self.entry, pid, path, offset, cookie, false)?;
+        // Should this one fail, dropping `entry` detaches it.
+        let ret = attach_one(self.ret, pid, path, offset, cookie, true)?;
+        Ok([entry, ret])
+    }
+}
+
+fn attach_one(
+    prog: &ProgramMut<'_>,
+    pid: i32,
+    path: &Path,
+    offset: usize,
+    cookie: u64,
+    retprobe: bool,
+) -> Result<Link, String> {
+    let opts = UprobeOpts {
+        cookie,
+        retprobe,
+        ..Default::default()
+    };
+    prog.attach_uprobe_with_opts(pid, path, offset, opts)
+        .map_err(|e| {
+            format!(
+                "the kernel refused the {}: {}",
+                if retprobe { "uretprobe" } else { "uprobe" },
+                crate::log::with_reason(&e.to_string())
+            )
+        })
+}
+
+/// The probes of a plan that attached, and those the kernel refused.
+pub(crate) struct Attachment<F> {
+    /// They detach when dropped.
+    pub links: Vec<Link>,
+    /// The points attached, each with the process it was attached in (-1: all).
+    pub attached: Vec<AttachPoint<F>>,
+    /// The points the kernel refused, with why.
+    pub refused: Vec<Missing>,
+}
+
+/// Attaches `uprobes` at every point with the cookie `cookie` gives it, in the point's process
+/// or, with `attach_all`, in every process. An error only when the kernel refuses them all.
+pub(crate) fn attach_points<F: Clone + FunctionName>(
+    uprobes: &Uprobes<'_, '_>,
+    points: &[AttachPoint<F>],
+    attach_all: bool,
+    cookie: impl Fn(&AttachPoint<F>) -> u64,
+) -> Result<Attachment<F>, Error> {
+    let mut out = Attachment {
+        links: Vec::new(),
+        attached: Vec::new(),
+        refused: Vec::new(),
+    };
+    for point in points {
+        let pid = if attach_all { -1 } else { point.pid };
+        match uprobes.attach(pid, &point.path, point.offset, cookie(point)) {
+            Ok(links) => {
+                out.links.extend(links);
+                out.attached.push(AttachPoint {
+                    pid,
+                    ..point.clone()
+                });
+            }
+            Err(reason) => out.refused.push(Missing {
+                function: point.function.function_name(),
+                path: point.path.clone(),
+                reason,
+            }),
+        }
+    }
+    if out.attached.is_empty() {
+        return Err(all_refused(&out.refused));
+    }
+    Ok(out)
+}
+
+/// The error when the kernel refused every planned probe: how many, and the first refusal (they
+/// nearly always share one cause). The functions the plan could not place are not the story.
+fn all_refused(refused: &[Missing]) -> Error {
+    let first = refused.first().map_or_else(
+        || "no probe was planned".to_string(),
+        |m| format!("{}: {}", m.function, m.reason),
+    );
+    Error::NothingToAttach {
+        reasons: format!(
+            "the kernel refused all {} probes; the first: {first}",
+            refused.len()
+        ),
+    }
+}
+
+/// Counter `index` of a program's per-CPU `counters` map, summed over the CPUs.
+pub(crate) fn counter(counters: &dyn MapCore, index: u32, what: &str) -> Result<u64, Error> {
+    let values = counters
+        .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
+        .map_err(|e| Error::bpf(what, e))?
+        .unwrap_or_default();
+    Ok(values.iter().map(|v| crate::read_pod::<u64>(v)).sum())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Read back the way `TS_COOKIE_FUNC` and `TS_COOKIE_FIELD` in `bpf/common.h` do.
+    fn field(cookie: u64, i: u32) -> u64 {
+        (cookie >> (ts_cookie::TS_COOKIE_FUNC_BITS.0 + ts_cookie::TS_COOKIE_FIELD_BITS.0 * i))
+            & 0xff
+    }
+
+    #[test]
+    fn cookie_fields_come_back_as_the_programs_read_them() {
+        let c = cookie(513, &[7, 0, 255]);
+        assert_eq!(c & 0xffff, 513);
+        assert_eq!((field(c, 0), field(c, 1), field(c, 2)), (7, 0, 255));
+        // Every field fits in the cookie's 64 bits.
+        let last = ts_cookie::TS_COOKIE_FUNC_BITS.0
+            + ts_cookie::TS_COOKIE_FIELD_BITS.0 * ts_cookie::TS_COOKIE_FIELDS.0;
+        assert!(last <= 64, "{last}");
+        // Both programs are built from the one definition in common.h.
+        assert_eq!(
+            sniff::types::ts_cookie::TS_COOKIE_FUNC_BITS.0,
+            ts_cookie::TS_COOKIE_FUNC_BITS.0
+        );
+        assert_eq!(
+            sniff::types::ts_cookie::TS_COOKIE_FIELD_BITS.0,
+            ts_cookie::TS_COOKIE_FIELD_BITS.0
+        );
+    }
+
+    #[test]
+    fn names_are_cut_to_fit_with_their_nul() {
+        let short: [i8; 16] = c_name("curl");
+        assert_eq!(
+            &short[..5],
+            &[b'c' as i8, b'u' as i8, b'r' as i8, b'l' as i8, 0]
+        );
+        let long: [i8; 16] = c_name("a-thread-name-longer-than-15");
+        assert_eq!(long[14], b'l' as i8);
+        assert_eq!(long[15], 0);
+    }
+}
