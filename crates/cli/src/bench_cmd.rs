@@ -12,15 +12,14 @@ use load::{LoadConfig, Mode, ResumeBy};
 
 use crate::args::{BenchArgs, BenchMode, ResumeKind};
 use crate::client::client_context;
-use crate::library;
 use experiments::client::{connect_first, Probe};
 
-pub fn run(openssl: Option<&str>, a: &BenchArgs) -> anyhow::Result<ExitCode> {
+pub fn run(library: &ossl::LibrarySource, a: &BenchArgs) -> anyhow::Result<ExitCode> {
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, interrupted.clone())?;
     }
-    let (doc, rows) = measure(openssl, a, &interrupted)?;
+    let (doc, rows) = measure(library, a, &interrupted)?;
     if let Some(path) = &a.json {
         let mut f = create(path, "--json")?;
         report::bench_json(&mut f, &doc).with_context(|| format!("--json {}", path.display()))?;
@@ -38,12 +37,12 @@ pub fn run(openssl: Option<&str>, a: &BenchArgs) -> anyhow::Result<ExitCode> {
 /// Validates, checks the target answers, and runs the load; prints nothing. `interrupted`
 /// (set by a signal handler the caller installed) ends the run early.
 pub fn measure(
-    openssl: Option<&str>,
+    library: &ossl::LibrarySource,
     a: &BenchArgs,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<(report::BenchDocument, Vec<load::result::ConnectionRow>)> {
     let mode = mode(a)?;
-    let lib = library::load(openssl)?;
+    let lib = crate::library::load(library)?;
     let ctx = context(lib, a)?;
 
     // One connection first: a target that is down, not TLS, or fails verification is a

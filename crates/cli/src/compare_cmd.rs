@@ -118,12 +118,12 @@ fn build_if_missing(version: &str) -> Option<String> {
 }
 
 /// `compare-worker SPEC`: one variant's measurements as one JSON line on stdout.
-pub fn worker(openssl: Option<&str>, spec_json: &str) -> anyhow::Result<ExitCode> {
+pub fn worker(library: &ossl::LibrarySource, spec_json: &str) -> anyhow::Result<ExitCode> {
     let spec: WorkerSpec = serde_json::from_str(spec_json).context("reading the worker spec")?;
     if let Some(cpu) = spec.cpu {
         host::pin_current_thread(cpu).with_context(|| format!("pinning to CPU {cpu}"))?;
     }
-    let lib = crate::library::load(openssl)?;
+    let lib = crate::library::load(library)?;
     let result = worker::run(lib, &spec);
     println!("{}", serde_json::to_string(&result)?);
     Ok(ExitCode::SUCCESS)

@@ -8,10 +8,9 @@ use ossl::Session;
 
 use crate::args::HandshakeArgs;
 use crate::client::client_context;
-use crate::library;
 use experiments::client::{connect_first, Probe};
 
-pub fn run(openssl: Option<&str>, a: &HandshakeArgs) -> anyhow::Result<ExitCode> {
+pub fn run(library: &ossl::LibrarySource, a: &HandshakeArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(a.count >= 1, "--count must be at least 1");
     if let Some(path) = &a.request {
         anyhow::ensure!(
@@ -19,7 +18,7 @@ pub fn run(openssl: Option<&str>, a: &HandshakeArgs) -> anyhow::Result<ExitCode>
             "--request {path}: the path must start with /"
         );
     }
-    let lib = library::load(openssl)?;
+    let lib = crate::library::load(library)?;
     let ctx = client_context(lib, &a.tls, &a.peer, true, None)?;
     let sni = a.peer.server_name(&a.target);
     let request = a.request.as_deref().or(a.target.path.as_deref());

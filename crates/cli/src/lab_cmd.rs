@@ -12,18 +12,18 @@ use anyhow::Context as _;
 use experiments::lab::{self, LabConfig};
 
 use crate::args::{LabArgs, LabTarget};
-use crate::library;
 use crate::signals::EXIT_INTERRUPTED;
 
-pub fn run(openssl: Option<&str>, a: &LabArgs) -> anyhow::Result<ExitCode> {
+pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("finding the tlsscope executable")?;
+    let child_openssl = crate::library::child_arg(library);
     let config = LabConfig {
         target: match a.target {
             LabTarget::Builtin => lab::LabTarget::Builtin,
             LabTarget::Nginx => lab::LabTarget::Nginx,
         },
         exe: &exe,
-        openssl,
+        openssl: child_openssl.as_deref(),
         duration: a.duration,
         trace_duration: a.trace_duration,
         warmup: a.warmup,
@@ -32,7 +32,7 @@ pub fn run(openssl: Option<&str>, a: &LabArgs) -> anyhow::Result<ExitCode> {
         client_cpu: a.client_cpu,
     };
     lab::check(&config)?;
-    let lib = library::load(openssl)?;
+    let lib = crate::library::load(library)?;
     let interrupted = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, interrupted.clone())?;

@@ -59,14 +59,16 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
     // Before any probe is loaded: libbpf's log goes through tlsscope, shown only with -v.
     probes::log::set_verbose(opts.verbose);
     let openssl = opts.openssl.as_deref();
+    // The one library a command loads, resolved once (compare takes a list of its own).
+    let library = || library::source(openssl);
     match opts.command {
-        Command::Serve(a) => serve_cmd::run(openssl, &a),
-        Command::Bench(a) => bench_cmd::run(openssl, &a),
-        Command::Handshake(a) => handshake_cmd::run(openssl, &a),
+        Command::Serve(a) => serve_cmd::run(&library()?, &a),
+        Command::Bench(a) => bench_cmd::run(&library()?, &a),
+        Command::Handshake(a) => handshake_cmd::run(&library()?, &a),
         Command::Trace(a) => trace_cmd::run(&a),
-        Command::Lab(a) => lab_cmd::run(openssl, &a),
+        Command::Lab(a) => lab_cmd::run(&library()?, &a),
         Command::Compare(a) => compare_cmd::run(openssl, &a),
-        Command::CompareWorker { spec } => compare_cmd::worker(openssl, &spec),
+        Command::CompareWorker { spec } => compare_cmd::worker(&library()?, &spec),
         Command::Sniff(a) => sniff_cmd::run(&a),
         Command::Openssl(OpensslCommand::Build(a)) => {
             let jobs = a

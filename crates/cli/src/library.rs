@@ -7,13 +7,22 @@ use ossl::{Library, LibrarySource};
 
 use crate::openssl_cmd;
 
-/// Resolves `--openssl` (a directory, or a version in the build cache) and loads it.
-pub fn load(openssl: Option<&str>) -> anyhow::Result<&'static Library> {
-    let source = source(openssl)?;
-    Library::load(&source).with_context(|| format!("loading {source}"))
+/// Loads the library `--openssl` was resolved to.
+pub fn load(source: &LibrarySource) -> anyhow::Result<&'static Library> {
+    Library::load(source).with_context(|| format!("loading {source}"))
 }
 
-fn source(openssl: Option<&str>) -> anyhow::Result<LibrarySource> {
+/// The `--openssl` a child process gets to load the same library (None: the system's).
+pub fn child_arg(source: &LibrarySource) -> Option<String> {
+    match source {
+        LibrarySource::System => None,
+        LibrarySource::Dir(dir) => Some(dir.display().to_string()),
+    }
+}
+
+/// Resolves `--openssl` once: a directory, or a version in the build cache (which must be
+/// built); none is the system's library.
+pub fn source(openssl: Option<&str>) -> anyhow::Result<LibrarySource> {
     let Some(arg) = openssl else {
         return Ok(LibrarySource::System);
     };

@@ -9,11 +9,10 @@ use ossl::{ContextBuilder, Credentials, Role};
 use server::{Server, ServerConfig};
 
 use crate::args::ServeArgs;
-use crate::library;
 use crate::signals::StopFlags;
 
-pub fn run(openssl: Option<&str>, a: &ServeArgs) -> anyhow::Result<ExitCode> {
-    let lib = library::load(openssl)?;
+pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitCode> {
+    let lib = crate::library::load(library)?;
     host::check_cpus("--cpus", &a.cpus).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(a.threads >= 1, "--threads must be at least 1");
     let settings = a.tls.settings(a.session_cache.on(), a.tickets.on())?;
