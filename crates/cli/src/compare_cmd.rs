@@ -106,7 +106,7 @@ fn matrix_config(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<Matri
 
 /// Builds a version the cache does not have yet; None once it is there, or why it is not.
 fn build_if_missing(version: &str) -> Option<String> {
-    let cache = ossl::build::BuildCache::new(crate::openssl_cmd::cache_root());
+    let cache = ossl_build::BuildCache::new(crate::openssl_cmd::cache_root());
     if cache.find(version).is_some() {
         return None;
     }

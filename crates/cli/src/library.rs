@@ -1,7 +1,5 @@
 //! Picks the OpenSSL under test from `--openssl`.
 
-use std::path::Path;
-
 use anyhow::Context as _;
 use ossl::{Library, LibrarySource};
 
@@ -23,21 +21,8 @@ pub fn child_arg(source: &LibrarySource) -> Option<String> {
 /// Resolves `--openssl` once: a directory, or a version in the build cache (which must be
 /// built); none is the system's library.
 pub fn source(openssl: Option<&str>) -> anyhow::Result<LibrarySource> {
-    let Some(arg) = openssl else {
-        return Ok(LibrarySource::System);
-    };
-    let path = Path::new(arg);
-    if arg.contains('/') || path.is_dir() {
-        return Ok(LibrarySource::Dir(path.to_path_buf()));
-    }
-    let cache = ossl::build::BuildCache::new(openssl_cmd::cache_root());
-    match cache.find(arg) {
-        Some(build) => Ok(LibrarySource::Dir(build.prefix)),
-        None => anyhow::bail!(
-            "--openssl {arg}: OpenSSL {arg} is not built; run `tlsscope openssl build {arg}` \
-             first, or pass an install prefix"
-        ),
-    }
+    let cache = ossl_build::BuildCache::new(openssl_cmd::cache_root());
+    Ok(ossl_build::library_source(openssl, &cache)?)
 }
 
 /// Prints the system library's version, for `openssl list`.

@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
-use ossl::build::{BuildCache, BuildOptions, BuildOutcome, Progress};
+use ossl_build::{BuildCache, BuildOptions, BuildOutcome, Progress};
 
 /// How often the terminal status line is redrawn while nothing else happens.
 const REDRAW_INTERVAL: Duration = Duration::from_millis(500);
@@ -68,7 +68,7 @@ pub fn build(
         report(&outcome);
         return Ok(());
     }
-    build_versions(&cache, &dedup(versions), &options)
+    build_versions(&cache, &ossl_build::unique(versions), &options)
 }
 
 /// Builds `versions` one after another; a failure does not stop the others.
@@ -101,17 +101,6 @@ fn build_versions(
             failed.join(", ")
         )
     }
-}
-
-/// `versions` without repetitions, in the given order.
-fn dedup(versions: &[String]) -> Vec<String> {
-    let mut unique: Vec<String> = Vec::new();
-    for version in versions {
-        if !unique.contains(version) {
-            unique.push(version.clone());
-        }
-    }
-    unique
 }
 
 /// `jobs`, or the number of CPUs when it is 0.
@@ -314,11 +303,5 @@ mod tests {
     fn durations_are_short() {
         assert_eq!(format_duration(Duration::from_secs(58)), "58s");
         assert_eq!(format_duration(Duration::from_secs(192)), "3m12s");
-    }
-
-    #[test]
-    fn versions_are_deduplicated_in_order() {
-        let versions = ["3.0.2", "1.1.1w", "3.0.2"].map(String::from);
-        assert_eq!(dedup(&versions), ["3.0.2", "1.1.1w"]);
     }
 }

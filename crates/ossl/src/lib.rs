@@ -5,7 +5,6 @@
 //! signature getters) behind one safe API: load a [`Library`], build a [`Context`], make
 //! [`Ssl`] connections over non-blocking sockets, and ask what each handshake [`Negotiated`].
 
-pub mod build;
 mod context;
 mod error;
 pub mod ffi;
