@@ -125,24 +125,30 @@ mod tests {
     use report::compare::Metric;
     use stats::compare::Verdict;
 
-    fn variant(label: &str, samples: Vec<f64>) -> Variant {
+    /// A variant whose pretransfer samples are 1000..1100 us times `scale`; `broken` ones
+    /// have an error and no metrics.
+    fn measured(label: &str, scale: f64, broken: bool) -> Variant {
+        let samples = (0..100).map(|i| (1000.0 + f64::from(i)) * scale).collect();
         Variant {
             label: label.into(),
-            metrics: vec![Metric::new("pretransfer", "us", true, samples, 0.95)],
+            error: broken.then(|| "did not build".to_string()),
+            metrics: if broken {
+                Vec::new()
+            } else {
+                vec![Metric::new("pretransfer", "us", true, samples, 0.95)]
+            },
             ..Variant::default()
         }
     }
 
     #[test]
     fn each_variant_is_compared_with_the_first_that_has_results() {
-        let base: Vec<f64> = (0..100).map(|i| 1000.0 + f64::from(i)).collect();
-        let slow: Vec<f64> = base.iter().map(|v| v * 1.5).collect();
-        let failed = Variant {
-            label: "broken".into(),
-            error: Some("did not build".into()),
-            ..Variant::default()
-        };
-        let cmp = analyze(&[failed, variant("a", base), variant("b", slow)], 0.95);
+        let variants = [
+            measured("broken", 1.0, true),
+            measured("a", 1.0, false),
+            measured("b", 1.5, false),
+        ];
+        let cmp = analyze(&variants, 0.95);
         assert_eq!(cmp.len(), 1);
         assert_eq!(
             (cmp[0].baseline.as_str(), cmp[0].variant.as_str()),
