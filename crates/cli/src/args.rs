@@ -563,22 +563,13 @@ impl TlsArgs {
 
     /// A key log sink appending to `--keylog`, created 0600 (the lines are secrets).
     pub fn keylog_sink(&self) -> anyhow::Result<Option<Box<ossl::KeylogSink>>> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let Some(path) = &self.keylog else {
-            return Ok(None);
-        };
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| anyhow::anyhow!("--keylog {}: {e}", path.display()))?;
-        let file = std::sync::Mutex::new(file);
-        Ok(Some(Box::new(move |line: &str| {
-            let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
-            let _ = writeln!(f, "{line}");
-        })))
+        self.keylog
+            .as_deref()
+            .map(|path| {
+                experiments::client::keylog_file(path)
+                    .map_err(|e| anyhow::anyhow!("--keylog {}: {e}", path.display()))
+            })
+            .transpose()
     }
 }
 

@@ -164,21 +164,6 @@ impl Status {
     }
 }
 
-/// The name of a progress stage as shown to the user.
-fn stage_name(progress: &Progress) -> String {
-    match progress {
-        Progress::Resolving => "looking up the openssl-src release".to_owned(),
-        Progress::Fetching { crate_version } => format!("fetching openssl-src {crate_version}"),
-        Progress::Extracting => "extracting".to_owned(),
-        Progress::WaitingForLock => "waiting for another build of this version".to_owned(),
-        Progress::Copying => "copying sources".to_owned(),
-        Progress::Configuring => "configuring".to_owned(),
-        Progress::Compiling { .. } => "compiling".to_owned(),
-        Progress::Installing => "installing".to_owned(),
-        Progress::Done => "done".to_owned(),
-    }
-}
-
 /// Runs `work` with a progress display on stderr: one redrawn line on a terminal (ticking
 /// every half second), otherwise one plain line per stage.
 fn with_status<T>(label: &str, work: impl FnOnce(&mut dyn FnMut(Progress)) -> T) -> T {
@@ -209,7 +194,7 @@ fn update(status: &Mutex<Status>, progress: &Progress, terminal: bool) {
     let mut status = status
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let stage = stage_name(progress);
+    let stage = progress.describe();
     let stage_changed = stage != status.stage;
     if let Progress::Compiling { objects } = progress {
         status.objects = *objects;
@@ -257,42 +242,21 @@ pub fn list() -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let rows: Vec<[String; 3]> = builds
-        .iter()
-        .map(|b| {
-            [
-                b.version.clone(),
-                b.source.clone(),
-                b.prefix.display().to_string(),
-            ]
-        })
-        .collect();
-    print_table(["VERSION", "SOURCE", "PREFIX"], &rows);
-    Ok(())
-}
-
-/// Prints `rows` under `header`, columns padded to their widest cell.
-fn print_table(header: [&str; 3], rows: &[[String; 3]]) {
-    let mut widths = header.map(str::len);
-    for row in rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let format_row = |cells: [&str; 3]| {
-        format!(
-            "{:<w0$}  {:<w1$}  {}",
-            cells[0],
-            cells[1],
-            cells[2],
-            w0 = widths[0],
-            w1 = widths[1]
-        )
+    let table = report::compare::Table {
+        header: ["VERSION", "SOURCE", "PREFIX"].map(String::from).to_vec(),
+        rows: builds
+            .iter()
+            .map(|b| {
+                vec![
+                    b.version.clone(),
+                    b.source.clone(),
+                    b.prefix.display().to_string(),
+                ]
+            })
+            .collect(),
     };
-    println!("{}", format_row(header));
-    for row in rows {
-        println!("{}", format_row([&row[0], &row[1], &row[2]]));
-    }
+    print!("{}", table.aligned());
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,7 +8,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use experiments::trace;
-use probes::latency::Attached;
 use probes::{Buckets, Plan, Target, TraceConfig, Tracer};
 use report::trace::{trace_footer, trace_json, trace_text};
 
@@ -37,7 +36,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     eprintln!(
         "tlsscope trace: {} functions attached in {} ({}); {}",
         tracer.attached().len(),
-        files(tracer.attached()),
+        trace::file_names(tracer.attached()),
         trace::target_words(&targets),
         match a.duration {
             Some(d) => format!("for {:.1} s, Ctrl-C to stop early", d.as_secs_f64()),
@@ -114,18 +113,4 @@ pub fn targets_of(t: &crate::args::TargetArgs, verb: &str) -> anyhow::Result<Vec
         t.comm.as_deref(),
         verb,
     )?)
-}
-
-fn files(attached: &[Attached]) -> String {
-    let mut names: Vec<String> = Vec::new();
-    for a in attached {
-        let name = a.point.path.file_name().map_or_else(
-            || a.point.path.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
-        if !names.contains(&name) {
-            names.push(name);
-        }
-    }
-    names.join(", ")
 }

@@ -31,6 +31,22 @@ pub struct ClientOptions<'a> {
     pub keylog: Option<Box<ossl::KeylogSink>>,
 }
 
+/// A key log sink appending NSS key log lines to `path`, created 0600 (the lines are secrets).
+pub fn keylog_file(path: &Path) -> std::io::Result<Box<ossl::KeylogSink>> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    let file = std::sync::Mutex::new(file);
+    Ok(Box::new(move |line: &str| {
+        let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = writeln!(f, "{line}");
+    }))
+}
+
 /// A client context as `options` say.
 pub fn client_context(lib: &'static ossl::Library, options: ClientOptions<'_>) -> Result<Context> {
     let mut b = ContextBuilder::new(lib, Role::Client)?;

@@ -264,3 +264,18 @@ pub fn fill(doc: &mut TraceDocument, snapshot: &Snapshot, buckets: Buckets) {
     doc.overhead.probed_calls = snapshot.calls;
     doc.overhead.estimated_cpu_s = snapshot.calls as f64 * doc.overhead.cost_ns_per_call / 1e9;
 }
+
+/// The files the probes are in, each once: "libssl.so.3, libcrypto.so.3".
+pub fn file_names(attached: &[probes::latency::Attached]) -> String {
+    let mut names: Vec<String> = Vec::new();
+    for a in attached {
+        let name = a.point.path.file_name().map_or_else(
+            || a.point.path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names.join(", ")
+}

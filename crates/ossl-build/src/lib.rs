@@ -128,6 +128,23 @@ pub enum Progress {
     Done,
 }
 
+impl Progress {
+    /// The stage in the user's words ("fetching openssl-src 300.0.2+3.0.2").
+    pub fn describe(&self) -> String {
+        match self {
+            Progress::Resolving => "looking up the openssl-src release".to_owned(),
+            Progress::Fetching { crate_version } => format!("fetching openssl-src {crate_version}"),
+            Progress::Extracting => "extracting".to_owned(),
+            Progress::WaitingForLock => "waiting for another build of this version".to_owned(),
+            Progress::Copying => "copying sources".to_owned(),
+            Progress::Configuring => "configuring".to_owned(),
+            Progress::Compiling { .. } => "compiling".to_owned(),
+            Progress::Installing => "installing".to_owned(),
+            Progress::Done => "done".to_owned(),
+        }
+    }
+}
+
 /// Settings of a build request.
 #[derive(Debug, Clone)]
 pub struct BuildOptions {

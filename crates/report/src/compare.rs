@@ -149,7 +149,8 @@ pub struct Table {
 }
 
 impl Table {
-    fn aligned(&self) -> String {
+    /// Columns padded to their widest cell, two spaces apart.
+    pub fn aligned(&self) -> String {
         let widths: Vec<usize> = (0..self.header.len())
             .map(|i| {
                 self.rows
@@ -175,7 +176,8 @@ impl Table {
         out
     }
 
-    fn markdown(&self) -> String {
+    /// A Markdown table.
+    pub fn markdown(&self) -> String {
         let line = |cells: &[String]| format!("| {} |\n", cells.join(" | "));
         let mut out = line(&self.header);
         out += &format!("|{}\n", "---|".repeat(self.header.len()));
