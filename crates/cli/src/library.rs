@@ -12,10 +12,7 @@ pub fn load(source: &LibrarySource) -> anyhow::Result<&'static Library> {
 
 /// The `--openssl` a child process gets to load the same library (None: the system's).
 pub fn child_arg(source: &LibrarySource) -> Option<String> {
-    match source {
-        LibrarySource::System => None,
-        LibrarySource::Dir(dir) => Some(dir.display().to_string()),
-    }
+    ossl_build::library_arg(source)
 }
 
 /// Resolves `--openssl` once: a directory, or a version in the build cache (which must be

@@ -1,8 +1,9 @@
-//! The one error type of the build module.
+//! The one error type of `ossl-build`.
 
 use std::path::PathBuf;
 
-/// Everything that can go wrong while resolving, fetching or building an OpenSSL version.
+/// Everything that can go wrong while resolving, fetching or building an OpenSSL version, or
+/// finding one in the cache.
 ///
 /// Each message is one line that names the thing involved and what to do about it.
 #[derive(Debug, thiserror::Error)]
@@ -193,6 +194,25 @@ pub enum BuildError {
         path: PathBuf,
         /// Why it could not be read.
         detail: String,
+    },
+
+    /// A version named as a library (`--openssl VERSION`) that the cache does not have.
+    #[error(
+        "--openssl {version}: OpenSSL {version} is not built; run \
+         `tlsscope openssl build {version}` first, or pass an install prefix"
+    )]
+    NotBuilt {
+        /// The version asked for.
+        version: String,
+    },
+
+    /// Some builds of a batch of several versions failed (each was reported as it failed).
+    #[error("{} of {total} builds failed: {}", failed.len(), failed.join(", "))]
+    BatchFailed {
+        /// The versions that did not build, in the order they were tried.
+        failed: Vec<String>,
+        /// How many versions the batch built or tried to.
+        total: usize,
     },
 
     /// A file system operation failed.

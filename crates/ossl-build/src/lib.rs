@@ -11,12 +11,20 @@
 //!
 //! The libraries are built unstripped, with a RUNPATH to their own `lib/` directory, so that
 //! internal functions can be found in the symbol tables later.
+//!
+//! Besides building, the crate holds the library side of `tlsscope openssl build|list`: where
+//! the cache is (from values the caller reads from the environment), a batch of builds with
+//! its progress display, the listing, and turning an `--openssl` name into an
+//! [`ossl::LibrarySource`] through the cache.
 
+mod batch;
 mod error;
 mod index;
+mod locate;
 mod lock;
 mod process;
 mod source;
+mod status;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,46 +32,14 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+pub use batch::{effective_jobs, unique, BuildRequest, Listing};
 pub use error::BuildError;
 pub use index::KNOWN_RELEASES;
+pub use locate::{default_cache_root, default_cargo_home, library_arg, library_source};
+pub use status::StatusDisplay;
 
 use lock::VersionLock;
 use process::BuildLog;
-
-/// The library a user named with `--openssl`: an install directory (a path), or a version in
-/// `cache`, which must be built. None is the system's library.
-pub fn library_source(
-    name: Option<&str>,
-    cache: &BuildCache,
-) -> Result<ossl::LibrarySource, NotBuilt> {
-    let Some(name) = name else {
-        return Ok(ossl::LibrarySource::System);
-    };
-    let path = Path::new(name);
-    if name.contains('/') || path.is_dir() {
-        return Ok(ossl::LibrarySource::Dir(path.to_path_buf()));
-    }
-    cache
-        .find(name)
-        .map(|build| ossl::LibrarySource::Dir(build.prefix))
-        .ok_or_else(|| NotBuilt(name.to_string()))
-}
-
-/// A version named as a library that the cache does not have.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("--openssl {0}: OpenSSL {0} is not built; run `tlsscope openssl build {0}` first, or pass an install prefix")]
-pub struct NotBuilt(pub String);
-
-/// `versions` without repetitions, in the given order.
-pub fn unique(versions: &[String]) -> Vec<String> {
-    let mut unique: Vec<String> = Vec::new();
-    for version in versions {
-        if !unique.contains(version) {
-            unique.push(version.clone());
-        }
-    }
-    unique
-}
 
 /// File name of the manifest that marks a finished build.
 pub const MANIFEST_FILE: &str = "tlsscope-build.json";
@@ -734,30 +710,6 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), BuildError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn versions_are_deduplicated_in_order() {
-        let versions = ["3.0.2", "1.1.1w", "3.0.2"].map(String::from);
-        assert_eq!(unique(&versions), ["3.0.2", "1.1.1w"]);
-    }
-
-    #[test]
-    fn a_library_is_a_path_a_built_version_or_the_system() {
-        let cache = BuildCache::new(PathBuf::from("/nonexistent/cache"));
-        assert_eq!(
-            library_source(None, &cache),
-            Ok(ossl::LibrarySource::System)
-        );
-        assert_eq!(
-            library_source(Some("/opt/ssl"), &cache),
-            Ok(ossl::LibrarySource::Dir("/opt/ssl".into()))
-        );
-        let e = library_source(Some("9.9.9"), &cache).unwrap_err();
-        assert!(
-            e.to_string().contains("tlsscope openssl build 9.9.9"),
-            "{e}"
-        );
-    }
 
     /// A fresh cache root under the system temp dir.
     fn temp_root(name: &str) -> PathBuf {
