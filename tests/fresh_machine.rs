@@ -120,23 +120,31 @@ fn issue_11_trace_splits_outcomes_and_sniff_shows_sockets_without_tracefs() {
         sniff_stderr.lines().any(|l| l.starts_with("libbpf: ")),
         "-v shows libbpf's log: {sniff_stderr}"
     );
+    // The response to it: a write always makes its own syscall, so its socket is known (the
+    // request itself may have been read ahead by the handshake, with no syscall of its own).
     let read = server_read_of(&sniffed, server_pid, &token);
-    let local: SocketAddr = read["local"]
-        .as_str()
-        .expect("local address")
-        .parse()
-        .unwrap();
-    let peer: SocketAddr = read["peer"]
-        .as_str()
-        .expect("peer address")
-        .parse()
-        .unwrap();
-    assert_eq!(local, server_addr, "{read}");
+    let response = sniffed
+        .iter()
+        .skip_while(|c| **c != read)
+        .find(|c| c["pid"] == server_pid && c["tid"] == read["tid"] && c["direction"] == "write")
+        .unwrap_or_else(|| panic!("no response after {read}"));
+    let end = |k: &str| -> SocketAddr {
+        response[k]
+            .as_str()
+            .unwrap_or_else(|| panic!("no {k} address in {response}"))
+            .parse()
+            .unwrap()
+    };
+    let (local, peer) = (end("local"), end("peer"));
+    assert_eq!(local, server_addr, "{response}");
     assert!(
         peer.ip().is_loopback() && peer.port() != local.port(),
-        "{read}"
+        "{response}"
     );
-    assert!(read["fd"].as_i64().unwrap() > 2, "{read}");
+    assert!(response["fd"].as_i64().unwrap() > 2, "{response}");
+    if let Some(fd) = read["fd"].as_i64() {
+        assert_eq!(fd, response["fd"].as_i64().unwrap(), "{read}");
+    }
 
     assert_eq!(
         kernel_fs_mounts(),
