@@ -70,7 +70,7 @@ pub fn measure(
             a.target
         );
     }
-    let cfg = load_config(a, mode, addr)?;
+    let cfg = load_config(a, mode, addr, sni)?;
 
     let environment = experiments::environment::collect(lib, std::env::args().collect());
     let (result, rows) = experiments::bench::run(&ctx, cfg, interrupted, &progress_line())?;
@@ -121,7 +121,13 @@ fn request_path(a: &BenchArgs) -> Option<&str> {
     a.request.as_deref().or(a.target.path.as_deref())
 }
 
-fn load_config(a: &BenchArgs, mode: Mode, addr: SocketAddr) -> anyhow::Result<LoadConfig> {
+/// The load engine's settings: `addr` is the address that answered, `server_name` the SNI.
+fn load_config(
+    a: &BenchArgs,
+    mode: Mode,
+    addr: SocketAddr,
+    server_name: Option<String>,
+) -> anyhow::Result<LoadConfig> {
     if a.rate.is_some() && a.duration.is_none() && a.requests.is_none() {
         bail!("--rate needs a --duration or a --requests count to end the run");
     }
@@ -139,7 +145,6 @@ fn load_config(a: &BenchArgs, mode: Mode, addr: SocketAddr) -> anyhow::Result<Lo
         (None, None) => Some(Duration::from_secs(10)),
         (d, _) => d,
     };
-    let server_name = a.peer.server_name(&a.target);
     let host = server_name
         .clone()
         .unwrap_or_else(|| "localhost".to_string());

@@ -1,5 +1,5 @@
 //! `tlsscope`'s commands: the command line is parsed once (`args`), then each command calls the
-//! libraries and writes its outputs. `main` (the binary) only calls [`main`].
+//! libraries and writes its outputs. The binary's `main` only calls [`main_with`].
 
 pub mod args;
 mod bench_cmd;
@@ -40,18 +40,8 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode
 /// The error and its causes joined on one line, each said once: a cause whose text an outer
 /// message already includes (an OS error quoted in its context) is not repeated.
 pub fn one_line(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&text);
-    }
-    line
+    let top: &(dyn std::error::Error + 'static) = e.as_ref();
+    experiments::error::one_line(top)
 }
 
 /// Runs a parsed command line; the exit status says how it ended.

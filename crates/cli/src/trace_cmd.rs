@@ -19,7 +19,7 @@ const CALIBRATION_CALLS: u64 = 20_000;
 
 pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     probes::latency::check_can_trace()?;
-    let targets = targets(a)?;
+    let targets = targets_of(&a.target, "trace")?;
     let plan = Plan::with_functions(&targets, a.probes, &a.functions, a.exact_outcomes)?;
     let config = TraceConfig {
         pids: a.target.pids.clone(),
@@ -98,10 +98,6 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(signals.exit_code(ExitCode::SUCCESS))
-}
-
-fn targets(a: &TraceArgs) -> anyhow::Result<Vec<Target>> {
-    targets_of(&a.target, "trace")
 }
 
 /// -p/--binary/--lib/--comm (shared by trace and sniff) as targets.

@@ -44,16 +44,6 @@ impl Endpoint {
         })
     }
 
-    /// An endpoint for an address that needs no resolving.
-    pub fn from_addr(addr: SocketAddr) -> Endpoint {
-        Endpoint {
-            host: addr.ip().to_string(),
-            port: addr.port(),
-            addrs: vec![addr],
-            path: None,
-        }
-    }
-
     /// The first address (the resolver's preference).
     pub fn addr(&self) -> SocketAddr {
         self.addrs[0]

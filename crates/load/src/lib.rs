@@ -39,13 +39,18 @@ pub enum Mode {
 }
 
 impl Mode {
+    /// The mode as the result records it.
+    pub fn kind(self) -> result::RunMode {
+        match self {
+            Mode::Full => result::RunMode::Full,
+            Mode::Resume { .. } => result::RunMode::Resume,
+            Mode::KeepAlive => result::RunMode::Keepalive,
+        }
+    }
+
     /// The name used in reports.
     pub fn name(self) -> &'static str {
-        match self {
-            Mode::Full => "full",
-            Mode::Resume { .. } => "resume",
-            Mode::KeepAlive => "keepalive",
-        }
+        self.kind().name()
     }
 }
 
@@ -287,7 +292,7 @@ impl Run {
         let mut rows = std::mem::take(&mut all.rows);
         rows.sort_by_key(|r| r.start_us);
         let result = RunResult {
-            mode: cfg.mode.name().to_string(),
+            mode: cfg.mode.kind(),
             target: cfg.target.to_string(),
             threads: cfg.threads,
             connections: cfg.connections,

@@ -5,11 +5,37 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use stats::LatencySummary;
 
+/// What each operation of a run was, as the result names it ("full", "resume", "keepalive").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunMode {
+    #[default]
+    Full,
+    Resume,
+    Keepalive,
+}
+
+impl RunMode {
+    /// The name in results and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunMode::Full => "full",
+            RunMode::Resume => "resume",
+            RunMode::Keepalive => "keepalive",
+        }
+    }
+}
+
+impl std::fmt::Display for RunMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Everything one run measured, over the measured window (after warm-up).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RunResult {
-    /// "full", "resume" or "keepalive".
-    pub mode: String,
+    pub mode: RunMode,
     pub target: String,
     pub threads: usize,
     pub connections: usize,

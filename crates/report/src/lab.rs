@@ -16,7 +16,7 @@ pub fn render_experiment(
     traced: &RunResult,
     calls: &[FunctionStats],
 ) {
-    let per = if untraced.mode == "keepalive" {
+    let per = if untraced.mode == load::result::RunMode::Keepalive {
         "request"
     } else {
         "handshake"

@@ -10,7 +10,7 @@ pub mod trace;
 
 use std::io::{self, Write};
 
-use load::result::{ConnectionRow, RunResult};
+use load::result::{ConnectionRow, RunMode, RunResult};
 use serde::{Deserialize, Serialize};
 use stats::LatencySummary;
 
@@ -100,11 +100,10 @@ fn csv_field(s: &str) -> String {
 
 /// The human summary: what was asked, what was obtained, rates, CPU, and a latency block.
 pub fn bench_text(w: &mut impl Write, env: &Environment, r: &RunResult) -> io::Result<()> {
-    let mode = match r.mode.as_str() {
-        "full" => "full handshakes",
-        "resume" => "resumed handshakes",
-        "keepalive" => "keep-alive requests",
-        other => other,
+    let mode = match r.mode {
+        RunMode::Full => "full handshakes",
+        RunMode::Resume => "resumed handshakes",
+        RunMode::Keepalive => "keep-alive requests",
     };
     let pacing = match r.rate_per_s {
         Some(rate) => format!(", paced at {rate}/s"),
@@ -160,7 +159,7 @@ pub fn bench_text(w: &mut impl Write, env: &Environment, r: &RunResult) -> io::R
             statuses.join(", ")
         )?;
     }
-    if r.mode == "resume" || r.resumption.unexpected_resumptions > 0 {
+    if r.mode == RunMode::Resume || r.resumption.unexpected_resumptions > 0 {
         let c = &r.resumption;
         writeln!(
             w,
@@ -309,7 +308,7 @@ mod tests {
     #[test]
     fn text_names_what_was_obtained() {
         let mut r = RunResult {
-            mode: "resume".into(),
+            mode: RunMode::Resume,
             target: "127.0.0.1:4433".into(),
             threads: 1,
             connections: 2,
