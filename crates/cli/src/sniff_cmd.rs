@@ -10,13 +10,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use experiments::sniff::{Format, View, Writer};
-use probes::sniff::{SniffConfig, SniffPlan, Sniffer};
-use probes::Edge;
+use probes::sniff::{SniffConfig, Sniffer};
+use probes::{Edge, Plan, Selection};
 use report::pcap::PcapWriter;
 
 use crate::args::SniffArgs;
 use crate::signals::StopFlags;
-use crate::trace_cmd::targets_of;
+use crate::trace_cmd::{targets_of, threads_of};
 
 /// Exit status when events were lost (ring buffer full): the capture is not complete.
 const EXIT_LOST: u8 = 3;
@@ -40,7 +40,10 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     probes::latency::check_can_trace()?;
     let targets = targets_of(&a.target, "sniff")?;
     anyhow::ensure!(a.max_bytes > 0, "--max-bytes must be at least 1");
-    let plan = SniffPlan::new(&targets, a.handshake)?;
+    let selection = Selection::Plaintext {
+        handshake: a.handshake,
+    };
+    let plan = Plan::new(&targets, selection)?;
     // Counts only: the probes need not copy any payload (unless the pcap wants it).
     let max_bytes = if a.quiet && a.pcap.is_none() {
         0
@@ -48,11 +51,9 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         a.max_bytes
     };
     let config = SniffConfig {
-        pids: a.target.pids.clone(),
-        comm: a.target.comm.clone(),
+        threads: threads_of(&a.target),
         max_bytes,
         ring_bytes: a.ring_size,
-        handshake: a.handshake,
     };
     let signals = StopFlags::install()?;
     let stop = signals.stop.clone();
@@ -74,7 +75,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         sniffer
             .attached()
             .iter()
-            .map(|p| p.function)
+            .map(|p| p.function.name)
             .collect::<Vec<_>>()
             .join(", ")
     );

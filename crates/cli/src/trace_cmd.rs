@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use experiments::trace;
-use probes::{Buckets, Plan, Target, TraceConfig, Tracer};
+use probes::{Buckets, Plan, Selection, Target, Threads, TraceConfig, Tracer};
 use report::trace::{trace_footer, trace_json, trace_text};
 
 use crate::args::TraceArgs;
@@ -20,10 +20,14 @@ const CALIBRATION_CALLS: u64 = 20_000;
 pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     probes::latency::check_can_trace()?;
     let targets = targets_of(&a.target, "trace")?;
-    let plan = Plan::with_functions(&targets, a.probes, &a.functions, a.exact_outcomes)?;
+    let selection = Selection::Latency {
+        groups: a.probes,
+        only: a.functions.clone(),
+        exact: a.exact_outcomes,
+    };
+    let plan = Plan::new(&targets, selection)?;
     let config = TraceConfig {
-        pids: a.target.pids.clone(),
-        comm: a.target.comm.clone(),
+        threads: threads_of(&a.target),
         buckets: a.linear.unwrap_or(Buckets::Log2),
         per_pid: a.per_pid,
         attach_all: a.attach_all,
@@ -101,6 +105,14 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// -p/--binary/--lib/--comm (shared by trace and sniff) as targets.
+/// The threads `-p` and `--comm` choose.
+pub fn threads_of(t: &crate::args::TargetArgs) -> Threads {
+    Threads {
+        pids: t.pids.clone(),
+        comm: t.comm.clone(),
+    }
+}
+
 pub fn targets_of(t: &crate::args::TargetArgs, verb: &str) -> anyhow::Result<Vec<Target>> {
     Ok(trace::targets(
         &t.pids,

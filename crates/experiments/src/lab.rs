@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use load::{LoadConfig, Mode, ResumeBy, RunResult};
 use ossl::{CertType, TlsVersion};
-use probes::{Buckets, Calibration, Groups, Plan, Target, TraceConfig, Tracer};
+use probes::{Buckets, Calibration, Groups, Plan, Selection, Target, Threads, TraceConfig, Tracer};
 use report::trace::FunctionStats;
 
 use crate::client::{client_context, connect_once, ClientOptions, Probe};
@@ -144,7 +144,8 @@ pub fn run(
     let mut notes: Vec<String> = Vec::new();
     for cert in [CertType::Rsa2048, CertType::EcdsaP256] {
         let server = start_server(config, cert)?;
-        let plan = Plan::new(&[Target::Pid(server.pid())], Groups::all(), false)?;
+        let everything = Selection::latency(Groups::all(), false);
+        let plan = Plan::new(&[Target::Pid(server.pid())], everything)?;
         for e in EXPERIMENTS.iter().filter(|e| e.cert == cert) {
             if interrupted.load(Ordering::Relaxed) {
                 break;
@@ -217,8 +218,10 @@ fn experiment(
     };
     let untraced = load(config.duration, config.warmup)?;
     let trace = TraceConfig {
-        pids: vec![server.pid()],
-        comm: None,
+        threads: Threads {
+            pids: vec![server.pid()],
+            comm: None,
+        },
         buckets: Buckets::Log2,
         per_pid: false,
         attach_all: false,

@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::{Link, MapCore, MapFlags};
 
-use crate::catalog::{cookie, Semantics};
+use crate::catalog::{self, Function, Semantics};
 use crate::loader::{self, Uprobes};
-use crate::plan::{AttachPoint, Missing, Plan};
+use crate::plan::{AttachPoint, Missing, Plan, Threads};
 use crate::skel::latency::types::{
     ts_counter, ts_hist_key, ts_hist_value, ts_linear, ts_outcome, ts_pending,
 };
@@ -142,10 +142,7 @@ impl Buckets {
 /// What to trace and how to aggregate.
 #[derive(Clone, Debug)]
 pub struct TraceConfig {
-    /// Only these processes (empty: any process that runs the probed code).
-    pub pids: Vec<u32>,
-    /// Only threads with this name (at most 15 bytes, as the kernel keeps it).
-    pub comm: Option<String>,
+    pub threads: Threads,
     pub buckets: Buckets,
     /// Keep one histogram per process.
     pub per_pid: bool,
@@ -263,6 +260,17 @@ pub const SYSCALL_EXITS_EFFECT: &str = "OpenSSL calls returning <= 0 cannot be s
 /// The catalog id used for calibration cells (never a catalog function).
 const CALIBRATION_ID: u16 = u16::MAX;
 
+/// What the program is told of the calibration function: a plain call, > 0 success.
+const CALIBRATION: Function = Function {
+    name: "tlsscope_calibration_target",
+    symbols: &[],
+    library: crate::maps::LibraryKind::OpensslCrypto,
+    group: crate::catalog::Group::Crypto,
+    semantics: Semantics::Positive,
+    internal: false,
+    sniffed: None,
+};
+
 /// A running latency trace. Detaches on drop.
 pub struct Tracer {
     // Declared first: links drop (detach) before the skeleton's programs are unloaded.
@@ -285,13 +293,12 @@ impl Tracer {
         let cfg = &mut rodata.cfg;
         loader::set_filter(
             &mut cfg.filter,
-            &config.pids,
-            config.comm.as_deref(),
+            &config.threads,
             &plan.points,
             config.attach_all,
         );
         cfg.per_pid = u8::from(config.per_pid);
-        cfg.exact = u8::from(plan.exact);
+        cfg.exact = u8::from(plan.exact());
         if let Buckets::Linear {
             min_us, step_us, ..
         } = config.buckets
@@ -302,11 +309,8 @@ impl Tracer {
             cfg.lin_buckets = u32::try_from(config.buckets.linear_count()).unwrap_or(u32::MAX);
         }
         let skel = loader::load(open, PROGRAM)?;
-        loader::allow_pids(&skel.maps.pids, &config.pids)?;
-        let attachment =
-            loader::attach_points(&uprobes(&skel), &plan.points, config.attach_all, |p| {
-                cookie(p.id, p.function.semantics)
-            })?;
+        loader::allow_pids(&skel.maps.pids, &config.threads.pids)?;
+        let attachment = loader::attach_points(&uprobes(&skel), &plan.points, config.attach_all)?;
         let mut not_attached = plan.missing.clone();
         not_attached.extend(attachment.refused);
         let mut tracer = Tracer {
@@ -322,7 +326,7 @@ impl Tracer {
             syscall_hooks: None,
             calibration: None,
         };
-        let syscall_settled = !plan.exact
+        let syscall_settled = !plan.exact()
             && tracer.attached.iter().any(|a| {
                 matches!(
                     a.point.function.semantics,
@@ -374,7 +378,7 @@ impl Tracer {
         let plain = time_calls(calls);
         let me = std::process::id();
         loader::allow_pid(&self.skel.maps.pids, me)?;
-        let cookie = cookie(CALIBRATION_ID, Semantics::Positive);
+        let cookie = catalog::cookie(CALIBRATION_ID, &CALIBRATION);
         // Attached the way the real probes are, so the cost measured is theirs.
         let pid = if self.attach_all {
             -1

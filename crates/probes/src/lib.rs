@@ -17,10 +17,10 @@ pub mod syscalls;
 
 use std::path::PathBuf;
 
-pub use catalog::{Group, Groups, CATALOG};
+pub use catalog::{Group, Groups, Selection, CATALOG};
 pub use latency::{Buckets, Calibration, Cell, Outcome, Snapshot, TraceConfig, Tracer};
 pub use maps::{tls_libraries, LibraryKind, MappedLibrary, Mapping};
-pub use plan::{AttachPoint, Missing, Plan, Target};
+pub use plan::{AttachPoint, Missing, Plan, Target, Threads};
 pub use symbols::{Symbol, SymbolTable, Table};
 pub use syscalls::{Edge, IdSource, SyscallHooks};
 

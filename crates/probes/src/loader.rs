@@ -10,7 +10,8 @@ use std::path::Path;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut, UprobeOpts};
 
-use crate::plan::{AttachPoint, FunctionName, Missing};
+use crate::catalog;
+use crate::plan::{AttachPoint, Missing, Threads};
 use crate::skel::latency::types::ts_cookie;
 use crate::skel::{latency, sniff};
 use crate::Error;
@@ -77,20 +78,20 @@ macro_rules! thread_filter {
 
 thread_filter!(latency::types::ts_filter, sniff::types::ts_filter);
 
-/// Sets which threads the program looks at: those of `pids` (empty: any) named `comm` (if
-/// given), for probes attached at `points` (in every process when `attach_all`).
-pub(crate) fn set_filter<F>(
+/// Sets which threads the program looks at, for probes attached at `points` (in every process
+/// when `attach_all`).
+pub(crate) fn set_filter(
     filter: &mut impl ThreadFilter,
-    pids: &[u32],
-    comm: Option<&str>,
-    points: &[AttachPoint<F>],
+    threads: &Threads,
+    points: &[AttachPoint],
     attach_all: bool,
 ) {
     let (by_pid, by_comm, comm_field) = filter.fields();
     // Probes attached in one process are filtered by the kernel already; the map lookup is only
     // needed for probes attached in every process (--lib, --binary, --attach-all) with -p.
-    *by_pid = u8::from(!pids.is_empty() && (attach_all || points.iter().any(|p| p.pid == -1)));
-    if let Some(comm) = comm {
+    let anywhere = attach_all || points.iter().any(|p| p.pid == -1);
+    *by_pid = u8::from(!threads.pids.is_empty() && anywhere);
+    if let Some(comm) = &threads.comm {
         *by_comm = 1;
         *comm_field = c_name(comm);
     }
@@ -123,7 +124,7 @@ pub(crate) fn forbid_pid(map: &dyn MapCore, pid: u32) {
 }
 
 /// An attach cookie as `TS_COOKIE_FUNC` and `TS_COOKIE_FIELD` (`bpf/common.h`) read it: the
-/// function's index in its catalog, then one byte per field.
+/// function's index in the catalog, then one byte per field (see [`catalog::cookie`]).
 pub(crate) fn cookie(func: u16, fields: &[u8]) -> u64 {
     debug_assert!(fields.len() <= ts_cookie::TS_COOKIE_FIELDS.0 as usize);
     let first = ts_cookie::TS_COOKIE_FUNC_BITS.0;
@@ -184,23 +185,22 @@ fn attach_one(
 }
 
 /// The probes of a plan that attached, and those the kernel refused.
-pub(crate) struct Attachment<F> {
+pub(crate) struct Attachment {
     /// They detach when dropped.
     pub links: Vec<Link>,
     /// The points attached, each with the process it was attached in (-1: all).
-    pub attached: Vec<AttachPoint<F>>,
+    pub attached: Vec<AttachPoint>,
     /// The points the kernel refused, with why.
     pub refused: Vec<Missing>,
 }
 
-/// Attaches `uprobes` at every point with the cookie `cookie` gives it, in the point's process
-/// or, with `attach_all`, in every process. An error only when the kernel refuses them all.
-pub(crate) fn attach_points<F: Clone + FunctionName>(
+/// Attaches `uprobes` at every point, with its function's cookie, in the point's process or,
+/// with `attach_all`, in every process. An error only when the kernel refuses them all.
+pub(crate) fn attach_points(
     uprobes: &Uprobes<'_, '_>,
-    points: &[AttachPoint<F>],
+    points: &[AttachPoint],
     attach_all: bool,
-    cookie: impl Fn(&AttachPoint<F>) -> u64,
-) -> Result<Attachment<F>, Error> {
+) -> Result<Attachment, Error> {
     let mut out = Attachment {
         links: Vec::new(),
         attached: Vec::new(),
@@ -208,7 +208,8 @@ pub(crate) fn attach_points<F: Clone + FunctionName>(
     };
     for point in points {
         let pid = if attach_all { -1 } else { point.pid };
-        match uprobes.attach(pid, &point.path, point.offset, cookie(point)) {
+        let cookie = catalog::cookie(point.id, point.function);
+        match uprobes.attach(pid, &point.path, point.offset, cookie) {
             Ok(links) => {
                 out.links.extend(links);
                 out.attached.push(AttachPoint {
@@ -217,7 +218,7 @@ pub(crate) fn attach_points<F: Clone + FunctionName>(
                 });
             }
             Err(reason) => out.refused.push(Missing {
-                function: point.function.function_name(),
+                function: point.function.name,
                 path: point.path.clone(),
                 reason,
             }),

@@ -1,10 +1,11 @@
-//! Where to attach: from the user's targets (a process, a binary, a library) to a list of
-//! (file, offset, function) attach points, and the functions that could not be found, each with
-//! its reason. Plain file reading: no root, no BPF.
+//! Where to attach: from the user's targets (a process, a binary, a library) and a program's
+//! [`Selection`] of the catalog to a list of (file, offset, function) attach points, and the
+//! functions that could not be found, each with its reason. One plan for every probe program
+//! and backend. Plain file reading: no root, no BPF.
 
 use std::path::{Path, PathBuf};
 
-use crate::catalog::{functions_for, Function, Groups, CATALOG};
+use crate::catalog::{Function, Selection, CATALOG};
 use crate::maps::{tls_libraries, LibraryKind};
 use crate::symbols::SymbolTable;
 use crate::Error;
@@ -16,40 +17,32 @@ pub enum Target {
     Pid(u32),
     /// A program with the TLS library linked in statically: its own symbol tables.
     Binary(PathBuf),
-    /// A shared library, in every process that uses it.
+    /// A shared library, in every process that uses it. NSS's libssl brings in the NSPR beside
+    /// it, where NSS's data calls are.
     Library(PathBuf),
 }
 
-/// One uprobe + uretprobe pair to attach. `F` is what the probe's catalog says of the function:
-/// trace's [`Function`], or sniff's function name (see `sniff::SniffPoint`).
+/// Which threads a probe program looks at.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Threads {
+    /// Only these processes (empty: any process that runs the probed code).
+    pub pids: Vec<u32>,
+    /// Only threads with this name (at most 15 bytes, as the kernel keeps it).
+    pub comm: Option<String>,
+}
+
+/// One uprobe + uretprobe pair to attach.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AttachPoint<F = &'static Function> {
-    /// The function's id: its index in its catalog.
+pub struct AttachPoint {
+    /// The function's id: its index in the catalog.
     pub id: u16,
-    pub function: F,
+    pub function: &'static Function,
     /// The symbol found (one of the function's spellings).
     pub symbol: &'static str,
     pub path: PathBuf,
     pub offset: u64,
     /// The process to attach in (the kernel installs the breakpoint only there), or -1: all.
     pub pid: i32,
-}
-
-/// The name of an attach point's function, whatever its catalog says of it.
-pub(crate) trait FunctionName {
-    fn function_name(&self) -> &'static str;
-}
-
-impl FunctionName for &'static Function {
-    fn function_name(&self) -> &'static str {
-        self.name
-    }
-}
-
-impl FunctionName for &'static str {
-    fn function_name(&self) -> &'static str {
-        self
-    }
 }
 
 /// A function that was looked for and is not traced, with why.
@@ -60,85 +53,76 @@ pub struct Missing {
     pub reason: String,
 }
 
+/// NSS's libssl as found on disk when a process does not say: the name its mapping has.
+const NSS_SSL_FILE: &str = "libssl3.so";
+
 /// The attach points for a set of targets.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Plan {
     pub points: Vec<AttachPoint>,
     pub missing: Vec<Missing>,
-    /// `SSL_get_error` is probed to settle OpenSSL calls returning <= 0.
-    pub exact: bool,
-    /// When not empty, only these catalog functions.
-    pub only: Vec<String>,
+    pub selection: Selection,
+    /// The file name of NSS's libssl, whose method tables mark an NSPR file as a TLS layer.
+    pub nss_ssl_file: Option<String>,
 }
 
 impl Plan {
-    /// Plans `targets` with the probe `groups`; `exact` adds `SSL_get_error` to settle
-    /// OpenSSL calls returning <= 0. Fails when a target cannot be read, or when nothing at
-    /// all can be attached.
-    pub fn new(targets: &[Target], groups: Groups, exact: bool) -> Result<Plan, Error> {
-        Plan::with_functions(targets, groups, &[], exact)
-    }
-
-    /// Like [`Plan::new`], narrowed to the catalog functions named in `only` (when not
-    /// empty), whatever their group.
-    pub fn with_functions(
-        targets: &[Target],
-        groups: Groups,
-        only: &[String],
-        exact: bool,
-    ) -> Result<Plan, Error> {
-        if let Some(unknown) = only.iter().find(|n| crate::catalog::id_of(n).is_none()) {
-            return Err(Error::UnknownFunction {
-                name: unknown.clone(),
-                known: CATALOG
-                    .iter()
-                    .filter(|f| f.semantics != crate::catalog::Semantics::OpensslGetError)
-                    .map(|f| f.name)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
-        }
-        let groups = if only.is_empty() {
-            groups
-        } else {
-            Groups::all()
-        };
+    /// Plans the functions `selection` wants in `targets`. Fails when a target cannot be read,
+    /// when the selection names a function the catalog lacks, or when nothing at all can be
+    /// attached.
+    pub fn new(targets: &[Target], selection: Selection) -> Result<Plan, Error> {
+        selection.check()?;
         let mut plan = Plan {
-            exact,
-            only: only.to_vec(),
-            ..Plan::default()
+            points: Vec::new(),
+            missing: Vec::new(),
+            selection,
+            nss_ssl_file: None,
         };
         for target in targets {
             match target {
-                Target::Pid(pid) => plan.add_process(*pid, groups)?,
+                Target::Pid(pid) => plan.add_process(*pid)?,
                 Target::Binary(path) => {
                     let table = SymbolTable::read(path)?;
-                    plan.add_static(&table, groups, -1);
+                    plan.add_static(&table, -1);
                 }
                 Target::Library(path) => {
                     let table = SymbolTable::read(path)?;
                     match LibraryKind::of(path) {
-                        Some(kind) => plan.add_library(&table, kind, groups, -1),
-                        None => plan.add_static(&table, groups, -1),
+                        Some(kind) => plan.add_library(&table, kind, -1),
+                        None => plan.add_static(&table, -1),
+                    }
+                    if LibraryKind::of(path) == Some(LibraryKind::Nss) {
+                        plan.add_nspr_beside(path)?;
                     }
                 }
             }
         }
         if plan.points.is_empty() {
             return Err(Error::NothingToAttach {
-                reasons: plan
-                    .missing
-                    .iter()
-                    .map(|m| format!("{}: {}", m.function, m.reason))
-                    .take(4)
-                    .collect::<Vec<_>>()
-                    .join("; "),
+                reasons: plan.why_nothing(),
             });
         }
         Ok(plan)
     }
 
-    fn add_process(&mut self, pid: u32, groups: Groups) -> Result<(), Error> {
+    /// Whether `SSL_get_error` settles OpenSSL's <= 0 returns.
+    pub fn exact(&self) -> bool {
+        self.selection.exact()
+    }
+
+    fn why_nothing(&self) -> String {
+        if self.missing.is_empty() {
+            return "the targets define none of the functions asked for".into();
+        }
+        self.missing
+            .iter()
+            .take(4)
+            .map(|m| format!("{}: {}", m.function, m.reason))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
+    fn add_process(&mut self, pid: u32) -> Result<(), Error> {
         let libraries = tls_libraries(pid)?;
         let pid_arg = i32::try_from(pid).unwrap_or(-1);
         if libraries.is_empty() {
@@ -147,7 +131,7 @@ impl Plan {
             let exe = std::fs::read_link(&exe).unwrap_or(exe);
             let table = SymbolTable::read(&exe)?;
             let before = self.points.len();
-            self.add_static(&table, groups, pid_arg);
+            self.add_static(&table, pid_arg);
             if self.points.len() == before {
                 return Err(Error::NoTlsLibrary { pid });
             }
@@ -155,14 +139,17 @@ impl Plan {
         }
         for library in libraries {
             let table = SymbolTable::read(&library.path)?;
-            self.add_library(&table, library.kind, groups, pid_arg);
+            self.add_library(&table, library.kind, pid_arg);
         }
         Ok(())
     }
 
-    /// Every catalog function of `kind` in `groups`: attach where found, else say why not.
-    fn add_library(&mut self, table: &SymbolTable, kind: LibraryKind, groups: Groups, pid: i32) {
-        for (id, function) in self.selected(kind, groups) {
+    /// Every function of `kind` the selection wants: attach where found, else say why not.
+    fn add_library(&mut self, table: &SymbolTable, kind: LibraryKind, pid: i32) {
+        if kind == LibraryKind::Nss {
+            self.note_nss_ssl(table.path());
+        }
+        for (id, function) in self.selection.functions(kind) {
             match find(table, function) {
                 Ok(found) => self.push(point(table, id, function, found, pid)),
                 Err(reason) => self.missing.push(Missing {
@@ -174,10 +161,10 @@ impl Plan {
         }
     }
 
-    /// A binary with the library compiled in: whichever catalog functions it defines. Those
+    /// A binary with the library compiled in: whichever wanted functions it defines. Those
     /// it lacks are not reported one by one (a static OpenSSL program has no GnuTLS functions);
     /// the caller reports "nothing to attach" when it defines none.
-    fn add_static(&mut self, table: &SymbolTable, groups: Groups, pid: i32) {
+    fn add_static(&mut self, table: &SymbolTable, pid: i32) {
         let kinds = [
             LibraryKind::OpensslSsl,
             LibraryKind::OpensslCrypto,
@@ -187,7 +174,7 @@ impl Plan {
         ];
         let before = self.points.len();
         for kind in kinds {
-            for (id, function) in self.selected(kind, groups) {
+            for (id, function) in self.selection.functions(kind) {
                 if let Ok(found) = find(table, function) {
                     self.push(point(table, id, function, found, pid));
                 }
@@ -206,17 +193,39 @@ impl Plan {
         }
     }
 
-    /// The catalog functions of `kind` this plan wants: the groups' (or the named ones),
-    /// plus `SSL_get_error` when exact.
-    fn selected(&self, kind: LibraryKind, groups: Groups) -> Vec<(u16, &'static Function)> {
-        functions_for(kind, groups, self.exact)
-            .into_iter()
-            .filter(|(_, f)| {
-                self.only.is_empty()
-                    || self.only.iter().any(|n| n == f.name)
-                    || f.semantics == crate::catalog::Semantics::OpensslGetError
-            })
-            .collect()
+    /// Remembers NSS's libssl file name (see [`Plan::tls_layer_file`]).
+    fn note_nss_ssl(&mut self, path: &Path) {
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        if let Some(name) = real.file_name().and_then(|n| n.to_str()) {
+            self.nss_ssl_file = Some(name.to_string());
+        }
+    }
+
+    /// For `--lib .../libssl3.so`: the NSPR beside it, where NSS's data calls are.
+    fn add_nspr_beside(&mut self, nss_ssl: &Path) -> Result<(), Error> {
+        if self.selection.functions(LibraryKind::Nspr).is_empty() {
+            return Ok(());
+        }
+        let nspr = nss_ssl.with_file_name("libnspr4.so");
+        if nspr.is_file() {
+            let table = SymbolTable::read(&nspr)?;
+            self.add_library(&table, LibraryKind::Nspr, -1);
+            return Ok(());
+        }
+        self.missing.push(Missing {
+            function: "PR_Read",
+            path: nspr,
+            reason: "NSS's data calls are in NSPR, and no libnspr4.so is beside its libssl3.so; \
+                     give --lib PATH/libnspr4.so"
+                .into(),
+        });
+        Ok(())
+    }
+
+    /// The file name the sniffer checks NSPR files against, when NSPR functions are probed.
+    pub fn tls_layer_file(&self) -> Option<&str> {
+        let probes_nspr = self.points.iter().any(|p| p.function.tls_layer_only());
+        probes_nspr.then(|| self.nss_ssl_file.as_deref().unwrap_or(NSS_SSL_FILE))
     }
 
     fn push(&mut self, point: AttachPoint) {
@@ -260,7 +269,7 @@ fn point(
 /// The first of the function's spellings the file defines, and its offset; or why not.
 fn find(table: &SymbolTable, function: &'static Function) -> Result<(&'static str, u64), String> {
     let mut last = None;
-    for symbol in function.symbols {
+    for symbol in function.spellings() {
         match table.uprobe_offset(symbol) {
             Ok(offset) => return Ok((symbol, offset)),
             Err(e) => last = Some(e),
@@ -279,7 +288,7 @@ fn find(table: &SymbolTable, function: &'static Function) -> Result<(&'static st
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::catalog::Group;
+    use crate::catalog::{Group, Groups};
 
     fn system_libssl() -> PathBuf {
         let pid = std::process::id();
@@ -296,7 +305,11 @@ mod tests {
     #[test]
     fn process_plan_finds_openssl_and_reports_stripped_internals() {
         let _ = system_libssl();
-        let plan = Plan::new(&[Target::Pid(std::process::id())], Groups::all(), true).unwrap();
+        let plan = Plan::new(
+            &[Target::Pid(std::process::id())],
+            Selection::latency(Groups::all(), true),
+        )
+        .unwrap();
         let names: Vec<&str> = plan.points.iter().map(|p| p.function.name).collect();
         for want in [
             "SSL_do_handshake",
@@ -323,9 +336,8 @@ mod tests {
     fn library_plan_attaches_everywhere_and_respects_groups() {
         let libssl = system_libssl();
         let plan = Plan::new(
-            &[Target::Library(libssl)],
-            Groups::only(Group::Handshake),
-            false,
+            &[Target::Library(libssl.clone())],
+            Selection::latency(Groups::only(Group::Handshake), false),
         )
         .unwrap();
         assert!(plan.points.iter().all(|p| p.pid == -1));
@@ -335,6 +347,47 @@ mod tests {
             !names.contains(&"SSL_read"),
             "io is not in the handshake group"
         );
+        // The sniffer's selection of the same library: the data calls, from the one catalog.
+        let sniff = Plan::new(
+            &[Target::Library(libssl)],
+            Selection::Plaintext { handshake: false },
+        )
+        .unwrap();
+        let mut names: Vec<&str> = sniff.points.iter().map(|p| p.function.name).collect();
+        names.sort_unstable();
+        assert_eq!(
+            names,
+            ["SSL_read", "SSL_read_ex", "SSL_write", "SSL_write_ex"]
+        );
+        assert!(!sniff.exact() && sniff.tls_layer_file().is_none());
+    }
+
+    #[test]
+    fn an_nss_library_brings_its_nspr_for_trace_and_sniff_alike() {
+        let nss = PathBuf::from("/usr/lib/x86_64-linux-gnu/libssl3.so");
+        assert!(nss.exists(), "libnss3 (with libnss3-tools, in make deps)");
+        let nspr_names = |plan: &Plan| {
+            let mut names: Vec<&str> = plan
+                .points
+                .iter()
+                .filter(|p| p.path.ends_with("libnspr4.so"))
+                .map(|p| p.function.name)
+                .collect();
+            names.sort_unstable();
+            names
+        };
+        let targets = [Target::Library(nss)];
+        let trace = Plan::new(&targets, Selection::latency(Groups::only(Group::Io), false));
+        let sniff = Plan::new(&targets, Selection::Plaintext { handshake: true });
+        let (trace, sniff) = (trace.unwrap(), sniff.unwrap());
+        let all_four = ["PR_Read", "PR_Recv", "PR_Send", "PR_Write"];
+        assert_eq!(nspr_names(&trace), all_four);
+        assert_eq!(nspr_names(&sniff), all_four);
+        assert!(sniff
+            .points
+            .iter()
+            .any(|p| p.function.name == "SSL_ForceHandshake"));
+        assert_eq!(sniff.tls_layer_file(), Some("libssl3.so"));
     }
 
     #[test]
@@ -342,20 +395,24 @@ mod tests {
         let _ = system_libssl();
         let only = vec!["SSL_read".to_string(), "EVP_PKEY_derive".to_string()];
         let pid = Target::Pid(std::process::id());
-        let plan =
-            Plan::with_functions(std::slice::from_ref(&pid), Groups::all(), &only, false).unwrap();
+        let selection = |only: Vec<String>| Selection::Latency {
+            groups: Groups::all(),
+            only,
+            exact: false,
+        };
+        let plan = Plan::new(std::slice::from_ref(&pid), selection(only)).unwrap();
         let mut names: Vec<&str> = plan.points.iter().map(|p| p.function.name).collect();
         names.sort_unstable();
         assert_eq!(names, ["EVP_PKEY_derive", "SSL_read"]);
         let bad = vec!["SSL_reed".to_string()];
-        let err = Plan::with_functions(&[pid], Groups::all(), &bad, false).unwrap_err();
+        let err = Plan::new(&[pid], selection(bad)).unwrap_err();
         assert!(err.to_string().contains("SSL_reed"), "{err}");
     }
 
     #[test]
     fn a_binary_without_tls_functions_is_an_error() {
-        let err =
-            Plan::new(&[Target::Binary("/bin/true".into())], Groups::all(), false).unwrap_err();
+        let all = Selection::latency(Groups::all(), false);
+        let err = Plan::new(&[Target::Binary("/bin/true".into())], all).unwrap_err();
         assert!(err.to_string().contains("defines none"), "{err}");
     }
 }

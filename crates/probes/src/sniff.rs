@@ -3,322 +3,30 @@
 //! Dropping the [`Sniffer`] detaches everything.
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::time::Duration;
 
 use libbpf_rs::Link;
 
+pub use crate::catalog::Direction;
+use crate::catalog::CATALOG;
 use crate::loader::{self, Uprobes};
-use crate::maps::{tls_libraries, LibraryKind};
-use crate::plan::{AttachPoint, Missing, Target};
-use crate::skel::sniff::types::{sn_count, sn_counter, sn_endpoints, sn_event, sn_flags, sn_kind};
+use crate::plan::{AttachPoint, Missing, Plan, Threads};
+use crate::skel::sniff::types::{sn_counter, sn_endpoints, sn_event, sn_flags};
 use crate::skel::sniff::{SniffSkel, SniffSkelBuilder};
-use crate::symbols::SymbolTable;
 use crate::syscalls::{self, Edge, SyscallHooks};
 use crate::Error;
 
 /// The program's name in errors.
 const PROGRAM: &str = "sniff";
 
-/// What a sniffed call does with data: `enum sn_kind` in `bpf/sniff.h`, numbered as the
-/// program numbers it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u8)]
-pub enum Direction {
-    /// The program received plaintext (`SSL_read`, ...).
-    Read = sn_kind::SN_READ.0 as u8,
-    /// The program sent plaintext (`SSL_write`, ...).
-    Write = sn_kind::SN_WRITE.0 as u8,
-    /// A handshake call (with `handshake` on): no data.
-    Handshake = sn_kind::SN_HANDSHAKE.0 as u8,
-}
-
-impl Direction {
-    fn from_raw(raw: u8) -> Direction {
-        const READ: u8 = Direction::Read as u8;
-        const WRITE: u8 = Direction::Write as u8;
-        match raw {
-            READ => Direction::Read,
-            WRITE => Direction::Write,
-            _ => Direction::Handshake,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Direction::Read => "read",
-            Direction::Write => "write",
-            Direction::Handshake => "handshake",
-        }
-    }
-}
-
-/// How a function returns its byte count (`enum sn_count` in `bpf/sniff.h`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(u8)]
-enum Count {
-    Return = sn_count::SN_COUNT_RET.0 as u8,
-    Arg4Pointer = sn_count::SN_COUNT_ARG4_PTR.0 as u8,
-}
-
-/// A function the sniffer probes.
-#[derive(Clone, Copy, Debug)]
-pub struct SniffFunction {
-    pub name: &'static str,
-    library: LibraryKind,
-    direction: Direction,
-    count: Count,
-    /// NSPR's generic I/O, which serves every kind of file: sniffed only on NSS's TLS layer.
-    tls_layer_only: bool,
-}
-
-const fn sf(
-    name: &'static str,
-    library: LibraryKind,
-    direction: Direction,
-    count: Count,
-) -> SniffFunction {
-    SniffFunction {
-        name,
-        library,
-        direction,
-        count,
-        tls_layer_only: false,
-    }
-}
-
-/// An NSPR I/O function (`PR_Read(fd, buf, amount)` and friends: the byte count returned).
-const fn nspr(name: &'static str, direction: Direction) -> SniffFunction {
-    SniffFunction {
-        name,
-        library: LibraryKind::Nspr,
-        direction,
-        count: Count::Return,
-        tls_layer_only: true,
-    }
-}
-
-/// NSS's libssl as found on disk when a process does not say: the name its mapping has.
-const NSS_SSL_FILE: &str = "libssl3.so";
-
-/// The sniff catalog; a function's index here travels in the attach cookie.
-pub const SNIFF_FUNCTIONS: &[SniffFunction] = &[
-    sf(
-        "SSL_read",
-        LibraryKind::OpensslSsl,
-        Direction::Read,
-        Count::Return,
-    ),
-    sf(
-        "SSL_read_ex",
-        LibraryKind::OpensslSsl,
-        Direction::Read,
-        Count::Arg4Pointer,
-    ),
-    sf(
-        "SSL_write",
-        LibraryKind::OpensslSsl,
-        Direction::Write,
-        Count::Return,
-    ),
-    sf(
-        "SSL_write_ex",
-        LibraryKind::OpensslSsl,
-        Direction::Write,
-        Count::Arg4Pointer,
-    ),
-    sf(
-        "gnutls_record_recv",
-        LibraryKind::GnuTls,
-        Direction::Read,
-        Count::Return,
-    ),
-    sf(
-        "gnutls_record_send",
-        LibraryKind::GnuTls,
-        Direction::Write,
-        Count::Return,
-    ),
-    // NSS: PR_Read/PR_Write and PR_Recv/PR_Send (curl and tstclnt use the latter).
-    nspr("PR_Read", Direction::Read),
-    nspr("PR_Recv", Direction::Read),
-    nspr("PR_Write", Direction::Write),
-    nspr("PR_Send", Direction::Write),
-    sf(
-        "SSL_do_handshake",
-        LibraryKind::OpensslSsl,
-        Direction::Handshake,
-        Count::Return,
-    ),
-    sf(
-        "gnutls_handshake",
-        LibraryKind::GnuTls,
-        Direction::Handshake,
-        Count::Return,
-    ),
-    sf(
-        "SSL_ForceHandshake",
-        LibraryKind::Nss,
-        Direction::Handshake,
-        Count::Return,
-    ),
-];
-
-/// The attach cookie of a point: its function's index and the fields `bpf/sniff.h` reads
-/// (`SN_COOKIE_KIND`, `SN_COOKIE_COUNT`, `SN_COOKIE_TLS_LAYER_ONLY`).
-fn cookie(point: &SniffPoint) -> u64 {
-    let f = &SNIFF_FUNCTIONS[usize::from(point.id)];
-    loader::cookie(
-        point.id,
-        &[f.direction as u8, f.count as u8, u8::from(f.tls_layer_only)],
-    )
-}
-
-/// One probe to attach: its function is known by name, `id` is its index in
-/// [`SNIFF_FUNCTIONS`].
-pub type SniffPoint = AttachPoint<&'static str>;
-
-/// What to sniff.
+/// What to sniff. Where: a [`Plan`] with [`crate::catalog::Selection::Plaintext`].
 #[derive(Clone, Debug)]
 pub struct SniffConfig {
-    /// Only these processes (empty: any).
-    pub pids: Vec<u32>,
-    pub comm: Option<String>,
+    pub threads: Threads,
     /// Bytes captured per call at most; the rest is counted, not sent.
     pub max_bytes: u32,
     /// Ring buffer size in bytes (a power of two, at least a page).
     pub ring_bytes: u32,
-    /// Also report handshake calls (no data).
-    pub handshake: bool,
-}
-
-/// Where the sniffer attaches, and what it could not find.
-#[derive(Clone, Debug, Default)]
-pub struct SniffPlan {
-    pub points: Vec<SniffPoint>,
-    pub missing: Vec<Missing>,
-    /// The file name of NSS's libssl, whose method tables mark a PRFileDesc as TLS.
-    pub nss_ssl_file: Option<String>,
-}
-
-impl SniffPlan {
-    /// The read/write functions (and handshake ones with `handshake`) of the targets'
-    /// libraries. NSS's data goes through NSPR (`libnspr4.so`): a `--lib` pointing at NSS's
-    /// libssl brings in the NSPR next to it.
-    pub fn new(targets: &[Target], handshake: bool) -> Result<SniffPlan, Error> {
-        let mut plan = SniffPlan::default();
-        for target in targets {
-            match target {
-                Target::Pid(pid) => {
-                    let libraries = tls_libraries(*pid)?;
-                    if libraries.is_empty() {
-                        return Err(Error::NoTlsLibrary { pid: *pid });
-                    }
-                    for lib in libraries {
-                        plan.add(&lib.path, Some(lib.kind), handshake, *pid as i32)?;
-                    }
-                }
-                Target::Library(path) => {
-                    let kind = LibraryKind::of(path);
-                    plan.add(path, kind, handshake, -1)?;
-                    if kind == Some(LibraryKind::Nss) {
-                        plan.add_nspr_beside(path, handshake)?;
-                    }
-                }
-                Target::Binary(path) => plan.add(path, None, handshake, -1)?,
-            }
-        }
-        if plan.points.is_empty() {
-            let reasons: Vec<String> = plan
-                .missing
-                .iter()
-                .take(3)
-                .map(|m| format!("{} in {}: {}", m.function, m.path.display(), m.reason))
-                .collect();
-            return Err(Error::NothingToAttach {
-                reasons: if reasons.is_empty() {
-                    "no OpenSSL, GnuTLS or NSS read/write function found".into()
-                } else {
-                    reasons.join("; ")
-                },
-            });
-        }
-        Ok(plan)
-    }
-
-    fn add(
-        &mut self,
-        path: &Path,
-        kind: Option<LibraryKind>,
-        handshake: bool,
-        pid: i32,
-    ) -> Result<(), Error> {
-        if kind == Some(LibraryKind::OpensslCrypto) {
-            return Ok(());
-        }
-        if kind == Some(LibraryKind::Nss) {
-            self.note_nss_ssl(path);
-        }
-        let table = SymbolTable::read(path)?;
-        for (id, f) in (0u16..).zip(SNIFF_FUNCTIONS) {
-            if kind.is_some_and(|k| k != f.library) {
-                continue;
-            }
-            if f.direction == Direction::Handshake && !handshake {
-                continue;
-            }
-            match table.uprobe_offset(f.name) {
-                Ok(offset) => self.points.push(SniffPoint {
-                    id,
-                    function: f.name,
-                    symbol: f.name,
-                    path: path.to_path_buf(),
-                    offset,
-                    pid,
-                }),
-                Err(e) if kind.is_some() => self.missing.push(Missing {
-                    function: f.name,
-                    path: path.to_path_buf(),
-                    reason: e.to_string(),
-                }),
-                Err(_) => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// Remembers NSS's libssl file name; a library target also brings in its NSPR.
-    fn note_nss_ssl(&mut self, path: &Path) {
-        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        if let Some(name) = real.file_name().and_then(|n| n.to_str()) {
-            self.nss_ssl_file = Some(name.to_string());
-        }
-    }
-
-    /// For `--lib .../libssl3.so`: the NSPR beside it, where NSS's data calls are.
-    fn add_nspr_beside(&mut self, nss_ssl: &Path, handshake: bool) -> Result<(), Error> {
-        let nspr = nss_ssl.with_file_name("libnspr4.so");
-        if nspr.is_file() {
-            return self.add(&nspr, Some(LibraryKind::Nspr), handshake, -1);
-        }
-        self.missing.push(Missing {
-            function: "PR_Read",
-            path: nspr,
-            reason: "NSS's data calls are in NSPR, and no libnspr4.so is beside its libssl3.so; \
-                     give --lib PATH/libnspr4.so"
-                .into(),
-        });
-        Ok(())
-    }
-
-    /// The name written into the BPF configuration when NSPR functions are probed.
-    pub fn tls_layer_file(&self) -> Option<&str> {
-        let probes_nspr = self
-            .points
-            .iter()
-            .any(|p| SNIFF_FUNCTIONS[usize::from(p.id)].tls_layer_only);
-        probes_nspr.then(|| self.nss_ssl_file.as_deref().unwrap_or(NSS_SSL_FILE))
-    }
 }
 
 /// One sniffed call, its pieces put back together.
@@ -378,14 +86,14 @@ pub struct Sniffer {
     /// Held, never read: dropping them detaches the probes, before the skeleton unloads.
     _links: Vec<Link>,
     skel: SniffSkel<'static>,
-    attached: Vec<SniffPoint>,
+    attached: Vec<AttachPoint>,
     not_attached: Vec<Missing>,
     syscall_hooks: SyscallHooks,
 }
 
 impl Sniffer {
     /// Loads and attaches. Probes that fail to attach are listed; none attaching is an error.
-    pub fn start(config: &SniffConfig, plan: &SniffPlan) -> Result<Sniffer, Error> {
+    pub fn start(config: &SniffConfig, plan: &Plan) -> Result<Sniffer, Error> {
         let mut open = loader::open(SniffSkelBuilder::default(), PROGRAM)?;
         open.maps
             .events
@@ -393,13 +101,7 @@ impl Sniffer {
             .map_err(|e| Error::bpf("sizing the ring buffer", e))?;
         let rodata = loader::rodata(open.maps.rodata_data.as_deref_mut(), PROGRAM)?;
         let cfg = &mut rodata.cfg;
-        loader::set_filter(
-            &mut cfg.filter,
-            &config.pids,
-            config.comm.as_deref(),
-            &plan.points,
-            false,
-        );
+        loader::set_filter(&mut cfg.filter, &config.threads, &plan.points, false);
         cfg.max_bytes = config.max_bytes;
         if let Some(file) = plan.tls_layer_file() {
             cfg.tls_layer_file = loader::c_name(file);
@@ -420,12 +122,12 @@ impl Sniffer {
         let ring = builder
             .build()
             .map_err(|e| Error::bpf("reading the ring buffer", e))?;
-        loader::allow_pids(&skel.maps.pids, &config.pids)?;
+        loader::allow_pids(&skel.maps.pids, &config.threads.pids)?;
         let uprobes = Uprobes {
             entry: &skel.progs.sniff_enter,
             ret: &skel.progs.sniff_return,
         };
-        let attachment = loader::attach_points(&uprobes, &plan.points, false, cookie)?;
+        let attachment = loader::attach_points(&uprobes, &plan.points, false)?;
         let mut links = attachment.links;
         let mut not_attached = plan.missing.clone();
         not_attached.extend(attachment.refused);
@@ -443,7 +145,7 @@ impl Sniffer {
         })
     }
 
-    pub fn attached(&self) -> &[SniffPoint] {
+    pub fn attached(&self) -> &[AttachPoint] {
         &self.attached
     }
 
@@ -599,9 +301,7 @@ fn new_call(e: &sn_event) -> Call {
         fd_from_earlier_call: e.flags & FD_GUESSED != 0,
         connection: e.ssl,
         endpoints: endpoints(&e.ends),
-        function: SNIFF_FUNCTIONS
-            .get(usize::from(e.func))
-            .map_or("?", |f| f.name),
+        function: CATALOG.get(usize::from(e.func)).map_or("?", |f| f.name),
         direction: Direction::from_raw(e.kind),
         ret: e.ret,
         total_bytes: u64::from(e.total_bytes),
@@ -633,21 +333,13 @@ mod tests {
     use crate::skel::sniff::types::sn_limits;
 
     #[test]
-    fn kinds_counts_and_flags_are_numbered_as_the_program_numbers_them() {
+    fn flags_are_numbered_as_the_program_numbers_them() {
         // `as u8` would cut a number over 255 without a word.
         for (ours, theirs) in [
-            (Direction::Read as u8, sn_kind::SN_READ.0),
-            (Direction::Write as u8, sn_kind::SN_WRITE.0),
-            (Direction::Handshake as u8, sn_kind::SN_HANDSHAKE.0),
-            (Count::Return as u8, sn_count::SN_COUNT_RET.0),
-            (Count::Arg4Pointer as u8, sn_count::SN_COUNT_ARG4_PTR.0),
             (LAST_PIECE, sn_flags::SN_LAST_PIECE.0),
             (FD_GUESSED, sn_flags::SN_FD_GUESSED.0),
         ] {
             assert_eq!(u32::from(ours), theirs);
-        }
-        for d in [Direction::Read, Direction::Write, Direction::Handshake] {
-            assert_eq!(Direction::from_raw(d as u8), d);
         }
     }
 

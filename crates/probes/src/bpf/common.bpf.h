@@ -18,6 +18,7 @@
 #define TS_EXPORT_ENUM(name) const volatile enum name ts_export_##name = (enum name)0
 
 TS_EXPORT_ENUM(ts_cookie);
+TS_EXPORT_ENUM(ts_cookie_field);
 
 /* The processes to look at when cfg.filter.by_pid is set (the loader fills it). */
 struct {

@@ -7,13 +7,22 @@
 /* Most processes the PID filter holds (-p, plus tlsscope itself while it calibrates). */
 #define TS_MAX_PIDS 1024
 
-/* Every uprobe's attach cookie: the function's index in its catalog (bits 0-15), then up to
- * TS_COOKIE_FIELDS one-byte fields the program reads (bits 16-23, 24-31, 32-39). An enum, not
+/* Every uprobe's attach cookie: the function's index in the one catalog (bits 0-15), then
+ * TS_COOKIE_FIELDS one-byte fields, what the catalog says of the function (bits 16-23, 24-31,
+ * ...). Every program gets the same cookie and reads the fields it needs. An enum, not
  * defines, so that the Rust loader encodes cookies with these very numbers. */
 enum ts_cookie {
 	TS_COOKIE_FUNC_BITS = 16,
 	TS_COOKIE_FIELD_BITS = 8,
-	TS_COOKIE_FIELDS = 3,
+	TS_COOKIE_FIELDS = 4,
+};
+
+/* The cookie's fields, by position. */
+enum ts_cookie_field {
+	TS_FIELD_SEMANTICS = 0,      /* enum ts_semantics (latency.h): how to read the return */
+	TS_FIELD_KIND = 1,           /* enum sn_kind (sniff.h): read, write or handshake */
+	TS_FIELD_COUNT = 2,          /* enum sn_count (sniff.h): where the byte count is */
+	TS_FIELD_TLS_LAYER_ONLY = 3, /* nonzero for NSPR's generic I/O (see sniff.h) */
 };
 
 #define TS_COOKIE_FUNC(c) ((__u16)((c) & 0xffff))

@@ -18,8 +18,8 @@ enum ts_outcome {
 	TS_CLOSED = 4,
 };
 
-/* How to read a function's return value. The attach cookie carries it in field 0 (see
- * enum ts_cookie in common.h). */
+/* How to read a function's return value. The attach cookie carries it in field
+ * TS_FIELD_SEMANTICS (see enum ts_cookie_field in common.h). */
 enum ts_semantics {
 	/* OpenSSL SSL_read/SSL_write/SSL_do_handshake/..., and the _ex variants: int > 0 is
 	 * success; <= 0 is settled by the caller's next SSL_get_error on the same SSL. */
@@ -41,7 +41,7 @@ enum ts_semantics {
 	TS_SEM_NONNEGATIVE = 7,
 };
 
-#define TS_COOKIE_SEM(c) TS_COOKIE_FIELD(c, 0)
+#define TS_COOKIE_SEM(c) TS_COOKIE_FIELD(c, TS_FIELD_SEMANTICS)
 
 /* The per-CPU counters. */
 enum ts_counter {

@@ -26,12 +26,12 @@ enum sn_count {
 	SN_COUNT_ARG4_PTR = 1, /* through the size_t * fourth argument (SSL_read_ex/SSL_write_ex) */
 };
 
-/* The attach cookie's fields (see enum ts_cookie in common.h): the kind, the count, and
- * nonzero for NSPR's generic I/O (PR_Read, PR_Send, ...), which serves every kind of file: the
- * call is sniffed only when its PRFileDesc is a TLS layer (see sn_config). */
-#define SN_COOKIE_KIND(c) TS_COOKIE_FIELD(c, 0)
-#define SN_COOKIE_COUNT(c) TS_COOKIE_FIELD(c, 1)
-#define SN_COOKIE_TLS_LAYER_ONLY(c) TS_COOKIE_FIELD(c, 2)
+/* The attach cookie's fields sniff reads (see enum ts_cookie_field in common.h): the kind, the
+ * count, and nonzero for NSPR's generic I/O (PR_Read, PR_Send, ...), which serves every kind
+ * of file: the call is sniffed only when its PRFileDesc is a TLS layer (see sn_config). */
+#define SN_COOKIE_KIND(c) TS_COOKIE_FIELD(c, TS_FIELD_KIND)
+#define SN_COOKIE_COUNT(c) TS_COOKIE_FIELD(c, TS_FIELD_COUNT)
+#define SN_COOKIE_TLS_LAYER_ONLY(c) TS_COOKIE_FIELD(c, TS_FIELD_TLS_LAYER_ONLY)
 
 /* sn_event.flags */
 enum sn_flags {
@@ -71,7 +71,7 @@ struct sn_event {
 	__u32 offset;       /* of this piece within the call's data */
 	__u32 len;          /* bytes in this piece */
 	__u32 uncaptured;   /* bytes over --max-bytes, not sent (in the last piece) */
-	__u16 func;       /* the function's index in the sniff catalog */
+	__u16 func;       /* the function's index in the catalog */
 	__u8 kind;
 	__u8 flags;
 	struct sn_endpoints ends;
