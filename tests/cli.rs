@@ -1,5 +1,7 @@
 //! The command line itself: help, and one-line errors for bad input.
 
+use std::time::Duration;
+
 use crate::support::{self, assert_one_line_error, text, Serve};
 
 #[test]
@@ -369,6 +371,47 @@ fn issue_12_ctrl_c_exits_130_with_results_written() {
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(crate::EXIT_INTERRUPTED));
     assert!(stats.exists(), "serve wrote its counters before exiting");
+}
+
+/// bench and lab end on SIGINT and SIGTERM as trace, sniff and serve do: 130 after Ctrl-C, 0
+/// after SIGTERM (a requested stop), the results written either way.
+#[test]
+fn issue_12_bench_ends_on_signals_as_every_command_does() {
+    let server = support::Serve::start(&[]);
+    let addr = server.addr.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    for (signal, exit) in [(libc::SIGINT, crate::EXIT_INTERRUPTED), (libc::SIGTERM, 0)] {
+        let json = dir.path().join(format!("bench-{signal}.json"));
+        let mut child = std::process::Command::new(support::bin())
+            .args([
+                "bench",
+                &addr,
+                "--mode",
+                "keepalive",
+                "-c",
+                "1",
+                "-d",
+                "30s",
+            ])
+            .arg("--json")
+            .arg(&json)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Long enough to be under load (its handlers are installed before anything else).
+        std::thread::sleep(Duration::from_millis(1500));
+        // SAFETY: kill signals a child we started and have not reaped.
+        unsafe { libc::kill(i32::try_from(child.id()).unwrap(), signal) };
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), Some(exit), "signal {signal}");
+        let doc: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(doc["result"]["interrupted"], true, "signal {signal}");
+        assert!(doc["result"]["requests"].as_u64().unwrap() > 0, "{doc:#}");
+    }
+    server.stop();
 }
 
 /// An OS error is said once, however many layers quote it.

@@ -205,6 +205,30 @@ fn bad_inputs_get_one_line_errors() {
 }
 
 /// Debian's chromium, headless, prints the page's DOM after its script has run.
+/// The matrix reads a worker's JSON result line, never its stderr: a worker that cannot start
+/// says why in that line too.
+#[test]
+fn issue_12_a_worker_that_cannot_start_says_why_in_its_result_line() {
+    for (args, why) in [
+        (
+            vec!["compare-worker", "not a spec"],
+            "reading the worker spec",
+        ),
+        (
+            vec!["--openssl", "/nonexistent/openssl", "compare-worker", "{}"],
+            "/nonexistent/openssl",
+        ),
+    ] {
+        let out = support::tlsscope(&args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let line = support::text(&out.stdout);
+        let result: Value = serde_json::from_str(line.trim()).expect("one JSON result line");
+        let error = result["error"].as_str().unwrap_or_default();
+        assert!(error.contains(why), "{args:?}: {result:#}");
+        assert!(result["samples"].as_object().is_some_and(|s| s.is_empty()));
+    }
+}
+
 fn rendered_dom(html: &Path) -> String {
     let out = support::run_with_timeout(
         Command::new("chromium")

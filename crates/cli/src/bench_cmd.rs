@@ -4,7 +4,6 @@ use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
@@ -12,14 +11,12 @@ use load::{LoadConfig, Mode, ResumeBy};
 
 use crate::args::{BenchArgs, BenchMode, ResumeKind};
 use crate::client::client_context;
+use crate::signals::StopFlags;
 use experiments::client::{connect_first, Probe};
 
 pub fn run(library: &ossl::LibrarySource, a: &BenchArgs) -> anyhow::Result<ExitCode> {
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, interrupted.clone())?;
-    }
-    let (doc, rows) = measure(library, a, &interrupted)?;
+    let signals = StopFlags::install()?;
+    let (doc, rows) = measure(library, a, &signals.stop)?;
     if let Some(path) = &a.json {
         let mut f = create(path, "--json")?;
         report::bench_json(&mut f, &doc).with_context(|| format!("--json {}", path.display()))?;
@@ -31,7 +28,7 @@ pub fn run(library: &ossl::LibrarySource, a: &BenchArgs) -> anyhow::Result<ExitC
     let mut out = std::io::stdout().lock();
     report::bench_text(&mut out, &doc.environment, &doc.result)?;
     out.flush()?;
-    verdict(&doc.result)
+    Ok(verdict(&doc.result, &signals))
 }
 
 /// Validates, checks the target answers, and runs the load; prints nothing. `interrupted`
@@ -80,16 +77,14 @@ pub fn measure(
     Ok((report::BenchDocument::new(environment, result), rows))
 }
 
-/// The run's exit status: errors and an unmet resumption rule fail it, after the figures.
-pub fn verdict(r: &load::RunResult) -> anyhow::Result<ExitCode> {
+/// The run's exit status: errors and an unmet resumption rule fail it, after the figures; else
+/// 130 after Ctrl-C, as in every command.
+fn verdict(r: &load::RunResult, signals: &StopFlags) -> ExitCode {
     if let Err(problem) = experiments::bench::check(r) {
         eprintln!("tlsscope: error: {problem}");
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
-    if r.interrupted {
-        return Ok(ExitCode::from(130));
-    }
-    Ok(ExitCode::SUCCESS)
+    signals.exit_code(ExitCode::SUCCESS)
 }
 
 fn mode(a: &BenchArgs) -> anyhow::Result<Mode> {

@@ -117,16 +117,35 @@ fn build_if_missing(version: &str) -> Option<String> {
         .map(|e| format!("OpenSSL {version} did not build: {e:#}"))
 }
 
-/// `compare-worker SPEC`: one variant's measurements as one JSON line on stdout.
-pub fn worker(library: &ossl::LibrarySource, spec_json: &str) -> anyhow::Result<ExitCode> {
+/// `compare-worker SPEC`: one variant's measurements as one JSON line on stdout, also when it
+/// could not start (then with only `error`, and exit status 1): the matrix reads that line, never
+/// the text on stderr.
+pub fn worker(
+    library: anyhow::Result<ossl::LibrarySource>,
+    spec_json: &str,
+) -> anyhow::Result<ExitCode> {
+    let (result, status) = match worker_setup(library, spec_json) {
+        Ok((lib, spec)) => (worker::run(lib, &spec), ExitCode::SUCCESS),
+        Err(e) => (
+            worker::WorkerResult::failed(crate::one_line(&e)),
+            ExitCode::FAILURE,
+        ),
+    };
+    println!("{}", serde_json::to_string(&result)?);
+    Ok(status)
+}
+
+/// The library loaded, the spec read and the thread pinned.
+fn worker_setup(
+    library: anyhow::Result<ossl::LibrarySource>,
+    spec_json: &str,
+) -> anyhow::Result<(&'static ossl::Library, WorkerSpec)> {
+    let lib = crate::library::load(&library?)?;
     let spec: WorkerSpec = serde_json::from_str(spec_json).context("reading the worker spec")?;
     if let Some(cpu) = spec.cpu {
         host::pin_current_thread(cpu).with_context(|| format!("pinning to CPU {cpu}"))?;
     }
-    let lib = crate::library::load(library)?;
-    let result = worker::run(lib, &spec);
-    println!("{}", serde_json::to_string(&result)?);
-    Ok(ExitCode::SUCCESS)
+    Ok((lib, spec))
 }
 
 fn write_outputs(doc: &CompareDocument, a: &CompareArgs) -> anyhow::Result<()> {

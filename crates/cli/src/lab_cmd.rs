@@ -4,15 +4,13 @@
 use std::fmt::Write as _;
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context as _;
 use experiments::lab::{self, LabConfig};
 
 use crate::args::{LabArgs, LabTarget};
-use crate::signals::EXIT_INTERRUPTED;
+use crate::signals::StopFlags;
 
 pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("finding the tlsscope executable")?;
@@ -33,10 +31,7 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
     };
     lab::check(&config)?;
     let lib = crate::library::load(library)?;
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, interrupted.clone())?;
-    }
+    let signals = StopFlags::install()?;
     let started = Instant::now();
     let mut out = std::io::stdout().lock();
     writeln!(
@@ -49,7 +44,7 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         a.trace_duration.as_secs_f64()
     )?;
     out.flush()?;
-    let summary = lab::run(&config, lib, &interrupted, |e, measured| {
+    let summary = lab::run(&config, lib, &signals.stop, |e, measured| {
         let mut text = format!("\n== {}\n", e.name);
         match measured {
             Ok(m) => {
@@ -86,7 +81,7 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         started.elapsed().as_secs_f64()
     )?;
     if summary.interrupted {
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+        return Ok(signals.exit_code(ExitCode::SUCCESS));
     }
     if !summary.failed.is_empty() {
         eprintln!(

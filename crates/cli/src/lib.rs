@@ -58,7 +58,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         Command::Trace(a) => trace_cmd::run(&a),
         Command::Lab(a) => lab_cmd::run(&library()?, &a),
         Command::Compare(a) => compare_cmd::run(openssl, &a),
-        Command::CompareWorker { spec } => compare_cmd::worker(&library()?, &spec),
+        Command::CompareWorker { spec } => compare_cmd::worker(library(), &spec),
         Command::Sniff(a) => sniff_cmd::run(&a),
         Command::Openssl(OpensslCommand::Build(a)) => {
             let jobs = a

@@ -344,7 +344,8 @@ pub fn run(
     Ok(document(&plans, gathered, c))
 }
 
-/// Runs one worker process and reads its result line.
+/// Runs one worker process and reads its result line, which says why when it failed. Its stderr
+/// is quoted only when it ended without one (it crashed).
 fn run_worker(exe: &Path, openssl: Option<&str>, spec: &WorkerSpec) -> Result<WorkerResult> {
     let mut cmd = Command::new(exe);
     if let Some(o) = openssl {
@@ -356,17 +357,15 @@ fn run_worker(exe: &Path, openssl: Option<&str>, spec: &WorkerSpec) -> Result<Wo
         .stdin(Stdio::null())
         .output()
         .context("starting a compare worker")?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let line = stderr
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim_start_matches("tlsscope: error: ");
-        fail!("{line} ({})", out.status);
-    }
     let text = String::from_utf8_lossy(&out.stdout);
-    let r: WorkerResult = serde_json::from_str(text.trim()).context("reading a worker's result")?;
+    let Ok(r) = serde_json::from_str::<WorkerResult>(text.trim()) else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let last = stderr.lines().last().unwrap_or("nothing on stderr");
+        fail!(
+            "a compare worker ended ({}) without a result; its stderr ends: {last}",
+            out.status
+        );
+    };
     if let Some(e) = &r.error {
         return Err(Error::msg(e));
     }

@@ -60,6 +60,16 @@ pub struct WorkerResult {
     pub error: Option<String>,
 }
 
+impl WorkerResult {
+    /// The result of a worker that could not start: only why.
+    pub fn failed(error: String) -> WorkerResult {
+        WorkerResult {
+            error: Some(error),
+            ..WorkerResult::default()
+        }
+    }
+}
+
 /// Runs the spec with `lib`. A failed experiment is reported in the result (with what was
 /// measured before it), not as an error.
 pub fn run(lib: &'static ossl::Library, spec: &WorkerSpec) -> WorkerResult {
