@@ -41,10 +41,12 @@ pub fn run(library: &ossl::LibrarySource, a: &HandshakeArgs) -> anyhow::Result<E
         if a.resume && i > 1 && !outcome.negotiated.kind.is_resumed() {
             not_resumed += 1;
         }
+        let connection = outcome.connection(i);
         if a.json {
-            writeln!(stdout, "{}", outcome.json(i, lib))?;
+            writeln!(stdout, "{}", report::handshake::json(&connection, lib))?;
         } else {
-            writeln!(stdout, "{}", outcome.line(i, addr, request))?;
+            let line = report::handshake::line(&connection, addr, request);
+            writeln!(stdout, "{line}")?;
         }
         if a.resume {
             session = outcome.session;

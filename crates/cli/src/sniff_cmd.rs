@@ -123,10 +123,11 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let counters = counters?;
-    let _ = experiments::sniff::write_summary(
+    let _ = report::sniff::write_summary(
         &mut io::stderr().lock(),
         &tally,
-        &counters,
+        counters.calls,
+        &experiments::sniff::losses(&counters, None),
         ended_by.as_deref(),
         window,
     );

@@ -90,55 +90,16 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// "#1 127.0.0.1:4433 TLSv1.3 ... full connect=0.79ms handshake=1.86ms GET / -> 200".
-    pub fn line(&self, i: usize, addr: SocketAddr, request: Option<&str>) -> String {
-        let o = self;
-        let n = &o.negotiated;
-        let none = || "-".to_string();
-        let mut line = format!(
-            "#{i} {} {} {} group={} sig={} key={} {} connect={:.2}ms handshake={:.2}ms",
-            addr,
-            n.version,
-            n.cipher,
-            n.group.clone().unwrap_or_else(none),
-            n.signature.clone().unwrap_or_else(none),
-            n.server_key.clone().unwrap_or_else(none),
-            n.kind,
-            ms(o.connect),
-            ms(o.handshake),
-        );
-        if let (Some(path), Some((status, bytes))) = (request, o.response) {
-            line.push_str(&format!(" GET {path} -> {status} ({bytes} bytes)"));
+    /// The connection as `report::handshake` renders it, numbered `index`.
+    pub fn connection(&self, index: usize) -> report::handshake::Connection<'_> {
+        report::handshake::Connection {
+            index,
+            negotiated: &self.negotiated,
+            connect: self.connect,
+            handshake: self.handshake,
+            response: self.response,
         }
-        line
     }
-
-    /// One JSON object, as `handshake --json` prints per connection.
-    pub fn json(&self, i: usize, lib: &ossl::Library) -> serde_json::Value {
-        let o = self;
-        let n = &o.negotiated;
-        serde_json::json!({
-            "connection": i,
-            "library": lib.version().text,
-            "library_version_number": lib.version().number,
-            "version": n.version,
-            "cipher": n.cipher,
-            "cipher_standard": n.cipher_standard,
-            "group": n.group,
-            "signature": n.signature,
-            "server_key": n.server_key,
-            "handshake": n.kind.name(),
-            "resumed": n.kind.is_resumed(),
-            "connect_ms": ms(o.connect),
-            "handshake_ms": ms(o.handshake),
-            "status": o.response.map(|r| r.0),
-            "body_bytes": o.response.map(|r| r.1),
-        })
-    }
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 /// Tries each address `target` resolved to, in order, with the probe `at` makes for it; returns

@@ -1,6 +1,6 @@
-//! What `sniff` writes: each captured call filtered, given its socket's ends and written as
-//! text, hex or JSON lines (and to a pcap), with losses said in the stream where they happened,
-//! and the tally for the summary.
+//! A sniff session: each captured call filtered, given its socket's ends and handed to
+//! `report::sniff` (text, hex or JSON lines, and a pcap), losses said in the stream where they
+//! happened, and the tally for the summary.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 
 use probes::sniff::{Assembler, Call, Direction, SniffCounters, Sniffer};
 use report::pcap::PcapWriter;
-use report::sniff::{redact_headers, write_hex, write_json, write_text, Record};
+use report::sniff::{
+    redact_headers, write_hex, write_json, write_lost_line, write_text, Losses, Record, Tally,
+};
 
 /// How calls are shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,20 +30,6 @@ pub struct View {
     pub grep: Option<String>,
     /// Mask Authorization, Cookie and Set-Cookie values.
     pub redact_headers: bool,
-}
-
-/// Counts for the summary.
-#[derive(Clone, Debug, Default)]
-pub struct Tally {
-    pub calls: u64,
-    pub shown: u64,
-    pub reads: u64,
-    pub writes: u64,
-    pub bytes: u64,
-    pub cut_calls: u64,
-    pub cut_bytes: u64,
-    pub incomplete: u64,
-    pub failed_calls: u64,
 }
 
 /// Where calls go (the stream, and a pcap when asked for), and what has been written so far.
@@ -80,7 +68,10 @@ impl<'a, W: Write> Writer<'a, W> {
         if now.lost_calls <= self.lost_reported.lost_calls {
             return Ok(false);
         }
-        lost_line(self.view.format, self.out, now, &self.lost_reported)?;
+        if self.view.format != Format::Quiet {
+            let lost = losses(now, Some(&self.lost_reported));
+            write_lost_line(self.out, self.view.format == Format::Json, &lost)?;
+        }
         self.lost_reported = *now;
         Ok(true)
     }
@@ -96,35 +87,13 @@ impl<'a, W: Write> Writer<'a, W> {
     }
 }
 
-/// A stream line saying how many more calls the ring buffer lost since the last such line.
-fn lost_line(
-    format: Format,
-    out: &mut dyn Write,
-    now: &SniffCounters,
-    before: &SniffCounters,
-) -> io::Result<()> {
-    let (calls, records) = (
-        now.lost_calls - before.lost_calls,
-        now.lost_records - before.lost_records,
-    );
-    let unchecked = now.unchecked - before.unchecked;
-    if format == Format::Json {
-        writeln!(
-            out,
-            "{{\"lost_calls\":{calls},\"lost_records\":{records},\"unchecked_calls\":{unchecked}}}"
-        )
-    } else if format == Format::Quiet {
-        Ok(())
-    } else if unchecked == calls {
-        writeln!(
-            out,
-            "*** lost {calls} NSPR calls: whether their file was a TLS socket could not be checked"
-        )
-    } else {
-        writeln!(
-            out,
-            "*** lost {calls} calls ({records} records, {unchecked} unchecked NSPR calls): the ring buffer was full; use a larger --ring-size"
-        )
+/// The loss figures of the kernel's counters: all of them, or (with `before`) since then.
+pub fn losses(now: &SniffCounters, before: Option<&SniffCounters>) -> Losses {
+    let before = before.copied().unwrap_or_default();
+    Losses {
+        calls: now.lost_calls - before.lost_calls,
+        records: now.lost_records - before.lost_records,
+        unchecked: now.unchecked - before.unchecked,
     }
 }
 
@@ -251,41 +220,6 @@ fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call) -> io::Result<()> {
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
     needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
-}
-
-/// The closing summary: calls seen, received, shown, cut, lost.
-pub fn write_summary(
-    out: &mut dyn Write,
-    t: &Tally,
-    c: &SniffCounters,
-    ended_by: Option<&str>,
-    took: std::time::Duration,
-) -> io::Result<()> {
-    let why = ended_by.map(|w| format!(" ({w})")).unwrap_or_default();
-    writeln!(
-        out,
-        "tlsscope sniff: stopped after {:.1} s{why}: {} calls seen by the probes, {} received; {} shown ({} reads, {} writes, {} bytes)",
-        took.as_secs_f64(),
-        c.calls,
-        t.calls,
-        t.shown,
-        t.reads,
-        t.writes,
-        t.bytes
-    )?;
-    writeln!(
-        out,
-        "tlsscope sniff: cut at --max-bytes: {} calls ({} bytes not captured); calls that moved no data (failed or would block): {}; lost (ring buffer full): {} calls, {} records",
-        t.cut_calls, t.cut_bytes, t.failed_calls, c.lost_calls - c.unchecked, c.lost_records
-    )?;
-    if c.unchecked > 0 {
-        writeln!(
-            out,
-            "tlsscope sniff: NSPR calls not sniffed, their layer unchecked (memory map busy): {}",
-            c.unchecked
-        )?;
-    }
-    Ok(())
 }
 
 /// How a capture ended.

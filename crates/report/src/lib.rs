@@ -2,6 +2,7 @@
 //! Text is rendered from the same data as the JSON.
 
 pub mod compare;
+pub mod handshake;
 pub mod lab;
 pub mod pcap;
 pub mod serve;

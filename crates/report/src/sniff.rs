@@ -1,5 +1,6 @@
 //! `tlsscope sniff` output: a readable stream (a header line per call, then the payload with
-//! non-printable bytes escaped, or a hex dump), JSON lines, and header redaction.
+//! non-printable bytes escaped, or a hex dump), JSON lines, header redaction, the lines that say
+//! what the ring buffer lost, and the closing summary.
 
 use std::io::{self, Write};
 use std::net::SocketAddr;
@@ -132,6 +133,91 @@ pub fn write_json(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<(
     };
     serde_json::to_writer(&mut *w, &line)?;
     writeln!(w)
+}
+
+/// Counts for the summary.
+#[derive(Clone, Debug, Default)]
+pub struct Tally {
+    pub calls: u64,
+    pub shown: u64,
+    pub reads: u64,
+    pub writes: u64,
+    pub bytes: u64,
+    pub cut_calls: u64,
+    pub cut_bytes: u64,
+    pub incomplete: u64,
+    pub failed_calls: u64,
+}
+
+/// Ring-buffer losses: calls lost in part or whole, records that did not fit, and NSPR calls
+/// not sniffed because their layer could not be checked (counted in `calls` too).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Losses {
+    pub calls: u64,
+    pub records: u64,
+    pub unchecked: u64,
+}
+
+/// A stream line saying how many more calls were lost since the last such line, as JSON or for
+/// people.
+pub fn write_lost_line(out: &mut dyn Write, json: bool, lost: &Losses) -> io::Result<()> {
+    let Losses {
+        calls,
+        records,
+        unchecked,
+    } = *lost;
+    if json {
+        writeln!(
+            out,
+            "{{\"lost_calls\":{calls},\"lost_records\":{records},\"unchecked_calls\":{unchecked}}}"
+        )
+    } else if unchecked == calls {
+        writeln!(
+            out,
+            "*** lost {calls} NSPR calls: whether their file was a TLS socket could not be checked"
+        )
+    } else {
+        writeln!(
+            out,
+            "*** lost {calls} calls ({records} records, {unchecked} unchecked NSPR calls): the ring buffer was full; use a larger --ring-size"
+        )
+    }
+}
+
+/// The closing summary: calls the probes saw (`seen_calls`), received, shown, cut, lost.
+pub fn write_summary(
+    out: &mut dyn Write,
+    t: &Tally,
+    seen_calls: u64,
+    lost: &Losses,
+    ended_by: Option<&str>,
+    took: std::time::Duration,
+) -> io::Result<()> {
+    let why = ended_by.map(|w| format!(" ({w})")).unwrap_or_default();
+    writeln!(
+        out,
+        "tlsscope sniff: stopped after {:.1} s{why}: {} calls seen by the probes, {} received; {} shown ({} reads, {} writes, {} bytes)",
+        took.as_secs_f64(),
+        seen_calls,
+        t.calls,
+        t.shown,
+        t.reads,
+        t.writes,
+        t.bytes
+    )?;
+    writeln!(
+        out,
+        "tlsscope sniff: cut at --max-bytes: {} calls ({} bytes not captured); calls that moved no data (failed or would block): {}; lost (ring buffer full): {} calls, {} records",
+        t.cut_calls, t.cut_bytes, t.failed_calls, lost.calls - lost.unchecked, lost.records
+    )?;
+    if lost.unchecked > 0 {
+        writeln!(
+            out,
+            "tlsscope sniff: NSPR calls not sniffed, their layer unchecked (memory map busy): {}",
+            lost.unchecked
+        )?;
+    }
+    Ok(())
 }
 
 /// Standard base64 with padding.
