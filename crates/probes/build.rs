@@ -36,6 +36,7 @@ fn main() {
             });
         println!("cargo:rerun-if-changed={src}");
     }
+    inproc_library(&out);
     for header in std::fs::read_dir("src/bpf").expect("src/bpf exists") {
         let path = header.expect("readable src/bpf").path();
         if path.extension().is_some_and(|e| e == "h") {
@@ -61,4 +62,44 @@ fn vmlinux_h(out: &std::path::Path) {
         String::from_utf8_lossy(&output.stderr)
     );
     std::fs::write(out.join("vmlinux.h"), output.stdout).expect("writing vmlinux.h");
+}
+
+/// The in-process probe library (`crates/inproc`, a cdylib) built in release mode into OUT_DIR,
+/// where `probes::user` embeds it: tlsscope stays one file. Cargo cannot depend on a cdylib's
+/// file, so this runs a second cargo, with a target directory of its own (no lock shared with
+/// the build that runs it) and offline (the first one fetched everything).
+fn inproc_library(out: &std::path::Path) {
+    let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let workspace = manifest.join("../..");
+    for dir in ["crates/inproc", "crates/inproc-abi"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
+    }
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let target_dir = out.join("inproc-target");
+    let status = std::process::Command::new(cargo)
+        .current_dir(&workspace)
+        .args([
+            "build",
+            "--offline",
+            "--release",
+            "-p",
+            "inproc",
+            "--target-dir",
+        ])
+        .arg(&target_dir)
+        // The outer build's settings for this crate are not the library's.
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET")
+        // Small and never unwinding into the traced program's frames.
+        .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
+        .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
+        .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
+        .status()
+        .unwrap_or_else(|e| panic!("running cargo to build crates/inproc failed: {e}"));
+    assert!(status.success(), "building crates/inproc failed ({status})");
+    let built = target_dir.join("release/libtlsscope_inproc.so");
+    std::fs::copy(&built, out.join("libtlsscope_inproc.so"))
+        .unwrap_or_else(|e| panic!("copying {}: {e}", built.display()));
 }

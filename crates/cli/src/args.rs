@@ -451,6 +451,15 @@ pub struct TraceArgs {
     /// Write the results as JSON (schemas/trace.v1.schema.json).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Who counts the calls: kernel (eBPF uprobes, any running process, internal functions
+    /// too), user (tlsscope's library inside a program it starts: tens of nanoseconds per
+    /// call), or auto (user for a command, kernel otherwise).
+    #[arg(long, default_value = "auto", value_name = "BACKEND")]
+    pub backend: experiments::trace::BackendChoice,
+    /// A program to start and trace, with its arguments (after --); the trace ends when it
+    /// exits, and ending the trace ends it (SIGTERM).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 fn parse_groups(s: &str) -> Result<probes::Groups, String> {

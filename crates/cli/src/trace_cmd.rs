@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use experiments::trace;
-use probes::{Buckets, Plan, Selection, Target, Threads, TraceConfig, Tracer};
+use probes::{Buckets, Selection, Target, Threads, TraceConfig};
 use report::trace::{trace_footer, trace_json, trace_text};
 
 use crate::args::TraceArgs;
@@ -17,31 +17,49 @@ use crate::signals::StopFlags;
 /// Calls of tlsscope's own function used to measure the cost of a probed call.
 const CALIBRATION_CALLS: u64 = 20_000;
 
+/// How long a command tlsscope started has to exit after SIGTERM when the trace ends.
+const CHILD_GRACE: Duration = Duration::from_secs(10);
+
 pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
-    probes::latency::check_can_trace()?;
-    let targets = targets_of(&a.target, "trace")?;
-    let selection = Selection::Latency {
-        groups: a.probes,
-        only: a.functions.clone(),
-        exact: a.exact_outcomes,
+    let targets = if a.command.is_empty() {
+        probes::latency::check_can_trace()?;
+        targets_of(&a.target, "trace")?
+    } else {
+        Vec::new()
     };
-    let plan = Plan::new(&targets, selection)?;
     let config = TraceConfig {
         threads: threads_of(&a.target),
         buckets: a.linear.unwrap_or(Buckets::Log2),
         per_pid: a.per_pid,
         attach_all: a.attach_all,
     };
+    let request = trace::Request {
+        targets,
+        command: &a.command,
+        backend: a.backend,
+        selection: Selection::Latency {
+            groups: a.probes,
+            only: a.functions.clone(),
+            exact: a.exact_outcomes,
+        },
+        config: config.clone(),
+        calibration_calls: CALIBRATION_CALLS,
+    };
     let signals = StopFlags::install()?;
     let stop = signals.stop.clone();
-    let mut tracer = Tracer::start(&config, &plan)?;
-    tracer.calibrate(CALIBRATION_CALLS)?;
+    let mut session = trace::start(&request)?;
+    let tracer = &*session.tracer;
     let started = Instant::now();
     eprintln!(
-        "tlsscope trace: {} functions attached in {} ({}); {}",
+        "tlsscope trace: {} functions {} ({}, {} backend); {}",
         tracer.attached().len(),
-        trace::file_names(tracer.attached()),
-        trace::target_words(&targets),
+        match tracer.backend() {
+            probes::Backend::Kernel =>
+                format!("attached in {}", trace::file_names(tracer.attached())),
+            probes::Backend::User => "wrapped in process".to_string(),
+        },
+        session.targets.join(", "),
+        tracer.backend().name(),
         match a.duration {
             Some(d) => format!("for {:.1} s, Ctrl-C to stop early", d.as_secs_f64()),
             None => "Ctrl-C to stop".to_string(),
@@ -55,7 +73,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
             m.reason
         );
     }
-    if let Some(note) = trace::syscall_hooks_note(&tracer) {
+    if let Some(note) = trace::syscall_hooks_note(tracer) {
         eprintln!("tlsscope trace: {note}");
     }
 
@@ -64,9 +82,14 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     if std::env::var_os("TLSSCOPE_TEST_PANIC_WHILE_TRACING").is_some() {
         panic!("TLSSCOPE_TEST_PANIC_WHILE_TRACING is set");
     }
+    let child: Vec<u32> = session.child_pid().into_iter().collect();
     let until = trace::Until {
         duration: a.duration,
-        pids: &a.target.pids,
+        pids: if child.is_empty() {
+            &a.target.pids
+        } else {
+            &child
+        },
         stop: &stop,
     };
     let buckets = config.buckets;
@@ -76,14 +99,18 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
         report::trace::stats_table(&mut out, functions)?;
         out.flush()
     };
-    let end = trace::watch(&tracer, &until, a.interval, buckets, &mut print);
+    let end = trace::watch(tracer, &until, a.interval, buckets, &mut print);
     let snapshot = tracer.final_snapshot();
     let elapsed = started.elapsed();
     let environment = experiments::environment::host(std::env::args().collect());
-    let mut doc = trace::document(&targets, &config, &tracer, elapsed, environment);
+    let mut doc = trace::document(&session.targets, buckets, tracer, elapsed, environment);
     // Detach before printing: a slow or closed stdout must not keep the probes in place.
-    drop(tracer);
-    let ended_by = end?;
+    let child_end = session.end_child(CHILD_GRACE);
+    drop(session);
+    let ended_by = end?.map(|why| match child_end {
+        Some(how) if why != "signal" => how,
+        _ => why,
+    });
     trace::fill(&mut doc, &snapshot?, buckets);
 
     let mut out = BufWriter::new(io::stdout().lock());

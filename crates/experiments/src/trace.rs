@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use probes::latency::SYSCALL_EXITS_EFFECT;
-use probes::{catalog, Buckets, Edge, Outcome, Snapshot, Target, TraceConfig, Tracer};
+use probes::{catalog, Buckets, Edge, Outcome, Snapshot, Target, Trace};
 use report::trace::{
     BucketScheme, FunctionStats, KernelHookDoc, MissingDoc, Overhead, ProbeDoc, TraceDocument,
 };
@@ -17,7 +17,7 @@ use crate::fail;
 
 /// The one line worth saying about the tracer's syscall hooks, if any (a private tracefs mount,
 /// or hooks missing and what that costs).
-pub fn syscall_hooks_note(tracer: &Tracer) -> Option<String> {
+pub fn syscall_hooks_note(tracer: &dyn Trace) -> Option<String> {
     tracer
         .syscall_hooks()?
         .note(Edge::Exit, SYSCALL_EXITS_EFFECT)
@@ -93,18 +93,16 @@ pub fn alive(pid: u32) -> bool {
 /// The document's parts known once tracing is over, before the tracer (and its list of
 /// attached probes) is dropped. The figures are filled in from the final snapshot.
 pub fn document(
-    targets: &[Target],
-    config: &TraceConfig,
-    tracer: &Tracer,
+    targets: &[String],
+    buckets: Buckets,
+    tracer: &dyn Trace,
     elapsed: Duration,
     environment: report::Environment,
 ) -> TraceDocument {
     let mut doc = TraceDocument::new(environment);
-    doc.targets = targets
-        .iter()
-        .map(|t| target_words(std::slice::from_ref(t)))
-        .collect();
-    doc.buckets = match config.buckets {
+    doc.backend = tracer.backend().name().to_string();
+    doc.targets = targets.to_vec();
+    doc.buckets = match buckets {
         Buckets::Log2 => BucketScheme {
             kind: "log2".into(),
             ..BucketScheme::default()
@@ -222,7 +220,7 @@ pub struct Until<'a> {
 /// since the start. Returns why it ended early, if it did ("signal", "the traced process
 /// exited"); None when the duration ran out.
 pub fn watch(
-    tracer: &Tracer,
+    tracer: &dyn Trace,
     until: &Until<'_>,
     interval: Option<Duration>,
     buckets: Buckets,
@@ -278,4 +276,142 @@ pub fn file_names(attached: &[probes::latency::Attached]) -> String {
         }
     }
     names.join(", ")
+}
+
+/// The backend asked for with `--backend`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// eBPF uprobes.
+    Kernel,
+    /// tlsscope's library inside the traced program.
+    User,
+    /// The in-process backend where it can go (a program tlsscope starts), else the kernel's.
+    #[default]
+    Auto,
+}
+
+impl std::str::FromStr for BackendChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "kernel" => Ok(BackendChoice::Kernel),
+            "user" => Ok(BackendChoice::User),
+            "auto" => Ok(BackendChoice::Auto),
+            other => Err(format!(
+                "unknown backend '{other}' (choose from kernel, user, auto)"
+            )),
+        }
+    }
+}
+
+/// What to trace and how, as typed values.
+pub struct Request<'a> {
+    /// -p, --binary, --lib: what to attach to (empty with a command).
+    pub targets: Vec<Target>,
+    /// A program to start and trace (`trace -- COMMAND ARGS...`).
+    pub command: &'a [std::ffi::OsString],
+    pub backend: BackendChoice,
+    pub selection: probes::Selection,
+    pub config: probes::TraceConfig,
+    /// Calls of a function in tlsscope used to measure what a probed call costs.
+    pub calibration_calls: u64,
+}
+
+/// A running trace: its tracer, and the program tlsscope started, if it did.
+pub struct Session {
+    pub tracer: Box<dyn Trace>,
+    /// The targets, in words ("pid 12", "command nginx -g ...").
+    pub targets: Vec<String>,
+    pub child: Option<std::process::Child>,
+}
+
+/// Starts tracing: attaches to the targets, or starts the command under the probes.
+pub fn start(request: &Request<'_>) -> Result<Session> {
+    if request.command.is_empty() {
+        if request.backend == BackendChoice::User {
+            fail!("--backend user needs a program to start: tlsscope trace --backend user -- COMMAND [ARGS...] (attaching it to a running process is not built yet; use --backend kernel with -p)");
+        }
+        let plan = probes::Plan::new(&request.targets, request.selection.clone())?;
+        let mut tracer = probes::Tracer::start(&request.config, &plan)?;
+        tracer.calibrate(request.calibration_calls)?;
+        return Ok(Session {
+            tracer: Box::new(tracer),
+            targets: request
+                .targets
+                .iter()
+                .map(|t| target_words(std::slice::from_ref(t)))
+                .collect(),
+            child: None,
+        });
+    }
+    if request.backend == BackendChoice::Kernel {
+        fail!("--backend kernel traces running processes: start the program, then tlsscope trace -p PID (or leave --backend out to trace the command in process)");
+    }
+    if !request.targets.is_empty() {
+        fail!("a command is its own target: leave out -p, --binary and --lib, or the command");
+    }
+    let c = &request.config;
+    let mut tracer =
+        probes::user::UserTracer::new(&request.selection, c.buckets, c.per_pid, c.threads.clone())?;
+    tracer.calibrate(request.calibration_calls)?;
+    let child = spawn(request.command, &tracer)?;
+    let words = request
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
+    Ok(Session {
+        tracer: Box::new(tracer),
+        targets: vec![format!("command {words} (pid {})", child.id())],
+        child: Some(child),
+    })
+}
+
+fn spawn(
+    command: &[std::ffi::OsString],
+    tracer: &probes::user::UserTracer,
+) -> Result<std::process::Child> {
+    let (program, args) = command.split_first().expect("a command is not empty");
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args);
+    tracer.prepare(&mut cmd);
+    cmd.spawn().map_err(|e| {
+        crate::error::Error::msg(format!("cannot start {}: {e}", program.to_string_lossy()))
+    })
+}
+
+impl Session {
+    /// The PIDs whose end ends the trace: the started program's.
+    pub fn child_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
+    }
+
+    /// Ends the program tlsscope started, if it still runs: SIGTERM, then SIGKILL after
+    /// `grace`. Returns how it ended, in words.
+    pub fn end_child(&mut self, grace: Duration) -> Option<String> {
+        let child = self.child.as_mut()?;
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(format!("the command exited ({status})"));
+        }
+        let pid = i32::try_from(child.id()).ok()?;
+        // SAFETY: kill signals the child we started and have not reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let deadline = Instant::now() + grace;
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(format!(
+                    "tlsscope ended the command with SIGTERM ({status})"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let status = child.wait().ok()?;
+        Some(format!(
+            "the command outlived SIGTERM by {} s and was killed ({status})",
+            grace.as_secs()
+        ))
+    }
 }

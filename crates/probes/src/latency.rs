@@ -103,7 +103,7 @@ impl Buckets {
     }
 
     /// In-range linear buckets.
-    fn linear_count(&self) -> u64 {
+    pub(crate) fn linear_count(&self) -> u64 {
         match *self {
             Buckets::Log2 => 0,
             Buckets::Linear {
@@ -207,7 +207,7 @@ impl Snapshot {
         }
     }
 
-    fn add(&mut self, cell: Cell) {
+    pub(crate) fn add(&mut self, cell: Cell) {
         let key = (cell.pid, cell.function, cell.outcome, cell.bucket);
         match self
             .cells

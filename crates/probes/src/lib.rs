@@ -14,6 +14,7 @@ mod skel;
 pub mod sniff;
 pub mod symbols;
 pub mod syscalls;
+pub mod user;
 
 use std::path::PathBuf;
 
@@ -23,6 +24,86 @@ pub use maps::{tls_libraries, LibraryKind, MappedLibrary, Mapping};
 pub use plan::{AttachPoint, Missing, Plan, Target, Threads};
 pub use symbols::{Symbol, SymbolTable, Table};
 pub use syscalls::{Edge, IdSource, SyscallHooks};
+
+/// Which backend counts the calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// eBPF uprobes in the kernel: any process, internal functions too; a trap per call.
+    Kernel,
+    /// tlsscope's library inside the traced program: the exported functions, tens of
+    /// nanoseconds per call.
+    User,
+}
+
+impl Backend {
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Kernel => "kernel",
+            Backend::User => "user",
+        }
+    }
+}
+
+/// A running latency trace, whichever backend counts the calls: what `trace` and the lab read.
+pub trait Trace {
+    fn backend(&self) -> Backend;
+    /// Everything counted so far (cumulative).
+    fn snapshot(&self) -> Result<Snapshot, Error>;
+    /// The last snapshot, taken when tracing ends.
+    fn final_snapshot(&self) -> Result<Snapshot, Error> {
+        self.snapshot()
+    }
+    fn attached(&self) -> &[latency::Attached];
+    fn not_attached(&self) -> &[Missing];
+    /// The kernel hooks the trace relies on, if any.
+    fn syscall_hooks(&self) -> Option<&SyscallHooks> {
+        None
+    }
+    /// What one probed call costs, when measured.
+    fn calibration(&self) -> Option<Calibration>;
+}
+
+impl Trace for Tracer {
+    fn backend(&self) -> Backend {
+        Backend::Kernel
+    }
+    fn snapshot(&self) -> Result<Snapshot, Error> {
+        Tracer::snapshot(self)
+    }
+    fn final_snapshot(&self) -> Result<Snapshot, Error> {
+        Tracer::final_snapshot(self)
+    }
+    fn attached(&self) -> &[latency::Attached] {
+        Tracer::attached(self)
+    }
+    fn not_attached(&self) -> &[Missing] {
+        Tracer::not_attached(self)
+    }
+    fn syscall_hooks(&self) -> Option<&SyscallHooks> {
+        Tracer::syscall_hooks(self)
+    }
+    fn calibration(&self) -> Option<Calibration> {
+        Tracer::calibration(self)
+    }
+}
+
+impl Trace for user::UserTracer {
+    fn backend(&self) -> Backend {
+        Backend::User
+    }
+    fn snapshot(&self) -> Result<Snapshot, Error> {
+        user::UserTracer::snapshot(self)
+    }
+    fn attached(&self) -> &[latency::Attached] {
+        user::UserTracer::attached(self)
+    }
+    fn not_attached(&self) -> &[Missing] {
+        user::UserTracer::not_attached(self)
+    }
+    fn calibration(&self) -> Option<Calibration> {
+        user::UserTracer::calibration(self)
+    }
+}
 
 /// Errors finding libraries and symbols. Each names the file, symbol or process involved.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,11 @@ pub struct TraceDocument {
     pub schema_version: u32,
     pub kind: String,
     pub environment: Environment,
-    /// The targets as given: "pid 123", "binary /path", "library /path".
+    /// Which backend counted the calls: "kernel" (eBPF uprobes) or "user" (tlsscope's library
+    /// in the traced program). Absent in documents written before there were two.
+    #[serde(default)]
+    pub backend: String,
+    /// The targets as given: "pid 123", "binary /path", "library /path", "command nginx ...".
     pub targets: Vec<String>,
     pub buckets: BucketScheme,
     /// Seconds from the probes attaching to the last read-out.

@@ -1,0 +1,211 @@
+//! The shared memory between tlsscope and its in-process probe library (`crates/inproc`): one
+//! definition, used by the library that writes it and the reader in `probes::user`.
+//!
+//! The region is a file in `/dev/shm`, mapped shared by tlsscope and by every process the
+//! library is loaded in (a forked child keeps its parent's mapping). It holds a [`Header`] that
+//! tlsscope fills in before the traced program starts (which functions to time, the buckets),
+//! then [`Slot`]s, one per traced thread. A thread takes a slot with one atomic add on its
+//! first timed call (and again after a fork) and is then the only writer of it, so the hot path
+//! takes no lock and shares no cache line with another thread.
+
+#![no_std]
+
+use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
+
+/// "TLSSCOP" and the layout's version: a reader refuses a region with any other.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x01");
+
+/// The environment variable that names the region for a program started under the library.
+pub const ENV_REGION: &str = "TLSSCOPE_INPROC_REGION";
+
+/// Functions the library wraps, at most.
+pub const MAX_FUNCTIONS: usize = 32;
+/// Outcome classes, numbered as `enum ts_outcome` in `crates/probes/src/bpf/latency.h`.
+pub const OUTCOMES: usize = 5;
+pub const SUCCESS: u8 = 0;
+pub const RETRY: u8 = 1;
+pub const FAILURE: u8 = 2;
+pub const UNKNOWN: u8 = 3;
+pub const CLOSED: u8 = 4;
+/// Latency buckets: log2 microseconds (0: under 1 us; b: [2^(b-1), 2^b) us), or linear (up
+/// to `TS_MAX_LINEAR_BUCKETS` + 2, as the kernel's).
+pub const BUCKETS: usize = 256;
+/// Threads that can have a slot; a thread beyond is counted in `Header::threads_without_slot`.
+pub const MAX_SLOTS: usize = 128;
+
+/// How a function's return value says how the call ended (`enum ts_semantics` in
+/// `latency.h`, numbered alike); in process, the libraries' own error calls settle it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Semantics {
+    /// OpenSSL I/O and handshake calls: > 0 success; <= 0 settled by `SSL_get_error`.
+    OpensslIo = 0,
+    /// `SSL_shutdown`: >= 0 success; < 0 settled by `SSL_get_error`.
+    OpensslShutdown = 1,
+    /// > 0 success, <= 0 failure.
+    Positive = 3,
+    /// GnuTLS: >= 0 success, -28/-52 retry, other negatives failure (`ssize_t` or `int`).
+    GnuTls = 4,
+    /// NSS `SECStatus`: 0 success, -1 settled by `PR_GetError`.
+    NssStatus = 5,
+    /// NSPR `PR_Read`/`PR_Write`...: >= 0 success, -1 settled by `PR_GetError`.
+    NsprIo = 6,
+}
+
+/// A function the library wraps: its symbol and how to read its return value.
+#[derive(Clone, Copy, Debug)]
+pub struct Function {
+    pub name: &'static str,
+    pub semantics: Semantics,
+}
+
+const fn f(name: &'static str, semantics: Semantics) -> Function {
+    Function { name, semantics }
+}
+
+use Semantics::*;
+
+/// Every function the library wraps; the index is its number in the region. Internal
+/// functions (not called through the PLT) cannot be wrapped: tracing them takes the kernel
+/// backend.
+pub const FUNCTIONS: &[Function] = &[
+    f("SSL_do_handshake", OpensslIo),
+    f("SSL_connect", OpensslIo),
+    f("SSL_accept", OpensslIo),
+    f("SSL_read", OpensslIo),
+    f("SSL_read_ex", OpensslIo),
+    f("SSL_peek", OpensslIo),
+    f("SSL_peek_ex", OpensslIo),
+    f("SSL_write", OpensslIo),
+    f("SSL_write_ex", OpensslIo),
+    f("SSL_shutdown", OpensslShutdown),
+    f("EVP_DigestSign", Positive),
+    f("EVP_DigestSignFinal", Positive),
+    f("EVP_DigestVerify", Positive),
+    f("EVP_DigestVerifyFinal", Positive),
+    f("EVP_PKEY_sign", Positive),
+    f("EVP_PKEY_derive", Positive),
+    f("EVP_PKEY_decrypt", Positive),
+    f("EVP_PKEY_keygen", Positive),
+    f("X509_verify_cert", Positive),
+    f("gnutls_handshake", GnuTls),
+    f("gnutls_record_send", GnuTls),
+    f("gnutls_record_recv", GnuTls),
+    f("SSL_ForceHandshake", NssStatus),
+    f("PR_Read", NsprIo),
+    f("PR_Write", NsprIo),
+    f("PR_Recv", NsprIo),
+    f("PR_Send", NsprIo),
+];
+
+/// The index of function `name` in [`FUNCTIONS`].
+pub fn index_of(name: &str) -> Option<usize> {
+    FUNCTIONS.iter().position(|f| f.name == name)
+}
+
+/// The start of the region: written by tlsscope before the program runs (settings), counted
+/// by the library.
+#[repr(C)]
+pub struct Header {
+    /// [`MAGIC`], written last by tlsscope: the library ignores a region without it.
+    pub magic: AtomicU64,
+    /// Per function of [`FUNCTIONS`]: nonzero to time it (tlsscope's plan), else the wrapper
+    /// only calls through.
+    pub enabled: [AtomicU8; MAX_FUNCTIONS],
+    /// Nonzero: time the enabled functions. tlsscope clears it when it stops, so the wrappers
+    /// of a program that outlives it are inert.
+    pub active: AtomicU8,
+    /// Nonzero: linear buckets (`lin_*`), else log2.
+    pub linear: AtomicU8,
+    pub _pad: [u8; 6],
+    pub lin_min_us: AtomicU64,
+    pub lin_step_us: AtomicU64,
+    pub lin_buckets: AtomicU64,
+    /// Slots handed out (may exceed [`MAX_SLOTS`]: those threads went without).
+    pub slots_taken: AtomicU32,
+    pub _pad2: u32,
+    /// Timed calls of threads that found no slot free.
+    pub calls_without_slot: AtomicU64,
+    /// Per function: the real function was resolved (1) or not found (2) in some process.
+    pub resolved: [AtomicU8; MAX_FUNCTIONS],
+    /// Calls whose real function was not found (returned -1 to the caller).
+    pub unresolved_calls: AtomicU64,
+}
+
+/// One histogram cell.
+#[repr(C)]
+pub struct Cell {
+    pub count: AtomicU64,
+    pub total_ns: AtomicU64,
+}
+
+/// One thread's counts; only that thread writes it.
+#[repr(C)]
+pub struct Slot {
+    /// The thread's process (0: the slot is being taken).
+    pub pid: AtomicU32,
+    pub tid: AtomicU32,
+    /// Timed calls.
+    pub calls: AtomicU64,
+    pub cells: [[[Cell; BUCKETS]; OUTCOMES]; MAX_FUNCTIONS],
+}
+
+/// Where slot `i` starts in the region: after the header, page-aligned.
+pub const fn slot_offset(i: usize) -> usize {
+    SLOTS_START + i * core::mem::size_of::<Slot>()
+}
+
+const PAGE: usize = 4096;
+const SLOTS_START: usize = core::mem::size_of::<Header>().div_ceil(PAGE) * PAGE;
+
+/// The region's size in bytes (a sparse file: only touched pages take memory).
+pub const REGION_BYTES: usize = slot_offset(MAX_SLOTS);
+
+/// The log2 bucket of a latency: 0 under 1 us, b for [2^(b-1), 2^b) us.
+pub fn log2_bucket(latency_ns: u64) -> usize {
+    let us = latency_ns / 1000;
+    (u64::BITS - us.leading_zeros()) as usize
+}
+
+/// The linear bucket of a latency: 0 under `min_us`, then `step_us` wide buckets, the last one
+/// (`buckets + 1`) everything at or over the top; as `bucket_of` in `latency.bpf.c`.
+pub fn linear_bucket(latency_ns: u64, min_us: u64, step_us: u64, buckets: u64) -> usize {
+    let us = latency_ns / 1000;
+    if us < min_us || step_us == 0 {
+        return 0;
+    }
+    let b = (us - min_us) / step_us + 1;
+    b.min(buckets + 1).min(BUCKETS as u64 - 1) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_layout_fits_and_names_are_unique() {
+        assert!(FUNCTIONS.len() <= MAX_FUNCTIONS);
+        for (i, a) in FUNCTIONS.iter().enumerate() {
+            assert!(
+                FUNCTIONS[i + 1..].iter().all(|b| b.name != a.name),
+                "{}",
+                a.name
+            );
+        }
+        assert_eq!(slot_offset(0) % PAGE, 0);
+        assert_eq!(core::mem::size_of::<Slot>() % 8, 0);
+    }
+
+    #[test]
+    fn buckets_are_the_kernel_s() {
+        assert_eq!(log2_bucket(999), 0);
+        assert_eq!(log2_bucket(1_000), 1);
+        assert_eq!(log2_bucket(3_999), 2);
+        assert_eq!(log2_bucket(4_000), 3);
+        assert_eq!(linear_bucket(5_000, 10, 5, 4), 0);
+        assert_eq!(linear_bucket(10_000, 10, 5, 4), 1);
+        assert_eq!(linear_bucket(29_999, 10, 5, 4), 4);
+        assert_eq!(linear_bucket(30_000, 10, 5, 4), 5);
+        assert_eq!(linear_bucket(900_000, 10, 5, 4), 5);
+    }
+}

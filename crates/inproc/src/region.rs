@@ -1,0 +1,142 @@
+//! The shared region as this process sees it, and this thread's slot in it.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+
+use inproc_abi::{Header, Slot, MAGIC, MAX_SLOTS, REGION_BYTES};
+
+/// The mapped region, or null.
+static REGION: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Bumped in a forked child: its threads take new slots, under their new PID.
+static GENERATION: AtomicU32 = AtomicU32::new(0);
+
+thread_local! {
+    /// This thread's slot and the generation it was taken in; null: none yet, NO_SLOT: none free.
+    static SLOT: Cell<(*mut Slot, u32)> = const { Cell::new((std::ptr::null_mut(), u32::MAX)) };
+}
+
+/// Marks a thread that found no free slot (never a real slot address).
+const NO_SLOT: *mut Slot = std::ptr::dangling_mut::<Slot>();
+
+/// Runs when the library is loaded: maps the region the environment names, if any.
+#[used]
+#[link_section = ".init_array"]
+static INIT: extern "C" fn() = init;
+
+extern "C" fn init() {
+    // SAFETY: pthread_atfork registers a plain function; only the child handler is given.
+    unsafe { libc::pthread_atfork(None, None, Some(forked)) };
+    // SAFETY: the name is a NUL-terminated constant; getenv's result is read at once.
+    let path = unsafe { libc::getenv(c"TLSSCOPE_INPROC_REGION".as_ptr()) };
+    if path.is_null() {
+        return;
+    }
+    // SAFETY: a non-null getenv result is a NUL-terminated string.
+    let value = unsafe { std::ffi::CStr::from_ptr(path) };
+    // "fd:N": a descriptor tlsscope left open for the program (and its children) to map.
+    match value.to_bytes().strip_prefix(b"fd:") {
+        Some(n) => {
+            if let Some(fd) = std::str::from_utf8(n).ok().and_then(|n| n.parse().ok()) {
+                map_fd(fd);
+            }
+        }
+        None => {
+            map(value);
+        }
+    }
+}
+
+extern "C" fn forked() {
+    GENERATION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Maps the region file at `path` (a tlsscope region: its magic checked) for this process.
+/// Returns whether it is mapped.
+pub fn map(path: &std::ffi::CStr) -> bool {
+    // SAFETY: open with a NUL-terminated path; the fd is closed below.
+    let fd = unsafe { libc::open(path.as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return false;
+    }
+    let mapped = map_fd(fd);
+    // SAFETY: fd is ours; the mapping stays valid after it is closed.
+    unsafe { libc::close(fd) };
+    mapped
+}
+
+/// Maps the region open at `fd` (left open: a program's children inherit it too).
+fn map_fd(fd: i32) -> bool {
+    // Only a file that is a whole region: touching a mapping past its end would kill the
+    // program (SIGBUS), and an inherited descriptor may be anything by now.
+    // SAFETY: fstat writes the stat it is given; a bad fd is an error, not undefined.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || (st.st_size as u64) < REGION_BYTES as u64 {
+        return false;
+    }
+    // SAFETY: a shared mapping of REGION_BYTES of the file (tlsscope sized it so); the result
+    // is checked against MAP_FAILED.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            REGION_BYTES,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd,
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return false;
+    }
+    // SAFETY: the mapping is at least a Header long and page-aligned.
+    let header = unsafe { &*(addr as *const Header) };
+    if header.magic.load(Ordering::Acquire) != MAGIC {
+        // SAFETY: unmapping what was just mapped, never shared.
+        unsafe { libc::munmap(addr, REGION_BYTES) };
+        return false;
+    }
+    REGION.store(addr.cast(), Ordering::Release);
+    true
+}
+
+/// The region's header, when one is mapped.
+#[inline(always)]
+pub fn header() -> Option<&'static Header> {
+    let p = REGION.load(Ordering::Acquire);
+    // SAFETY: REGION is null or a live mapping that starts with a Header; it is never unmapped.
+    (!p.is_null()).then(|| unsafe { &*(p as *const Header) })
+}
+
+/// This thread's slot, taken on its first call (and again in a forked child).
+#[inline(always)]
+pub fn slot(header: &'static Header) -> Option<&'static Slot> {
+    let generation = GENERATION.load(Ordering::Relaxed);
+    let (mut slot, taken_in) = SLOT.with(Cell::get);
+    if slot.is_null() || taken_in != generation {
+        slot = take(header);
+        SLOT.with(|s| s.set((slot, generation)));
+    }
+    if slot == NO_SLOT {
+        return None;
+    }
+    // SAFETY: `take` returns slots inside the mapping, which is never unmapped.
+    Some(unsafe { &*slot })
+}
+
+#[cold]
+fn take(header: &'static Header) -> *mut Slot {
+    let i = header.slots_taken.fetch_add(1, Ordering::Relaxed) as usize;
+    if i >= MAX_SLOTS {
+        return NO_SLOT;
+    }
+    let base = REGION.load(Ordering::Acquire);
+    // SAFETY: slot i < MAX_SLOTS lies within the REGION_BYTES mapping.
+    let slot = unsafe { &*(base.add(inproc_abi::slot_offset(i)) as *const Slot) };
+    // SAFETY: getpid and gettid cannot fail.
+    let (pid, tid) = unsafe { (libc::getpid(), libc::gettid()) };
+    slot.tid.store(tid as u32, Ordering::Relaxed);
+    // The PID last: the reader skips a slot whose PID is 0.
+    slot.pid.store(pid as u32, Ordering::Release);
+    slot as *const Slot as *mut Slot
+}

@@ -1,0 +1,362 @@
+//! The wrappers: one exported function per entry of `inproc_abi::FUNCTIONS`, each timing its
+//! call to the real function (found with `dlsym(RTLD_NEXT)`, once) and counting it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use inproc_abi::{
+    linear_bucket, log2_bucket, Header, Semantics, Slot, BUCKETS, CLOSED, FAILURE, FUNCTIONS,
+    MAX_FUNCTIONS, OUTCOMES, RETRY, SUCCESS, UNKNOWN,
+};
+
+use crate::region;
+
+/// Any wrapped function, as the wrappers call it (see the crate's doc).
+type Real = unsafe extern "C" fn(usize, usize, usize, usize, usize, usize) -> isize;
+
+/// `dlsym(RTLD_NEXT, name)`, cached in `cache` (0: not looked up, 1: not found).
+#[inline(always)]
+fn resolve(name: &std::ffi::CStr, cache: &AtomicUsize) -> Option<usize> {
+    let mut f = cache.load(Ordering::Relaxed);
+    if f == 0 {
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name; a null result is handled.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        f = if p == 0 { 1 } else { p };
+        cache.store(f, Ordering::Relaxed);
+    }
+    (f != 1).then_some(f)
+}
+
+/// Monotonic nanoseconds (the vDSO's clock: no system call).
+#[inline(always)]
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// One call of function `index` through its wrapper.
+///
+/// # Safety
+/// `args` are the caller's registers for the real function named `name`.
+#[inline(always)]
+unsafe fn call(index: usize, name: &std::ffi::CStr, real: &AtomicUsize, args: [usize; 6]) -> isize {
+    let Some(f) = resolve(name, real) else {
+        return unresolved(index);
+    };
+    // SAFETY: f is the address of the real function, called with the caller's own registers.
+    let f: Real = unsafe { std::mem::transmute::<usize, Real>(f) };
+    let [a, b, c, d, e, g] = args;
+    let header = match region::header() {
+        Some(h) if on(h, index) => h,
+        // SAFETY: as above.
+        _ => return unsafe { f(a, b, c, d, e, g) },
+    };
+    let start = now_ns();
+    // SAFETY: as above.
+    let ret = unsafe { f(a, b, c, d, e, g) };
+    let latency_ns = now_ns().saturating_sub(start);
+    // What the caller will read after the return: left as the real function set it.
+    // SAFETY: __errno_location returns this thread's errno.
+    let errno = unsafe { *libc::__errno_location() };
+    if let Some(slot) = region::slot(header) {
+        let semantics = FUNCTIONS
+            .get(index)
+            .map_or(Semantics::Positive, |f| f.semantics);
+        count(header, slot, index, outcome(semantics, a, ret), latency_ns);
+    } else {
+        header.calls_without_slot.fetch_add(1, Ordering::Relaxed);
+    }
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+    ret
+}
+
+/// Whether function `index` is timed now.
+#[inline(always)]
+fn on(header: &Header, index: usize) -> bool {
+    header.active.load(Ordering::Relaxed) != 0
+        && header
+            .enabled
+            .get(index)
+            .is_some_and(|e| e.load(Ordering::Relaxed) != 0)
+}
+
+/// A call whose real function this process does not have: counted, and answered with -1 (no
+/// library defines it, so the program could not have called it without the wrapper).
+#[cold]
+fn unresolved(index: usize) -> isize {
+    if let Some(h) = region::header() {
+        h.unresolved_calls.fetch_add(1, Ordering::Relaxed);
+        if let Some(r) = h.resolved.get(index) {
+            r.store(2, Ordering::Relaxed);
+        }
+    }
+    // SAFETY: __errno_location returns this thread's errno.
+    unsafe { *libc::__errno_location() = libc::ENOSYS };
+    -1
+}
+
+/// Adds one call to this thread's slot (only this thread writes it: plain load and store).
+#[inline(always)]
+fn count(header: &Header, slot: &Slot, index: usize, outcome: u8, latency_ns: u64) {
+    let bucket = if header.linear.load(Ordering::Relaxed) != 0 {
+        linear_bucket(
+            latency_ns,
+            header.lin_min_us.load(Ordering::Relaxed),
+            header.lin_step_us.load(Ordering::Relaxed),
+            header.lin_buckets.load(Ordering::Relaxed),
+        )
+    } else {
+        log2_bucket(latency_ns)
+    };
+    let bump = |a: &std::sync::atomic::AtomicU64, by: u64| {
+        a.store(
+            a.load(Ordering::Relaxed).wrapping_add(by),
+            Ordering::Relaxed,
+        );
+    };
+    bump(&slot.calls, 1);
+    let cell = slot
+        .cells
+        .get(index)
+        .and_then(|f| f.get(usize::from(outcome).min(OUTCOMES - 1)))
+        .and_then(|o| o.get(bucket.min(BUCKETS - 1)));
+    if let Some(cell) = cell {
+        bump(&cell.count, 1);
+        bump(&cell.total_ns, latency_ns);
+    }
+}
+
+/// How the call ended, asking the library where its return value alone cannot say.
+#[inline(always)]
+fn outcome(semantics: Semantics, first_arg: usize, ret: isize) -> u8 {
+    // Every wrapped function returns an int, or a ssize_t that is a byte count or a small
+    // negative error: its low 32 bits say it all.
+    let rc = ret as i32;
+    match semantics {
+        Semantics::OpensslIo if rc > 0 => SUCCESS,
+        Semantics::OpensslShutdown if rc >= 0 => SUCCESS,
+        Semantics::OpensslIo | Semantics::OpensslShutdown => ssl_error(first_arg, rc),
+        Semantics::Positive => {
+            if rc > 0 {
+                SUCCESS
+            } else {
+                FAILURE
+            }
+        }
+        Semantics::GnuTls => match rc {
+            0.. => SUCCESS,
+            -28 | -52 => RETRY, // GNUTLS_E_AGAIN, GNUTLS_E_INTERRUPTED
+            _ => FAILURE,
+        },
+        Semantics::NssStatus => match rc {
+            0 => SUCCESS,
+            -2 => RETRY, // SECWouldBlock
+            _ => nspr_error(),
+        },
+        Semantics::NsprIo if rc >= 0 => SUCCESS,
+        Semantics::NsprIo => nspr_error(),
+    }
+}
+
+/// `SSL_get_error(ssl, rc)`, classed as `settle` in `latency.bpf.c` classes it.
+fn ssl_error(ssl: usize, rc: i32) -> u8 {
+    static GET_ERROR: AtomicUsize = AtomicUsize::new(0);
+    let Some(f) = resolve(c"SSL_get_error", &GET_ERROR) else {
+        return UNKNOWN;
+    };
+    type GetError = unsafe extern "C" fn(usize, i32) -> i32;
+    // SAFETY: SSL_get_error(const SSL *, int) of the library that made the call; it reads the
+    // SSL and this thread's error queue and changes neither.
+    let code = unsafe { std::mem::transmute::<usize, GetError>(f)(ssl, rc) };
+    match code {
+        0 => SUCCESS,
+        2 | 3 | 4 | 7 | 8 | 9 | 10 | 11 | 12 => RETRY,
+        6 => CLOSED,
+        _ => FAILURE,
+    }
+}
+
+/// `PR_GetError()`: would block is a retry, anything else a failure.
+fn nspr_error() -> u8 {
+    static GET_ERROR: AtomicUsize = AtomicUsize::new(0);
+    const PR_WOULD_BLOCK_ERROR: i32 = -5998;
+    let Some(f) = resolve(c"PR_GetError", &GET_ERROR) else {
+        return UNKNOWN;
+    };
+    type GetError = unsafe extern "C" fn() -> i32;
+    // SAFETY: PR_GetError() reads this thread's NSPR error.
+    match unsafe { std::mem::transmute::<usize, GetError>(f)() } {
+        PR_WOULD_BLOCK_ERROR => RETRY,
+        _ => FAILURE,
+    }
+}
+
+/// Defines the wrapper of each named function; `$i` must be its index in `FUNCTIONS`
+/// (checked by a test).
+macro_rules! wrappers {
+    ($($name:ident = $i:expr;)+) => {
+        $(
+            #[no_mangle]
+            #[allow(non_snake_case)]
+            /// # Safety
+            /// Called as the real function, with its arguments.
+            pub unsafe extern "C" fn $name(
+                a: usize, b: usize, c: usize, d: usize, e: usize, f: usize,
+            ) -> isize {
+                static REAL: AtomicUsize = AtomicUsize::new(0);
+                let name = const {
+                    match std::ffi::CStr::from_bytes_with_nul(
+                        concat!(stringify!($name), "\0").as_bytes(),
+                    ) {
+                        Ok(n) => n,
+                        Err(_) => panic!("a symbol name has no NUL inside"),
+                    }
+                };
+                // SAFETY: our caller called the real function's name with its arguments.
+                unsafe { call($i, name, &REAL, [a, b, c, d, e, f]) }
+            }
+        )+
+
+        /// The wrappers' names in the order of their indexes.
+        #[cfg(test)]
+        const WRAPPED: &[(&str, usize)] = &[$((stringify!($name), $i)),+];
+    };
+}
+
+wrappers! {
+    SSL_do_handshake = 0;
+    SSL_connect = 1;
+    SSL_accept = 2;
+    SSL_read = 3;
+    SSL_read_ex = 4;
+    SSL_peek = 5;
+    SSL_peek_ex = 6;
+    SSL_write = 7;
+    SSL_write_ex = 8;
+    SSL_shutdown = 9;
+    EVP_DigestSign = 10;
+    EVP_DigestSignFinal = 11;
+    EVP_DigestVerify = 12;
+    EVP_DigestVerifyFinal = 13;
+    EVP_PKEY_sign = 14;
+    EVP_PKEY_derive = 15;
+    EVP_PKEY_decrypt = 16;
+    EVP_PKEY_keygen = 17;
+    X509_verify_cert = 18;
+    gnutls_handshake = 19;
+    gnutls_record_send = 20;
+    gnutls_record_recv = 21;
+    SSL_ForceHandshake = 22;
+    PR_Read = 23;
+    PR_Write = 24;
+    PR_Recv = 25;
+    PR_Send = 26;
+}
+
+/// Maps the region file at `path` for this process (when the library was loaded without one
+/// in its environment: into tlsscope itself, or into a running process). 0 when mapped.
+///
+/// # Safety
+/// `path` is a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn tlsscope_inproc_map(path: *const libc::c_char) -> i32 {
+    if path.is_null() {
+        return -1;
+    }
+    // SAFETY: the caller passes a NUL-terminated string.
+    let path = unsafe { std::ffi::CStr::from_ptr(path) };
+    if region::map(path) {
+        0
+    } else {
+        -1
+    }
+}
+
+/// The index calibration counts under: never a wrapped function's.
+const CALIBRATION: usize = MAX_FUNCTIONS - 1;
+
+extern "C" fn calibration_target(
+    a: usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: usize,
+    _: usize,
+) -> isize {
+    std::hint::black_box(a as isize)
+}
+
+/// Measures what the wrapper adds to a call: `calls` calls of a no-op straight, then through the
+/// timing path (counted in this process's region, under an index no function has). Returns
+/// the nanoseconds per call (plain, wrapped), or (0, 0) when no region is mapped here.
+#[no_mangle]
+pub extern "C" fn tlsscope_inproc_calibrate(
+    calls: u64,
+    plain_ns: &mut f64,
+    wrapped_ns: &mut f64,
+) -> i32 {
+    let Some(header) = region::header() else {
+        return -1;
+    };
+    header.enabled[CALIBRATION].store(1, Ordering::Relaxed);
+    header.active.store(1, Ordering::Relaxed);
+    let real = AtomicUsize::new(calibration_target as *const () as usize);
+    let n = calls.max(1);
+    let t = now_ns();
+    for i in 0..n {
+        std::hint::black_box(calibration_target(i as usize, 0, 0, 0, 0, 0));
+    }
+    let plain = now_ns() - t;
+    let t = now_ns();
+    for i in 0..n {
+        // SAFETY: `real` holds calibration_target, which takes six integers.
+        std::hint::black_box(unsafe {
+            call(
+                CALIBRATION,
+                c"calibration",
+                &real,
+                [i as usize, 0, 0, 0, 0, 0],
+            )
+        });
+    }
+    let wrapped = now_ns() - t;
+    *plain_ns = plain as f64 / n as f64;
+    *wrapped_ns = wrapped as f64 / n as f64;
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_function_of_the_region_has_its_wrapper_at_its_index() {
+        assert_eq!(WRAPPED.len(), FUNCTIONS.len());
+        for &(name, i) in WRAPPED {
+            assert_eq!(FUNCTIONS[i].name, name);
+        }
+        assert!(FUNCTIONS.len() <= CALIBRATION);
+    }
+
+    #[test]
+    fn outcomes_follow_each_library_s_rules() {
+        assert_eq!(outcome(Semantics::Positive, 0, 1), SUCCESS);
+        assert_eq!(outcome(Semantics::Positive, 0, 0), FAILURE);
+        assert_eq!(outcome(Semantics::GnuTls, 0, -28), RETRY);
+        assert_eq!(outcome(Semantics::GnuTls, 0, -9), FAILURE);
+        assert_eq!(outcome(Semantics::GnuTls, 0, 512), SUCCESS);
+        // The upper half of the return register is not the function's.
+        assert_eq!(
+            outcome(Semantics::Positive, 0, 0x7fff_ffff_0000_0001),
+            SUCCESS
+        );
+        assert_eq!(outcome(Semantics::OpensslShutdown, 0, 0), SUCCESS);
+        assert_eq!(outcome(Semantics::NssStatus, 0, 0), SUCCESS);
+        assert_eq!(outcome(Semantics::NssStatus, 0, -2), RETRY);
+    }
+}

@@ -1,0 +1,499 @@
+//! The in-process (userspace) backend: tlsscope's probe library (`crates/inproc`, embedded in
+//! this crate at build time) runs inside the traced program and counts each call of the
+//! catalog's exported functions in a shared region (`inproc_abi`), which this module creates,
+//! configures and reads. A probed call costs tens of nanoseconds instead of a kernel probe's
+//! trap and single step.
+//!
+//! Functions a program calls inside one library without the PLT (libcrypto's internals) cannot
+//! be wrapped: the plan lists them as not traced, with the kernel backend as the way to get
+//! them.
+
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+
+use inproc_abi::{Header, Slot, BUCKETS, FUNCTIONS, MAGIC, MAX_SLOTS, OUTCOMES, REGION_BYTES};
+
+use crate::catalog::{self, Selection};
+use crate::latency::{Attached, Buckets, Calibration, Cell, Outcome, Snapshot};
+use crate::maps::LibraryKind;
+use crate::plan::{AttachPoint, Missing, Threads};
+use crate::Error;
+
+/// The library's bytes, as built by `build.rs`.
+static LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libtlsscope_inproc.so"));
+
+/// The environment variable that tells the library where the region is (see `inproc_abi`).
+pub const ENV_REGION: &str = inproc_abi::ENV_REGION;
+
+/// The library as a file a program can load: written once per build, by content, under
+/// `/run/tlsscope` (root) or the user's runtime or cache directory, readable by all (a server's
+/// workers may run as another user).
+pub fn library_file() -> Result<PathBuf, Error> {
+    let dir = library_dir();
+    let path = dir.join(format!("libtlsscope_inproc-{:016x}.so", fnv1a(LIBRARY)));
+    if std::fs::read(&path).is_ok_and(|b| b == LIBRARY) {
+        return Ok(path);
+    }
+    let io = |source| Error::Read {
+        path: path.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&dir).map_err(io)?;
+    let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755));
+    // Written aside and renamed: a program never loads half a library.
+    let tmp = dir.join(format!(".inproc-{}.tmp", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .open(&tmp)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, LIBRARY))
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(io)?;
+    Ok(path)
+}
+
+fn library_dir() -> PathBuf {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from("/run/tlsscope");
+    }
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
+        return PathBuf::from(dir).join("tlsscope");
+    }
+    let home = std::env::var_os("HOME").unwrap_or_else(|| "/tmp".into());
+    PathBuf::from(home).join(".cache/tlsscope")
+}
+
+/// FNV-1a, to name the library file by its content.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The shared region: an anonymous memory file (memfd), mapped here and by the programs it is
+/// handed to. Nothing is left behind on any exit, tlsscope's SIGKILL included: the memory goes
+/// when the last process holding it ends.
+pub struct Region {
+    fd: std::os::fd::OwnedFd,
+    base: *mut u8,
+}
+
+// SAFETY: the mapping is shared memory read and written only through atomics.
+unsafe impl Send for Region {}
+
+impl Region {
+    /// Creates a region with the functions `enabled` timed.
+    pub fn create(enabled: &[usize], buckets: Buckets) -> Result<Region, Error> {
+        let io = |source| Error::Read {
+            path: "memfd:tlsscope-region".into(),
+            source,
+        };
+        // SAFETY: memfd_create with a NUL-terminated name; the result is checked.
+        let raw = unsafe { libc::memfd_create(c"tlsscope-region".as_ptr(), libc::MFD_CLOEXEC) };
+        if raw < 0 {
+            return Err(io(std::io::Error::last_os_error()));
+        }
+        // SAFETY: raw is a new descriptor that nothing else owns.
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+        let file = std::fs::File::from(fd);
+        file.set_len(REGION_BYTES as u64).map_err(io)?;
+        // SAFETY: a shared mapping of the whole file, just sized; checked against MAP_FAILED.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                REGION_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(io(std::io::Error::last_os_error()));
+        }
+        let region = Region {
+            fd: file.into(),
+            base: base.cast(),
+        };
+        let h = region.header();
+        for &i in enabled {
+            if let Some(e) = h.enabled.get(i) {
+                e.store(1, Ordering::Relaxed);
+            }
+        }
+        if let Buckets::Linear {
+            min_us, step_us, ..
+        } = buckets
+        {
+            h.linear.store(1, Ordering::Relaxed);
+            h.lin_min_us.store(min_us, Ordering::Relaxed);
+            h.lin_step_us.store(step_us, Ordering::Relaxed);
+            h.lin_buckets
+                .store(buckets.linear_count(), Ordering::Relaxed);
+        }
+        h.active.store(1, Ordering::Relaxed);
+        h.magic.store(MAGIC, Ordering::Release);
+        Ok(region)
+    }
+
+    /// The region's descriptor, which a started program inherits (see [`UserTracer::spawn`]).
+    pub fn raw_fd(&self) -> i32 {
+        std::os::fd::AsRawFd::as_raw_fd(&self.fd)
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the mapping starts with a Header and lives as long as self.
+        unsafe { &*(self.base as *const Header) }
+    }
+
+    fn slot(&self, i: usize) -> &Slot {
+        // SAFETY: i < MAX_SLOTS, so the slot lies within the mapping.
+        unsafe { &*(self.base.add(inproc_abi::slot_offset(i)) as *const Slot) }
+    }
+
+    /// Makes every wrapper in every process only call through from now on.
+    pub fn deactivate(&self) {
+        self.header().active.store(0, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Region {
+    fn drop(&mut self) {
+        self.deactivate();
+        // SAFETY: unmapping our own mapping of REGION_BYTES.
+        unsafe { libc::munmap(self.base.cast(), REGION_BYTES) };
+    }
+}
+
+/// What the in-process backend times of a selection.
+pub struct UserPlan {
+    /// The catalog functions it wraps.
+    pub attached: Vec<Attached>,
+    /// Their indexes in the region.
+    pub indexes: Vec<usize>,
+    /// The ones it cannot wrap, with why.
+    pub missing: Vec<Missing>,
+}
+
+/// Plans `selection` for the in-process backend, whose library is at `library`.
+pub fn plan(selection: &Selection, library: &Path) -> Result<UserPlan, Error> {
+    selection.check()?;
+    let kinds = [
+        LibraryKind::OpensslSsl,
+        LibraryKind::OpensslCrypto,
+        LibraryKind::GnuTls,
+        LibraryKind::Nss,
+        LibraryKind::Nspr,
+    ];
+    let (mut attached, mut indexes, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+    for kind in kinds {
+        for (id, function) in selection.functions(kind) {
+            // SSL_get_error is asked directly, in process: no wrapper needed.
+            if function.semantics == catalog::Semantics::OpensslGetError {
+                continue;
+            }
+            match inproc_abi::index_of(function.name) {
+                Some(index) => {
+                    indexes.push(index);
+                    attached.push(Attached {
+                        point: AttachPoint {
+                            id,
+                            function,
+                            symbol: function.name,
+                            path: library.to_path_buf(),
+                            offset: 0,
+                            pid: -1,
+                        },
+                    });
+                }
+                None => missing.push(Missing {
+                    function: function.name,
+                    path: PathBuf::from(family_file(kind)),
+                    reason: "internal to its library (called without the PLT): only the kernel backend (--backend kernel) can probe it".into(),
+                }),
+            }
+        }
+    }
+    if attached.is_empty() {
+        return Err(Error::NothingToAttach {
+            reasons: "the in-process backend wraps none of the functions asked for".into(),
+        });
+    }
+    Ok(UserPlan {
+        attached,
+        indexes,
+        missing,
+    })
+}
+
+/// The usual file name of a library family, to say where an unwrapped function lives.
+fn family_file(kind: LibraryKind) -> &'static str {
+    match kind {
+        LibraryKind::OpensslSsl => "libssl",
+        LibraryKind::OpensslCrypto => "libcrypto",
+        LibraryKind::GnuTls => "libgnutls",
+        LibraryKind::Nss => "libssl3 (NSS)",
+        LibraryKind::Nspr => "libnspr4",
+    }
+}
+
+/// A running in-process trace: the region the program's library writes, read here.
+pub struct UserTracer {
+    region: Region,
+    library: PathBuf,
+    attached: Vec<Attached>,
+    not_attached: Vec<Missing>,
+    per_pid: bool,
+    threads: Threads,
+    calibration: Option<Calibration>,
+}
+
+impl UserTracer {
+    /// Prepares a trace of `selection`: writes the library and creates the region. The
+    /// program to trace is then started with [`UserTracer::environment`].
+    pub fn new(
+        selection: &Selection,
+        buckets: Buckets,
+        per_pid: bool,
+        threads: Threads,
+    ) -> Result<UserTracer, Error> {
+        let library = library_file()?;
+        let UserPlan {
+            attached,
+            indexes,
+            missing: not_attached,
+        } = plan(selection, &library)?;
+        let region = Region::create(&indexes, buckets)?;
+        Ok(UserTracer {
+            region,
+            library,
+            attached,
+            not_attached,
+            per_pid,
+            threads,
+            calibration: None,
+        })
+    }
+
+    /// Makes `command` run under the library: `LD_PRELOAD` (the library first, then any the
+    /// caller had), and the region's descriptor left open for it, named in [`ENV_REGION`].
+    pub fn prepare(&self, command: &mut std::process::Command) {
+        let mut preload = self.library.as_os_str().to_os_string();
+        if let Some(theirs) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
+            preload.push(":");
+            preload.push(theirs);
+        }
+        let fd = self.region.raw_fd();
+        command.env("LD_PRELOAD", preload);
+        command.env(ENV_REGION, format!("fd:{fd}"));
+        // SAFETY: the closure only calls fcntl, which is async-signal-safe, on a descriptor
+        // this process owns (the child's copy keeps its number).
+        unsafe {
+            std::os::unix::process::CommandExt::pre_exec(command, move || {
+                if libc::fcntl(fd, libc::F_SETFD, 0) == 0 {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+    }
+
+    /// The library file programs load.
+    pub fn library(&self) -> &Path {
+        &self.library
+    }
+
+    pub fn attached(&self) -> &[Attached] {
+        &self.attached
+    }
+
+    pub fn not_attached(&self) -> &[Missing] {
+        &self.not_attached
+    }
+
+    pub fn calibration(&self) -> Option<Calibration> {
+        self.calibration
+    }
+
+    /// The wrappers stop timing, in every process, at once.
+    pub fn deactivate(&self) {
+        self.region.deactivate();
+    }
+
+    /// Measures what the wrapper adds to a call: the library loaded into this process with a
+    /// region of its own, `calls` calls of a no-op straight and through the timing path.
+    pub fn calibrate(&mut self, calls: u64) -> Result<Calibration, Error> {
+        let fail = |detail: String| Error::Bpf {
+            what: "calibrating the in-process probe cost".into(),
+            detail,
+        };
+        let own = Region::create(&[], Buckets::Log2)?;
+        let handle = dlopen(&self.library).map_err(fail)?;
+        let map: unsafe extern "C" fn(*const libc::c_char) -> i32 =
+            symbol(handle, c"tlsscope_inproc_map").map_err(fail)?;
+        let calibrate: unsafe extern "C" fn(u64, &mut f64, &mut f64) -> i32 =
+            symbol(handle, c"tlsscope_inproc_calibrate").map_err(fail)?;
+        let path = CString::new(format!("/proc/self/fd/{}", own.raw_fd()))
+            .map_err(|e| fail(e.to_string()))?;
+        let (mut plain, mut wrapped) = (0.0, 0.0);
+        // SAFETY: both are the library's exported functions, called with their own signatures;
+        // the region stays mapped (in the library, until this process ends) after `own` drops.
+        let ok =
+            unsafe { map(path.as_ptr()) == 0 && calibrate(calls, &mut plain, &mut wrapped) == 0 };
+        if !ok {
+            return Err(fail("the library could not map its region".into()));
+        }
+        let c = Calibration {
+            calls,
+            plain_ns_per_call: plain,
+            probed_ns_per_call: wrapped,
+        };
+        self.calibration = Some(c);
+        Ok(c)
+    }
+
+    /// Everything counted so far, in every process, as the kernel backend reports it.
+    pub fn snapshot(&self) -> Result<Snapshot, Error> {
+        let h = self.region.header();
+        let taken = (h.slots_taken.load(Ordering::Acquire) as usize).min(MAX_SLOTS);
+        let ids: Vec<Option<u16>> = FUNCTIONS.iter().map(|f| catalog::id_of(f.name)).collect();
+        let mut snap = Snapshot {
+            dropped_cells: h.calls_without_slot.load(Ordering::Relaxed),
+            ..Snapshot::default()
+        };
+        for i in 0..taken {
+            let slot = self.region.slot(i);
+            let pid = slot.pid.load(Ordering::Acquire);
+            if pid == 0 || !self.wants(pid) {
+                continue;
+            }
+            snap.calls += slot.calls.load(Ordering::Relaxed);
+            for (index, id) in ids.iter().enumerate() {
+                let Some(id) = *id else { continue };
+                for (o, outcome) in OUTCOME_ORDER.iter().enumerate().take(OUTCOMES) {
+                    for bucket in 0..BUCKETS {
+                        let cell = &slot.cells[index][o][bucket];
+                        let count = cell.count.load(Ordering::Relaxed);
+                        if count == 0 {
+                            continue;
+                        }
+                        snap.add(Cell {
+                            pid: if self.per_pid { pid } else { 0 },
+                            function: id,
+                            outcome: *outcome,
+                            bucket: u8::try_from(bucket).unwrap_or(u8::MAX),
+                            count,
+                            total_ns: cell.total_ns.load(Ordering::Relaxed),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(snap)
+    }
+
+    /// Whether a process's counts are reported (-p narrows a started program's processes).
+    fn wants(&self, pid: u32) -> bool {
+        self.threads.pids.is_empty() || self.threads.pids.contains(&pid)
+    }
+}
+
+/// The region's outcome numbers, in order (they are `enum ts_outcome`'s: see `inproc_abi`).
+const OUTCOME_ORDER: [Outcome; OUTCOMES] = [
+    Outcome::Success,
+    Outcome::Retry,
+    Outcome::Failure,
+    Outcome::Unknown,
+    Outcome::Closed,
+];
+
+fn dlopen(path: &Path) -> Result<*mut libc::c_void, String> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+    // SAFETY: dlopen with a NUL-terminated path. RTLD_LOCAL: its definitions of the TLS
+    // functions stay out of this process's global scope.
+    let handle = unsafe { libc::dlopen(c.as_ptr(), libc::RTLD_NOW | libc::RTLD_LOCAL) };
+    if handle.is_null() {
+        return Err(format!("cannot load {}", path.display()));
+    }
+    Ok(handle)
+}
+
+fn symbol<T: Copy>(handle: *mut libc::c_void, name: &std::ffi::CStr) -> Result<T, String> {
+    // SAFETY: dlsym on a live handle with a NUL-terminated name.
+    let p = unsafe { libc::dlsym(handle, name.as_ptr()) };
+    if p.is_null() {
+        return Err(format!(
+            "the in-process library lacks {}",
+            name.to_string_lossy()
+        ));
+    }
+    assert_eq!(
+        std::mem::size_of::<T>(),
+        std::mem::size_of::<*mut libc::c_void>()
+    );
+    // SAFETY: T is the function pointer type of the symbol, the size of a pointer.
+    Ok(unsafe { std::mem::transmute_copy::<*mut libc::c_void, T>(&p) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::CATALOG;
+    use crate::skel::latency::types::ts_outcome;
+
+    #[test]
+    fn every_wrapped_function_is_in_the_catalog_with_its_semantics() {
+        for f in FUNCTIONS {
+            let id = catalog::id_of(f.name).unwrap_or_else(|| panic!("{} not in CATALOG", f.name));
+            let ours = CATALOG[usize::from(id)].semantics;
+            assert_eq!(ours as u8, f.semantics as u8, "{}", f.name);
+        }
+    }
+
+    #[test]
+    fn outcomes_are_numbered_as_the_kernel_numbers_them() {
+        for (number, theirs) in [
+            (inproc_abi::SUCCESS, ts_outcome::TS_SUCCESS),
+            (inproc_abi::RETRY, ts_outcome::TS_RETRY),
+            (inproc_abi::FAILURE, ts_outcome::TS_FAILURE),
+            (inproc_abi::UNKNOWN, ts_outcome::TS_UNKNOWN),
+            (inproc_abi::CLOSED, ts_outcome::TS_CLOSED),
+        ] {
+            assert_eq!(u32::from(number), theirs.0);
+        }
+        assert_eq!(
+            OUTCOME_ORDER[usize::from(inproc_abi::RETRY)],
+            Outcome::Retry
+        );
+        assert_eq!(
+            OUTCOME_ORDER[usize::from(inproc_abi::CLOSED)],
+            Outcome::Closed
+        );
+    }
+
+    #[test]
+    fn internal_functions_are_listed_with_the_way_to_get_them() {
+        let lib = Path::new("/x/libtlsscope_inproc.so");
+        let UserPlan {
+            attached,
+            indexes,
+            missing,
+        } = plan(&Selection::latency(crate::Groups::all(), false), lib).unwrap();
+        assert_eq!(attached.len(), indexes.len());
+        assert!(attached
+            .iter()
+            .any(|a| a.point.function.name == "SSL_read_ex"));
+        let rsa = missing
+            .iter()
+            .find(|m| m.function == "rsa_ossl_private_decrypt")
+            .unwrap();
+        assert!(rsa.reason.contains("--backend kernel"), "{}", rsa.reason);
+    }
+}
