@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support;
+use crate::support::peers::{make_cert, CertType};
 use crate::trace::{bench, calls};
 
 /// nginx as a master and one worker (the fork the library must follow), everything in `dir`.
@@ -25,24 +26,7 @@ impl NginxDir {
         std::fs::create_dir(root.join("html")).unwrap();
         std::fs::create_dir(root.join("tmp")).unwrap();
         std::fs::write(root.join("html/index.html"), "inproc test page\n").unwrap();
-        let key = root.join("key.pem");
-        let cert = root.join("cert.pem");
-        let out = Command::new("openssl")
-            .args([
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-            ])
-            .args(["-nodes", "-days", "2", "-subj", "/CN=localhost", "-keyout"])
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", support::text(&out.stderr));
+        make_cert(root, CertType::EcdsaP256);
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()

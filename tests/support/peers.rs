@@ -468,7 +468,8 @@ fn free_port() -> SocketAddr {
 
 /// A key (`key.pem`) and a self-signed certificate (`cert.pem`) for `localhost` and 127.0.0.1,
 /// written to `dir`.
-fn make_cert(dir: &Path, cert_type: CertType) -> (PathBuf, PathBuf) {
+/// A self-signed certificate for localhost and 127.0.0.1 in `dir` (cert.pem, key.pem).
+pub fn make_cert(dir: &Path, cert_type: CertType) -> (PathBuf, PathBuf) {
     let cert = dir.join("cert.pem");
     let key = dir.join("key.pem");
     let out = run_with_timeout(

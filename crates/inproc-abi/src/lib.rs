@@ -15,8 +15,9 @@ use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 /// "TLSSCOP" and the layout's version: a reader refuses a region with any other.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x01");
 
-/// The environment variable that names the region for a program started under the library.
-pub const ENV_REGION: &str = "TLSSCOPE_INPROC_REGION";
+/// The environment variable that names the region for a program started under the library
+/// (`fd:N`, a descriptor it inherits, or a path).
+pub const ENV_REGION: &core::ffi::CStr = c"TLSSCOPE_INPROC_REGION";
 
 /// Functions the library wraps, at most.
 pub const MAX_FUNCTIONS: usize = 32;
@@ -126,10 +127,6 @@ pub struct Header {
     pub _pad2: u32,
     /// Timed calls of threads that found no slot free.
     pub calls_without_slot: AtomicU64,
-    /// Per function: the real function was resolved (1) or not found (2) in some process.
-    pub resolved: [AtomicU8; MAX_FUNCTIONS],
-    /// Calls whose real function was not found (returned -1 to the caller).
-    pub unresolved_calls: AtomicU64,
 }
 
 /// One histogram cell.

@@ -28,7 +28,7 @@ extern "C" fn init() {
     // SAFETY: pthread_atfork registers a plain function; only the child handler is given.
     unsafe { libc::pthread_atfork(None, None, Some(forked)) };
     // SAFETY: the name is a NUL-terminated constant; getenv's result is read at once.
-    let path = unsafe { libc::getenv(c"TLSSCOPE_INPROC_REGION".as_ptr()) };
+    let path = unsafe { libc::getenv(inproc_abi::ENV_REGION.as_ptr()) };
     if path.is_null() {
         return;
     }

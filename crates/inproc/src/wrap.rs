@@ -45,7 +45,7 @@ fn now_ns() -> u64 {
 #[inline(always)]
 unsafe fn call(index: usize, name: &std::ffi::CStr, real: &AtomicUsize, args: [usize; 6]) -> isize {
     let Some(f) = resolve(name, real) else {
-        return unresolved(index);
+        return unresolved();
     };
     // SAFETY: f is the address of the real function, called with the caller's own registers.
     let f: Real = unsafe { std::mem::transmute::<usize, Real>(f) };
@@ -85,16 +85,10 @@ fn on(header: &Header, index: usize) -> bool {
             .is_some_and(|e| e.load(Ordering::Relaxed) != 0)
 }
 
-/// A call whose real function this process does not have: counted, and answered with -1 (no
+/// A call whose real function this process does not have: answered with -1 and ENOSYS (no
 /// library defines it, so the program could not have called it without the wrapper).
 #[cold]
-fn unresolved(index: usize) -> isize {
-    if let Some(h) = region::header() {
-        h.unresolved_calls.fetch_add(1, Ordering::Relaxed);
-        if let Some(r) = h.resolved.get(index) {
-            r.store(2, Ordering::Relaxed);
-        }
-    }
+fn unresolved() -> isize {
     // SAFETY: __errno_location returns this thread's errno.
     unsafe { *libc::__errno_location() = libc::ENOSYS };
     -1

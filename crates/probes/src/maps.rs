@@ -18,6 +18,15 @@ pub enum LibraryKind {
 }
 
 impl LibraryKind {
+    /// Every family, in the order plans look for them.
+    pub const ALL: [LibraryKind; 5] = [
+        LibraryKind::OpensslSsl,
+        LibraryKind::OpensslCrypto,
+        LibraryKind::GnuTls,
+        LibraryKind::Nss,
+        LibraryKind::Nspr,
+    ];
+
     /// The family of a library file, by its name.
     pub fn of(path: &Path) -> Option<LibraryKind> {
         let name = path.file_name()?.to_str()?;

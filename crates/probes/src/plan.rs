@@ -165,15 +165,8 @@ impl Plan {
     /// it lacks are not reported one by one (a static OpenSSL program has no GnuTLS functions);
     /// the caller reports "nothing to attach" when it defines none.
     fn add_static(&mut self, table: &SymbolTable, pid: i32) {
-        let kinds = [
-            LibraryKind::OpensslSsl,
-            LibraryKind::OpensslCrypto,
-            LibraryKind::GnuTls,
-            LibraryKind::Nss,
-            LibraryKind::Nspr,
-        ];
         let before = self.points.len();
-        for kind in kinds {
+        for kind in LibraryKind::ALL {
             for (id, function) in self.selection.functions(kind) {
                 if let Ok(found) = find(table, function) {
                     self.push(point(table, id, function, found, pid));

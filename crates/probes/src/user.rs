@@ -26,7 +26,9 @@ use crate::Error;
 static LIBRARY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libtlsscope_inproc.so"));
 
 /// The environment variable that tells the library where the region is (see `inproc_abi`).
-pub const ENV_REGION: &str = inproc_abi::ENV_REGION;
+fn env_region() -> &'static std::ffi::OsStr {
+    std::ffi::OsStr::from_bytes(inproc_abi::ENV_REGION.to_bytes())
+}
 
 /// The library as a file a program can load: written once per build, by content, under
 /// `/run/tlsscope` (root) or the user's runtime or cache directory, readable by all (a server's
@@ -184,15 +186,8 @@ pub struct UserPlan {
 /// Plans `selection` for the in-process backend, whose library is at `library`.
 pub fn plan(selection: &Selection, library: &Path) -> Result<UserPlan, Error> {
     selection.check()?;
-    let kinds = [
-        LibraryKind::OpensslSsl,
-        LibraryKind::OpensslCrypto,
-        LibraryKind::GnuTls,
-        LibraryKind::Nss,
-        LibraryKind::Nspr,
-    ];
     let (mut attached, mut indexes, mut missing) = (Vec::new(), Vec::new(), Vec::new());
-    for kind in kinds {
+    for kind in LibraryKind::ALL {
         for (id, function) in selection.functions(kind) {
             // SSL_get_error is asked directly, in process: no wrapper needed.
             if function.semantics == catalog::Semantics::OpensslGetError {
@@ -282,7 +277,7 @@ impl UserTracer {
     }
 
     /// Makes `command` run under the library: `LD_PRELOAD` (the library first, then any the
-    /// caller had), and the region's descriptor left open for it, named in [`ENV_REGION`].
+    /// caller had), and the region's descriptor left open for it, named in `TLSSCOPE_INPROC_REGION`.
     pub fn prepare(&self, command: &mut std::process::Command) {
         let mut preload = self.library.as_os_str().to_os_string();
         if let Some(theirs) = std::env::var_os("LD_PRELOAD").filter(|p| !p.is_empty()) {
@@ -291,7 +286,7 @@ impl UserTracer {
         }
         let fd = self.region.raw_fd();
         command.env("LD_PRELOAD", preload);
-        command.env(ENV_REGION, format!("fd:{fd}"));
+        command.env(env_region(), format!("fd:{fd}"));
         // SAFETY: the closure only calls fcntl, which is async-signal-safe, on a descriptor
         // this process owns (the child's copy keeps its number).
         unsafe {
@@ -303,11 +298,6 @@ impl UserTracer {
                 }
             });
         }
-    }
-
-    /// The library file programs load.
-    pub fn library(&self) -> &Path {
-        &self.library
     }
 
     pub fn attached(&self) -> &[Attached] {
