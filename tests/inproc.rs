@@ -85,6 +85,42 @@ impl NginxDir {
         child
     }
 
+    /// nginx itself (not under tlsscope), returned once it accepts connections and has its
+    /// worker.
+    fn start(&self) -> Child {
+        let mut child = Command::new("/usr/sbin/nginx")
+            .arg("-p")
+            .arg(self.dir.path())
+            .arg("-c")
+            .arg(self.path("nginx.conf"))
+            .arg("-e")
+            .arg(self.path("error.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while TcpStream::connect(self.addr).is_err() || workers(child.id()).is_empty() {
+            if child.try_wait().unwrap().is_some() || Instant::now() > deadline {
+                panic!("nginx did not start: {}", read(&self.path("error.log")));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        child
+    }
+
+    /// `tlsscope trace ARGS -p MASTER --backend user`, returned once it has attached.
+    fn attach(&self, master: u32, args: &[&str]) -> support::Watched {
+        let mut cmd = Command::new(support::bin());
+        cmd.args(["trace", "--backend", "user", "-p", &master.to_string()])
+            .args(args)
+            .stdout(Stdio::from(
+                std::fs::File::create(self.path("trace.out")).unwrap(),
+            ));
+        support::start_until(&mut cmd, "wrapped in process", Duration::from_secs(60))
+    }
+
     fn master_pid(&self) -> u32 {
         read(&self.path("nginx.pid")).trim().parse().unwrap()
     }
@@ -92,6 +128,77 @@ impl NginxDir {
     fn access_log_lines(&self) -> usize {
         read(&self.path("access.log")).lines().count()
     }
+}
+
+/// The children of `pid` (nginx's workers).
+fn workers(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect()
+}
+
+/// nginx's GOT entries for the functions `trace --probes handshake,io` wraps, in process
+/// `pid`: (symbol, address, value), found with binutils' `readelf`, independently of
+/// tlsscope.
+fn got(pid: u32) -> Vec<(String, u64, u64)> {
+    const WRAPPED: &[&str] = &["SSL_do_handshake", "SSL_read", "SSL_write", "SSL_shutdown"];
+    let out = Command::new("readelf")
+        .args(["-W", "-r", "/usr/sbin/nginx"])
+        .output()
+        .expect("readelf (binutils)");
+    let maps = read(Path::new(&format!("/proc/{pid}/maps")));
+    let base = maps
+        .lines()
+        .find(|l| l.ends_with("/usr/sbin/nginx") && l.split(' ').nth(2) == Some("00000000"))
+        .and_then(|l| u64::from_str_radix(l.split('-').next()?, 16).ok())
+        .expect("nginx's first mapping");
+    let mem = std::fs::File::open(format!("/proc/{pid}/mem")).unwrap();
+    let mut entries = Vec::new();
+    for line in support::text(&out.stdout).lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 5 || !(f[2] == "R_X86_64_JUMP_SLOT" || f[2] == "R_X86_64_GLOB_DAT") {
+            continue;
+        }
+        let name = f[4].split('@').next().unwrap();
+        if !WRAPPED.contains(&name) {
+            continue;
+        }
+        let address = base + u64::from_str_radix(f[0], 16).unwrap();
+        let mut value = [0; 8];
+        std::os::unix::fs::FileExt::read_exact_at(&mem, &mut value, address).unwrap();
+        entries.push((name.to_string(), address, u64::from_ne_bytes(value)));
+    }
+    assert_eq!(entries.len(), WRAPPED.len(), "{entries:?}");
+    entries
+}
+
+/// Whether `address` lies in a mapping of a file whose path contains `needle`, in `pid`.
+fn in_file(pid: u32, address: u64, needle: &str) -> bool {
+    read(Path::new(&format!("/proc/{pid}/maps")))
+        .lines()
+        .filter(|l| l.contains(needle))
+        .any(|l| {
+            let (start, end) = l.split(' ').next().unwrap().split_once('-').unwrap();
+            let (start, end) = (
+                u64::from_str_radix(start, 16).unwrap(),
+                u64::from_str_radix(end, 16).unwrap(),
+            );
+            (start..end).contains(&address)
+        })
+}
+
+/// Region files a tlsscope run left in its directory.
+fn region_files() -> Vec<String> {
+    std::fs::read_dir("/run/tlsscope")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("region-"))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn read(path: &Path) -> String {
@@ -183,9 +290,205 @@ fn issue_13_nginx_keeps_serving_when_tlsscope_is_killed() {
 }
 
 #[test]
+fn issue_13_attached_to_running_nginx_counts_exactly_and_puts_its_got_back() {
+    let nginx = NginxDir::new();
+    let mut server = nginx.start();
+    let master = server.id();
+    let worker = workers(master)[0];
+    let (master_before, worker_before) = (got(master), got(worker));
+    for (name, _, value) in &worker_before {
+        assert!(in_file(worker, *value, "libssl"), "{name} leads to libssl");
+    }
+    let json = nginx.path("trace.json");
+    let mut trace = nginx.attach(
+        master,
+        &[
+            "--per-pid",
+            "--probes",
+            "handshake,io",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    // Master and worker both call the wrappers now: every entry leads into tlsscope's library.
+    for pid in [master, worker] {
+        for (name, _, value) in got(pid) {
+            assert!(in_file(pid, value, "libtlsscope_inproc"), "{pid} {name}");
+        }
+    }
+    // The region's file is gone once both processes mapped it.
+    assert!(region_files().is_empty(), "{:?}", region_files());
+    bench(
+        nginx.addr,
+        &["--mode", "full", "-n", "60", "-c", "2", "--request", "/"],
+    );
+    bench(nginx.addr, &["--mode", "keepalive", "-n", "200", "-c", "2"]);
+    signal(&trace.child, libc::SIGINT);
+    let status = trace.child.wait().unwrap();
+    let stderr: Vec<String> = trace.lines.try_iter().collect();
+    let stdout = read(&nginx.path("trace.out"));
+    assert_eq!(status.code(), Some(crate::EXIT_INTERRUPTED), "{stderr:?}");
+    let doc: Value = serde_json::from_str(&read(&json)).unwrap();
+    support::assert_matches_schema(&doc, "trace.v1");
+    assert_eq!(doc["backend"], "user");
+    // 60 connections with a request, 2 keep-alive ones, and each run's check connection.
+    assert_eq!(calls(&doc, "SSL_do_handshake", "success"), 64, "{stdout}");
+    assert!(calls(&doc, "SSL_do_handshake", "retry") >= 1, "{stdout}");
+    for f in doc["functions"].as_array().unwrap() {
+        assert_ne!(f["outcome"], "unknown", "{f:#}");
+        assert_eq!(f["pid"].as_u64(), Some(u64::from(worker)), "{f:#}");
+    }
+    assert_eq!(
+        calls(&doc, "SSL_write", "success"),
+        nginx.access_log_lines() as u64,
+        "{stdout}"
+    );
+    // Detached: every entry holds what it held before, in both processes.
+    assert_eq!(got(master), master_before);
+    assert_eq!(got(worker), worker_before);
+    let out = bench(nginx.addr, &["--mode", "keepalive", "-n", "50", "-c", "1"]);
+    assert!(out.contains("status 200: 50"), "{out}");
+    support::terminate(&mut server);
+}
+
+#[test]
+fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_restores_it() {
+    let nginx = NginxDir::new();
+    let mut server = nginx.start();
+    let master = server.id();
+    let worker = workers(master)[0];
+    let before = got(worker);
+    let mut trace = nginx.attach(master, &["--probes", "handshake,io"]);
+    bench(nginx.addr, &["--mode", "full", "-n", "10", "-c", "1"]);
+    trace.child.kill().unwrap();
+    let _ = trace.child.wait();
+    // Left swapped (nobody put them back), with wrappers that stop timing once tlsscope's
+    // lease runs out; nginx answers as before, and no file of the run is left.
+    assert!(got(worker)
+        .iter()
+        .all(|(_, _, v)| in_file(worker, *v, "libtlsscope_inproc")));
+    let out = bench(nginx.addr, &["--mode", "keepalive", "-n", "200", "-c", "2"]);
+    assert!(out.contains("status 200: 200"), "{out}");
+    assert!(region_files().is_empty(), "{:?}", region_files());
+    // A new run attaches over the old one (the library is loaded already) and counts.
+    let json = nginx.path("again.json");
+    let mut again = nginx.attach(
+        master,
+        &["--probes", "handshake,io", "--json", json.to_str().unwrap()],
+    );
+    assert!(
+        again
+            .seen
+            .iter()
+            .any(|l| l.contains("library already loaded")),
+        "{:?}",
+        again.seen
+    );
+    bench(nginx.addr, &["--mode", "full", "-n", "10", "-c", "1"]);
+    signal(&again.child, libc::SIGTERM);
+    assert!(again.child.wait().unwrap().success());
+    let doc: Value = serde_json::from_str(&read(&json)).unwrap();
+    assert_eq!(calls(&doc, "SSL_do_handshake", "success"), 11);
+    // And its end puts back what the killed run swapped.
+    assert_eq!(got(worker), before);
+    support::terminate(&mut server);
+}
+
+/// A program that links OpenSSL into its executable (a dynamic program with static TLS, as
+/// vendored builds are) and waits: compiled with Debian's gcc and libssl-dev.
+fn static_tls_program(dir: &Path) -> PathBuf {
+    let src = dir.join("static_tls.c");
+    std::fs::write(
+        &src,
+        "#include <openssl/ssl.h>\n#include <unistd.h>\n\
+         int main(void) { SSL_CTX *c = SSL_CTX_new(TLS_method()); SSL *s = SSL_new(c);\n\
+         if (SSL_read(s, 0, 0) > 1) return 1; pause(); return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.join("static_tls");
+    let out = Command::new("cc")
+        .arg(&src)
+        .arg("-o")
+        .arg(&exe)
+        .args([
+            "-Wl,-Bstatic",
+            "-lssl",
+            "-lcrypto",
+            "-Wl,-Bdynamic",
+            "-lpthread",
+            "-ldl",
+        ])
+        .output()
+        .expect("cc");
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    exe
+}
+
+/// `tlsscope trace --backend user -p PID` on `program`, which is ended afterwards.
+fn attach_refused(program: &mut Command, pid_of: impl Fn(&Child) -> u32) -> std::process::Output {
+    let mut child = program
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = pid_of(&child);
+    let out = support::tlsscope(&[
+        "trace",
+        "--backend",
+        "user",
+        "-p",
+        &pid.to_string(),
+        "-d",
+        "1",
+    ]);
+    if pid != child.id() {
+        // The program's own child (strace's tracee), ended by its PID first.
+        // SAFETY: kill signals a process this test started through `program`.
+        unsafe { libc::kill(i32::try_from(pid).unwrap(), libc::SIGKILL) };
+    }
+    support::terminate(&mut child);
+    out
+}
+
+#[test]
+fn issue_13_processes_the_user_backend_cannot_attach_to_are_refused_in_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = static_tls_program(dir.path());
+    let out = attach_refused(&mut Command::new(&exe), Child::id);
+    support::assert_one_line_error(&out, &["statically", "--backend kernel"]);
+    // Traced already (strace holds it).
+    let out = attach_refused(
+        Command::new("strace").args(["-o", "/dev/null", "sleep", "30"]),
+        |c| workers(c.id())[0],
+    );
+    support::assert_one_line_error(&out, &["traced already", "by PID", "--backend kernel"]);
+    // In a mount namespace of its own.
+    let out = attach_refused(
+        Command::new("unshare").args(["-m", "sleep", "30"]),
+        Child::id,
+    );
+    support::assert_one_line_error(&out, &["mount namespace", "--backend kernel"]);
+    // auto falls back to the kernel's uprobes, saying why: the built-in server looks the TLS
+    // functions up with dlsym, so there is no GOT entry to redirect.
+    let serve = support::Serve::start(&["--threads", "1"]);
+    let pid = serve.pid().to_string();
+    let out = support::tlsscope(&["trace", "-p", &pid, "--probes", "handshake,io", "-d", "1"]);
+    let stderr = support::text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("dlsym") && stderr.contains("tracing with the kernel backend instead"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("kernel backend)"), "{stderr}");
+    serve.stop();
+}
+
+#[test]
 fn issue_13_backend_misuse_gets_one_line_errors() {
-    let out = support::tlsscope(&["trace", "--backend", "user", "-p", "1"]);
-    support::assert_one_line_error(&out, &["--backend user", "-- COMMAND"]);
+    let out = support::tlsscope(&["trace", "--backend", "user", "--lib", "/bin/true"]);
+    support::assert_one_line_error(&out, &["--backend user", "-p PID"]);
     let out = support::tlsscope(&["trace", "--backend", "kernel", "--", "/bin/true"]);
     support::assert_one_line_error(&out, &["--backend kernel", "-p PID"]);
     let out = support::tlsscope(&["trace", "--", "/nonexistent/program"]);

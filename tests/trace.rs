@@ -304,7 +304,15 @@ fn nginx_handshakes_and_responses_match_its_access_log() {
     let _one = one_at_a_time();
     let nginx = Nginx::start(NginxOpts::default());
     let pid = nginx.pid().to_string();
-    let trace = Trace::start(&["-p", &pid, "--probes", "handshake,io"]);
+    // The kernel backend's test (auto would wrap these functions in process).
+    let trace = Trace::start(&[
+        "--backend",
+        "kernel",
+        "-p",
+        &pid,
+        "--probes",
+        "handshake,io",
+    ]);
     bench(
         nginx.addr(),
         &["--mode", "full", "-n", "120", "-c", "4", "--request", "/"],
@@ -433,7 +441,14 @@ fn a_gnutls_server_is_traced_through_its_own_functions() {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     wait_for_port(addr, &mut server);
     let pid = server.id().to_string();
-    let trace = Trace::start(&["-p", &pid, "--probes", "handshake,io"]);
+    let trace = Trace::start(&[
+        "--backend",
+        "kernel",
+        "-p",
+        &pid,
+        "--probes",
+        "handshake,io",
+    ]);
     let target = addr.to_string();
     let out = support::tlsscope(&["handshake", &target, "-n", "5", "--request", "/"]);
     let (ok, stdout, stderr, doc) = trace.stop();

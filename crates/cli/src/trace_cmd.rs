@@ -48,6 +48,9 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     let signals = StopFlags::install()?;
     let stop = signals.stop.clone();
     let mut session = trace::start(&request)?;
+    for note in &session.notes {
+        eprintln!("tlsscope trace: {note}");
+    }
     let tracer = &*session.tracer;
     let started = Instant::now();
     eprintln!(

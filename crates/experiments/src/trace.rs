@@ -324,26 +324,14 @@ pub struct Session {
     /// The targets, in words ("pid 12", "command nginx -g ...").
     pub targets: Vec<String>,
     pub child: Option<std::process::Child>,
+    /// What the user should know about how the trace was set up (a fallback, and why).
+    pub notes: Vec<String>,
 }
 
 /// Starts tracing: attaches to the targets, or starts the command under the probes.
 pub fn start(request: &Request<'_>) -> Result<Session> {
     if request.command.is_empty() {
-        if request.backend == BackendChoice::User {
-            fail!("--backend user needs a program to start: tlsscope trace --backend user -- COMMAND [ARGS...] (attaching it to a running process is not built yet; use --backend kernel with -p)");
-        }
-        let plan = probes::Plan::new(&request.targets, request.selection.clone())?;
-        let mut tracer = probes::Tracer::start(&request.config, &plan)?;
-        tracer.calibrate(request.calibration_calls)?;
-        return Ok(Session {
-            tracer: Box::new(tracer),
-            targets: request
-                .targets
-                .iter()
-                .map(|t| target_words(std::slice::from_ref(t)))
-                .collect(),
-            child: None,
-        });
+        return attach(request);
     }
     if request.backend == BackendChoice::Kernel {
         fail!("--backend kernel traces running processes: start the program, then tlsscope trace -p PID (or leave --backend out to trace the command in process)");
@@ -366,7 +354,90 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
         tracer: Box::new(tracer),
         targets: vec![format!("command {words} (pid {})", child.id())],
         child: Some(child),
+        notes: Vec::new(),
     })
+}
+
+/// Traces running processes: in process where asked (or, with auto, where that covers every
+/// function asked for and the processes let it in), else with the kernel's uprobes.
+fn attach(request: &Request<'_>) -> Result<Session> {
+    let pids: Vec<u32> = request
+        .targets
+        .iter()
+        .filter_map(|t| match t {
+            Target::Pid(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    let only_processes = !pids.is_empty() && pids.len() == request.targets.len();
+    let mut notes = Vec::new();
+    let try_user = match request.backend {
+        BackendChoice::Kernel => false,
+        BackendChoice::User => {
+            if !only_processes {
+                fail!("--backend user traces processes: give -p PID (--binary and --lib need --backend kernel), or start the program: tlsscope trace -- COMMAND");
+            }
+            true
+        }
+        BackendChoice::Auto => only_processes && covers_all(&request.selection),
+    };
+    if try_user {
+        let c = &request.config;
+        match probes::user::UserTracer::attach(&request.selection, c.buckets, c.per_pid, &pids) {
+            Ok(mut tracer) => {
+                tracer.calibrate(request.calibration_calls)?;
+                let targets = attached_words(&tracer);
+                return Ok(Session {
+                    tracer: Box::new(tracer),
+                    targets,
+                    child: None,
+                    notes,
+                });
+            }
+            Err(e @ probes::Error::Attach { .. }) if request.backend == BackendChoice::Auto => {
+                notes.push(format!("{e}; tracing with the kernel backend instead"));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let plan = probes::Plan::new(&request.targets, request.selection.clone())?;
+    let mut tracer = probes::Tracer::start(&request.config, &plan)?;
+    tracer.calibrate(request.calibration_calls)?;
+    Ok(Session {
+        tracer: Box::new(tracer),
+        targets: request
+            .targets
+            .iter()
+            .map(|t| target_words(std::slice::from_ref(t)))
+            .collect(),
+        child: None,
+        notes,
+    })
+}
+
+/// Whether the in-process backend wraps every function of `selection`.
+fn covers_all(selection: &probes::Selection) -> bool {
+    probes::user::plan(selection, std::path::Path::new("")).is_ok_and(|p| p.missing.is_empty())
+}
+
+/// "pid 12 (+ 2 children): 9 GOT entries redirected".
+fn attached_words(tracer: &probes::user::UserTracer) -> Vec<String> {
+    tracer
+        .attachments()
+        .iter()
+        .map(|a| {
+            format!(
+                "pid {} ({} GOT entries redirected{})",
+                a.pid,
+                a.swapped.len(),
+                if a.loaded_now {
+                    ""
+                } else {
+                    ", library already loaded"
+                }
+            )
+        })
+        .collect()
 }
 
 fn spawn(

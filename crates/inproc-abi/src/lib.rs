@@ -1,7 +1,8 @@
 //! The shared memory between tlsscope and its in-process probe library (`crates/inproc`): one
 //! definition, used by the library that writes it and the reader in `probes::user`.
 //!
-//! The region is a file in `/dev/shm`, mapped shared by tlsscope and by every process the
+//! The region is a memory file (a memfd, or a file under `/run/tlsscope` that is removed once
+//! the processes have mapped it), mapped shared by tlsscope and by every process the
 //! library is loaded in (a forked child keeps its parent's mapping). It holds a [`Header`] that
 //! tlsscope fills in before the traced program starts (which functions to time, the buckets),
 //! then [`Slot`]s, one per traced thread. A thread takes a slot with one atomic add on its
@@ -13,11 +14,33 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 
 /// "TLSSCOP" and the layout's version: a reader refuses a region with any other.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x01");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x02");
 
 /// The environment variable that names the region for a program started under the library
 /// (`fd:N`, a descriptor it inherits, or a path).
 pub const ENV_REGION: &core::ffi::CStr = c"TLSSCOPE_INPROC_REGION";
+
+/// The library's function that maps a region file into the process it runs in (exported:
+/// tlsscope calls it inside a running process it attaches to).
+pub const MAP_FUNCTION: &str = "tlsscope_inproc_map";
+
+/// The library's table of real functions (an exported array of [`REAL_SLOTS`] addresses): per
+/// [`FUNCTIONS`] index, then per [`HELPERS`] index. 0: look the function up with
+/// `dlsym(RTLD_NEXT)` on first use (a program started under `LD_PRELOAD`). tlsscope fills it in
+/// a process it attaches to, where the library is loaded on its own and the lookup would not
+/// find the TLS library.
+pub const REAL_TABLE: &str = "tlsscope_inproc_real";
+
+/// Functions the wrappers call to settle an outcome, after the wrapped ones in the table.
+pub const HELPERS: &[&str] = &["SSL_get_error", "PR_GetError"];
+pub const SSL_GET_ERROR: usize = MAX_FUNCTIONS;
+pub const PR_GET_ERROR: usize = MAX_FUNCTIONS + 1;
+pub const REAL_SLOTS: usize = MAX_FUNCTIONS + HELPERS.len();
+
+/// How long the wrappers keep timing after tlsscope last renewed [`Header::lease_until_ns`]:
+/// a program that outlives tlsscope (killed, even with SIGKILL) is left with wrappers that only
+/// call through.
+pub const LEASE_NS: u64 = 3_000_000_000;
 
 /// Functions the library wraps, at most.
 pub const MAX_FUNCTIONS: usize = 32;
@@ -31,7 +54,7 @@ pub const CLOSED: u8 = 4;
 /// Latency buckets: log2 microseconds (0: under 1 us; b: [2^(b-1), 2^b) us), or linear (up
 /// to `TS_MAX_LINEAR_BUCKETS` + 2, as the kernel's).
 pub const BUCKETS: usize = 256;
-/// Threads that can have a slot; a thread beyond is counted in `Header::threads_without_slot`.
+/// Threads that can have a slot; a thread beyond is counted in `Header::calls_without_slot`.
 pub const MAX_SLOTS: usize = 128;
 
 /// How a function's return value says how the call ended (`enum ts_semantics` in
@@ -127,6 +150,9 @@ pub struct Header {
     pub _pad2: u32,
     /// Timed calls of threads that found no slot free.
     pub calls_without_slot: AtomicU64,
+    /// `CLOCK_MONOTONIC` nanoseconds until which the wrappers time calls; tlsscope renews it
+    /// while it runs (see [`LEASE_NS`]).
+    pub lease_until_ns: AtomicU64,
 }
 
 /// One histogram cell.
@@ -191,6 +217,8 @@ mod tests {
         }
         assert_eq!(slot_offset(0) % PAGE, 0);
         assert_eq!(core::mem::size_of::<Slot>() % 8, 0);
+        assert_eq!(HELPERS[SSL_GET_ERROR - MAX_FUNCTIONS], "SSL_get_error");
+        assert_eq!(HELPERS[PR_GET_ERROR - MAX_FUNCTIONS], "PR_GetError");
     }
 
     #[test]

@@ -8,7 +8,8 @@ use inproc_abi::{Header, Slot, MAGIC, MAX_SLOTS, REGION_BYTES};
 /// The mapped region, or null.
 static REGION: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Bumped in a forked child: its threads take new slots, under their new PID.
+/// Bumped in a forked child (its threads take new slots, under their new PID) and when a new
+/// region is mapped (they take slots there).
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 
 thread_local! {
@@ -96,7 +97,10 @@ fn map_fd(fd: i32) -> bool {
         unsafe { libc::munmap(addr, REGION_BYTES) };
         return false;
     }
+    // A region mapped before (an earlier tlsscope run attached to this process) stays mapped:
+    // a thread may be counting in it right now. Every thread takes a slot in the new one.
     REGION.store(addr.cast(), Ordering::Release);
+    GENERATION.fetch_add(1, Ordering::Release);
     true
 }
 
@@ -111,7 +115,7 @@ pub fn header() -> Option<&'static Header> {
 /// This thread's slot, taken on its first call (and again in a forked child).
 #[inline(always)]
 pub fn slot(header: &'static Header) -> Option<&'static Slot> {
-    let generation = GENERATION.load(Ordering::Relaxed);
+    let generation = GENERATION.load(Ordering::Acquire);
     let (mut slot, taken_in) = SLOT.with(Cell::get);
     if slot.is_null() || taken_in != generation {
         slot = take(header);

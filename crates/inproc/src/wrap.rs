@@ -1,12 +1,20 @@
 //! The wrappers: one exported function per entry of `inproc_abi::FUNCTIONS`, each timing its
-//! call to the real function (found with `dlsym(RTLD_NEXT)`, once) and counting it.
+//! call to the real function (set by tlsscope in [`tlsscope_inproc_real`], or found with
+//! `dlsym(RTLD_NEXT)` once) and counting it.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use inproc_abi::{
     linear_bucket, log2_bucket, Header, Semantics, Slot, BUCKETS, CLOSED, FAILURE, FUNCTIONS,
-    MAX_FUNCTIONS, OUTCOMES, RETRY, SUCCESS, UNKNOWN,
+    MAX_FUNCTIONS, OUTCOMES, PR_GET_ERROR, REAL_SLOTS, RETRY, SSL_GET_ERROR, SUCCESS, UNKNOWN,
 };
+
+/// The real functions, per `inproc_abi::FUNCTIONS` index and then per helper (see
+/// `inproc_abi::REAL_TABLE`): 0 until looked up or set by tlsscope, 1 when not found.
+#[no_mangle]
+#[allow(non_upper_case_globals)]
+pub static tlsscope_inproc_real: [AtomicUsize; REAL_SLOTS] =
+    [const { AtomicUsize::new(0) }; REAL_SLOTS];
 
 use crate::region;
 
@@ -56,6 +64,11 @@ unsafe fn call(index: usize, name: &std::ffi::CStr, real: &AtomicUsize, args: [u
         _ => return unsafe { f(a, b, c, d, e, g) },
     };
     let start = now_ns();
+    if start >= header.lease_until_ns.load(Ordering::Relaxed) {
+        // tlsscope has stopped renewing its lease: gone without clearing `active`.
+        // SAFETY: as above.
+        return unsafe { f(a, b, c, d, e, g) };
+    }
     // SAFETY: as above.
     let ret = unsafe { f(a, b, c, d, e, g) };
     let latency_ns = now_ns().saturating_sub(start);
@@ -159,8 +172,7 @@ fn outcome(semantics: Semantics, first_arg: usize, ret: isize) -> u8 {
 
 /// `SSL_get_error(ssl, rc)`, classed as `settle` in `latency.bpf.c` classes it.
 fn ssl_error(ssl: usize, rc: i32) -> u8 {
-    static GET_ERROR: AtomicUsize = AtomicUsize::new(0);
-    let Some(f) = resolve(c"SSL_get_error", &GET_ERROR) else {
+    let Some(f) = resolve(c"SSL_get_error", &tlsscope_inproc_real[SSL_GET_ERROR]) else {
         return UNKNOWN;
     };
     type GetError = unsafe extern "C" fn(usize, i32) -> i32;
@@ -177,9 +189,8 @@ fn ssl_error(ssl: usize, rc: i32) -> u8 {
 
 /// `PR_GetError()`: would block is a retry, anything else a failure.
 fn nspr_error() -> u8 {
-    static GET_ERROR: AtomicUsize = AtomicUsize::new(0);
     const PR_WOULD_BLOCK_ERROR: i32 = -5998;
-    let Some(f) = resolve(c"PR_GetError", &GET_ERROR) else {
+    let Some(f) = resolve(c"PR_GetError", &tlsscope_inproc_real[PR_GET_ERROR]) else {
         return UNKNOWN;
     };
     type GetError = unsafe extern "C" fn() -> i32;
@@ -202,7 +213,6 @@ macro_rules! wrappers {
             pub unsafe extern "C" fn $name(
                 a: usize, b: usize, c: usize, d: usize, e: usize, f: usize,
             ) -> isize {
-                static REAL: AtomicUsize = AtomicUsize::new(0);
                 let name = const {
                     match std::ffi::CStr::from_bytes_with_nul(
                         concat!(stringify!($name), "\0").as_bytes(),
@@ -212,7 +222,7 @@ macro_rules! wrappers {
                     }
                 };
                 // SAFETY: our caller called the real function's name with its arguments.
-                unsafe { call($i, name, &REAL, [a, b, c, d, e, f]) }
+                unsafe { call($i, name, &tlsscope_inproc_real[$i], [a, b, c, d, e, f]) }
             }
         )+
 
@@ -298,6 +308,7 @@ pub extern "C" fn tlsscope_inproc_calibrate(
         return -1;
     };
     header.enabled[CALIBRATION].store(1, Ordering::Relaxed);
+    header.lease_until_ns.store(u64::MAX, Ordering::Relaxed);
     header.active.store(1, Ordering::Relaxed);
     let real = AtomicUsize::new(calibration_target as *const () as usize);
     let n = calls.max(1);
@@ -335,6 +346,12 @@ mod tests {
             assert_eq!(FUNCTIONS[i].name, name);
         }
         assert!(FUNCTIONS.len() <= CALIBRATION);
+    }
+
+    #[test]
+    fn exported_names_are_the_ones_tlsscope_looks_up() {
+        assert_eq!(stringify!(tlsscope_inproc_real), inproc_abi::REAL_TABLE);
+        assert_eq!(stringify!(tlsscope_inproc_map), inproc_abi::MAP_FUNCTION);
     }
 
     #[test]

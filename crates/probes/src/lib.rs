@@ -4,7 +4,10 @@
 //! `src/bpf/latency.bpf.c` and reads its in-kernel histograms, and the plaintext sniffer that
 //! loads `src/bpf/sniff.bpf.c`; both load through one loader.
 
+pub mod attach;
 pub mod catalog;
+mod got;
+mod inject;
 pub mod latency;
 mod loader;
 pub mod log;
@@ -135,6 +138,8 @@ pub enum Error {
     NotRoot,
     #[error("this kernel has no uprobes (/sys/bus/event_source/devices/uprobe is missing): use a kernel built with CONFIG_UPROBE_EVENTS")]
     NoUprobes,
+    #[error("cannot attach the in-process backend to process {pid}: {reason}")]
+    Attach { pid: u32, reason: String },
     #[error("BPF: {what}: {detail}")]
     Bpf { what: String, detail: String },
 }

@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering;
 
 use inproc_abi::{Header, Slot, BUCKETS, FUNCTIONS, MAGIC, MAX_SLOTS, OUTCOMES, REGION_BYTES};
 
+use crate::attach;
 use crate::catalog::{self, Selection};
 use crate::latency::{Attached, Buckets, Calibration, Cell, Outcome, Snapshot};
 use crate::maps::LibraryKind;
@@ -35,7 +36,7 @@ fn env_region() -> &'static std::ffi::OsStr {
 /// workers may run as another user).
 pub fn library_file() -> Result<PathBuf, Error> {
     let dir = library_dir();
-    let path = dir.join(format!("libtlsscope_inproc-{:016x}.so", fnv1a(LIBRARY)));
+    let path = dir.join(format!("{LIBRARY_FILE_PREFIX}{:016x}.so", fnv1a(LIBRARY)));
     if std::fs::read(&path).is_ok_and(|b| b == LIBRARY) {
         return Ok(path);
     }
@@ -59,6 +60,9 @@ pub fn library_file() -> Result<PathBuf, Error> {
     Ok(path)
 }
 
+/// How the library's file name starts (the rest is its content's hash).
+pub const LIBRARY_FILE_PREFIX: &str = "libtlsscope_inproc-";
+
 fn library_dir() -> PathBuf {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
@@ -78,19 +82,22 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     })
 }
 
-/// The shared region: an anonymous memory file (memfd), mapped here and by the programs it is
-/// handed to. Nothing is left behind on any exit, tlsscope's SIGKILL included: the memory goes
-/// when the last process holding it ends.
+/// The shared region: a memory file, mapped here and by the programs it is handed to. For a
+/// program tlsscope starts, an anonymous one (memfd) it inherits; for a running process, a file
+/// under the library's directory that the process opens itself, removed as soon as every
+/// process has mapped it. The memory goes when the last process holding it ends.
 pub struct Region {
     fd: std::os::fd::OwnedFd,
     base: *mut u8,
+    /// The named file, until removed.
+    path: Option<PathBuf>,
 }
 
 // SAFETY: the mapping is shared memory read and written only through atomics.
 unsafe impl Send for Region {}
 
 impl Region {
-    /// Creates a region with the functions `enabled` timed.
+    /// Creates an anonymous region with the functions `enabled` timed.
     pub fn create(enabled: &[usize], buckets: Buckets) -> Result<Region, Error> {
         let io = |source| Error::Read {
             path: "memfd:tlsscope-region".into(),
@@ -103,7 +110,46 @@ impl Region {
         }
         // SAFETY: raw is a new descriptor that nothing else owns.
         let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-        let file = std::fs::File::from(fd);
+        Region::configure(std::fs::File::from(fd), None, enabled, buckets)
+    }
+
+    /// Creates a region in a file of its own (mode 0600) that running processes can open, in
+    /// the library's directory; files that dead tlsscope runs left there are removed first.
+    pub fn create_file(enabled: &[usize], buckets: Buckets) -> Result<Region, Error> {
+        let dir = library_dir();
+        remove_stale_regions(&dir);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let path = dir.join(format!("region-{}-{nanos:09}", std::process::id()));
+        let file = std::fs::create_dir_all(&dir)
+            .and_then(|()| {
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&path)
+            })
+            .map_err(|source| Error::Read {
+                path: path.clone(),
+                source,
+            })?;
+        Region::configure(file, Some(path), enabled, buckets)
+    }
+
+    fn configure(
+        file: std::fs::File,
+        path: Option<PathBuf>,
+        enabled: &[usize],
+        buckets: Buckets,
+    ) -> Result<Region, Error> {
+        let io = |source| Error::Read {
+            path: path
+                .clone()
+                .unwrap_or_else(|| "memfd:tlsscope-region".into()),
+            source,
+        };
         file.set_len(REGION_BYTES as u64).map_err(io)?;
         // SAFETY: a shared mapping of the whole file, just sized; checked against MAP_FAILED.
         let base = unsafe {
@@ -122,6 +168,7 @@ impl Region {
         let region = Region {
             fd: file.into(),
             base: base.cast(),
+            path,
         };
         let h = region.header();
         for &i in enabled {
@@ -139,9 +186,33 @@ impl Region {
             h.lin_buckets
                 .store(buckets.linear_count(), Ordering::Relaxed);
         }
+        h.lease_until_ns
+            .store(monotonic_ns() + inproc_abi::LEASE_NS, Ordering::Relaxed);
         h.active.store(1, Ordering::Relaxed);
         h.magic.store(MAGIC, Ordering::Release);
         Ok(region)
+    }
+
+    /// The region's file, while it has a name.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Gives the file to a process's user, so that it can open it (root only; else a no-op).
+    pub fn give_to(&self, pid: u32) {
+        use std::os::unix::fs::MetadataExt;
+        if let Ok(meta) = std::fs::metadata(format!("/proc/{pid}")) {
+            // SAFETY: fchown on our own descriptor; a failure only means the process cannot
+            // open the file, which it then reports.
+            unsafe { libc::fchown(self.raw_fd(), meta.uid(), meta.gid()) };
+        }
+    }
+
+    /// Removes the file's name: the processes that mapped it keep the memory.
+    pub fn unlink(&mut self) {
+        if let Some(path) = self.path.take() {
+            let _ = std::fs::remove_file(path);
+        }
     }
 
     /// The region's descriptor, which a started program inherits (see [`UserTracer::spawn`]).
@@ -168,8 +239,83 @@ impl Region {
 impl Drop for Region {
     fn drop(&mut self) {
         self.deactivate();
+        self.unlink();
         // SAFETY: unmapping our own mapping of REGION_BYTES.
         unsafe { libc::munmap(self.base.cast(), REGION_BYTES) };
+    }
+}
+
+/// Monotonic nanoseconds, the clock of the region's lease.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Removes region files of tlsscope runs that are gone ("region-PID-N", PID not running).
+fn remove_stale_regions(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("region-"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+/// Renews the region's lease while tlsscope runs, from a thread of its own.
+struct Lease {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Lease {
+    /// How often the lease is renewed: well within `inproc_abi::LEASE_NS`.
+    const EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+    fn keep(region: &Region) -> Lease {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let header = region.base as usize;
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: the region stays mapped until this thread is joined (UserTracer drops
+            // its Lease before its Region).
+            let header = unsafe { &*(header as *const Header) };
+            while !flag.load(Ordering::Relaxed) {
+                header
+                    .lease_until_ns
+                    .store(monotonic_ns() + inproc_abi::LEASE_NS, Ordering::Relaxed);
+                std::thread::park_timeout(Lease::EVERY);
+            }
+        });
+        Lease {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
     }
 }
 
@@ -240,6 +386,11 @@ fn family_file(kind: LibraryKind) -> &'static str {
 
 /// A running in-process trace: the region the program's library writes, read here.
 pub struct UserTracer {
+    /// Dropped first: it must stop before the region is unmapped.
+    _lease: Lease,
+    /// Running processes the library was put into (empty for a started program); their
+    /// entries are put back when the trace ends.
+    attachments: Vec<attach::Attachment>,
     region: Region,
     library: PathBuf,
     attached: Vec<Attached>,
@@ -259,21 +410,29 @@ impl UserTracer {
         threads: Threads,
     ) -> Result<UserTracer, Error> {
         let library = library_file()?;
-        let UserPlan {
-            attached,
-            indexes,
-            missing: not_attached,
-        } = plan(selection, &library)?;
-        let region = Region::create(&indexes, buckets)?;
-        Ok(UserTracer {
+        let plan = plan(selection, &library)?;
+        let region = Region::create(&plan.indexes, buckets)?;
+        Ok(UserTracer::with(region, library, plan, per_pid, threads))
+    }
+
+    fn with(
+        region: Region,
+        library: PathBuf,
+        plan: UserPlan,
+        per_pid: bool,
+        threads: Threads,
+    ) -> UserTracer {
+        UserTracer {
+            _lease: Lease::keep(&region),
+            attachments: Vec::new(),
             region,
             library,
-            attached,
-            not_attached,
+            attached: plan.attached,
+            not_attached: plan.missing,
             per_pid,
             threads,
             calibration: None,
-        })
+        }
     }
 
     /// Makes `command` run under the library: `LD_PRELOAD` (the library first, then any the
@@ -298,6 +457,75 @@ impl UserTracer {
                 }
             });
         }
+    }
+
+    /// Traces `selection` in running processes `pids` and their descendants (a server's
+    /// workers): checks them all, then puts the library into each and redirects its calls (see
+    /// `attach`). Any refusal undoes what was done and names the process and why.
+    pub fn attach(
+        selection: &Selection,
+        buckets: Buckets,
+        per_pid: bool,
+        pids: &[u32],
+    ) -> Result<UserTracer, Error> {
+        let library = attach::library_path(&library_file()?);
+        let symbols = attach::LibrarySymbols::read(LIBRARY).map_err(|reason| Error::Attach {
+            pid: pids.first().copied().unwrap_or(0),
+            reason,
+        })?;
+        let plan = plan(selection, &library)?;
+        let indexes = plan.indexes.clone();
+        let processes = attach::with_descendants(pids);
+        for &pid in &processes {
+            attach::check(pid).map_err(refused)?;
+        }
+        let region = Region::create_file(&indexes, buckets)?;
+        let region_path = region.path().map(Path::to_path_buf).unwrap_or_default();
+        // Every process the library is in is reported: respawned workers have new PIDs.
+        let mut tracer = UserTracer::with(region, library, plan, per_pid, Threads::default());
+        for pid in processes {
+            tracer.region.give_to(pid);
+            let request = attach::Request {
+                library: &tracer.library,
+                symbols: &symbols,
+                region: &region_path,
+                wanted: &indexes,
+            };
+            // On an error, dropping the tracer puts back what was swapped so far.
+            let attachment = attach::attach(pid, &request).map_err(refused)?;
+            tracer.attachments.push(attachment);
+        }
+        tracer.region.unlink();
+        Ok(tracer)
+    }
+
+    /// The running processes the library was put into, and what was swapped in each.
+    pub fn attachments(&self) -> &[attach::Attachment] {
+        &self.attachments
+    }
+
+    /// Puts back every swapped GOT entry, in the attached processes and the children they
+    /// forked since. Returns how many entries, and the processes where that failed, with why.
+    pub fn detach(&mut self) -> (usize, Vec<(u32, String)>) {
+        self.region.deactivate();
+        let (mut restored, mut failed) = (0, Vec::new());
+        let roots: Vec<u32> = self.attachments.iter().map(|a| a.pid).collect();
+        let forked = attach::forked_since(&roots, &roots, &self.library);
+        for a in std::mem::take(&mut self.attachments) {
+            let children = forked
+                .iter()
+                .filter(|&&c| attach::with_descendants(&[a.pid]).contains(&c));
+            for pid in std::iter::once(a.pid).chain(children.copied()) {
+                if !Path::new(&format!("/proc/{pid}")).exists() {
+                    continue;
+                }
+                match attach::restore(pid, &a.swapped) {
+                    Ok(n) => restored += n,
+                    Err(e) => failed.push((pid, e)),
+                }
+            }
+        }
+        (restored, failed)
     }
 
     pub fn attached(&self) -> &[Attached] {
@@ -392,6 +620,21 @@ impl UserTracer {
     /// Whether a process's counts are reported (-p narrows a started program's processes).
     fn wants(&self, pid: u32) -> bool {
         self.threads.pids.is_empty() || self.threads.pids.contains(&pid)
+    }
+}
+
+impl Drop for UserTracer {
+    fn drop(&mut self) {
+        if !self.attachments.is_empty() {
+            self.detach();
+        }
+    }
+}
+
+fn refused(r: attach::Refused) -> Error {
+    Error::Attach {
+        pid: r.pid,
+        reason: r.reason,
     }
 }
 
