@@ -86,8 +86,8 @@ impl NginxDir {
     }
 
     /// nginx itself (not under tlsscope), returned once it accepts connections and has its
-    /// worker.
-    fn start(&self) -> Child {
+    /// worker; ended (by its PID) when dropped, whatever the test's outcome.
+    fn start(&self) -> Running {
         let mut child = Command::new("/usr/sbin/nginx")
             .arg("-p")
             .arg(self.dir.path())
@@ -107,7 +107,7 @@ impl NginxDir {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        child
+        Running(child)
     }
 
     /// `tlsscope trace ARGS -p MASTER --backend user`, returned once it has attached.
@@ -127,6 +127,22 @@ impl NginxDir {
 
     fn access_log_lines(&self) -> usize {
         read(&self.path("access.log")).lines().count()
+    }
+}
+
+/// An nginx master this test started, SIGTERMed and reaped when dropped.
+struct Running(Child);
+
+impl Running {
+    fn id(&self) -> u32 {
+        self.0.id()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        support::terminate(&mut self.0);
+        let _ = self.0.wait();
     }
 }
 
@@ -292,7 +308,7 @@ fn issue_13_nginx_keeps_serving_when_tlsscope_is_killed() {
 #[test]
 fn issue_13_attached_to_running_nginx_counts_exactly_and_puts_its_got_back() {
     let nginx = NginxDir::new();
-    let mut server = nginx.start();
+    let server = nginx.start();
     let master = server.id();
     let worker = workers(master)[0];
     let (master_before, worker_before) = (got(master), got(worker));
@@ -348,13 +364,12 @@ fn issue_13_attached_to_running_nginx_counts_exactly_and_puts_its_got_back() {
     assert_eq!(got(worker), worker_before);
     let out = bench(nginx.addr, &["--mode", "keepalive", "-n", "50", "-c", "1"]);
     assert!(out.contains("status 200: 50"), "{out}");
-    support::terminate(&mut server);
 }
 
 #[test]
 fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_restores_it() {
     let nginx = NginxDir::new();
-    let mut server = nginx.start();
+    let server = nginx.start();
     let master = server.id();
     let worker = workers(master)[0];
     let before = got(worker);
@@ -391,7 +406,87 @@ fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_r
     assert_eq!(calls(&doc, "SSL_do_handshake", "success"), 11);
     // And its end puts back what the killed run swapped.
     assert_eq!(got(worker), before);
-    support::terminate(&mut server);
+}
+
+/// The JSON lines of a sniff capture.
+fn sniffed(path: &Path) -> Vec<Value> {
+    read(path)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The captured call of `direction` whose payload contains `token`.
+fn call_with<'a>(calls: &'a [Value], direction: &str, token: &str) -> &'a Value {
+    calls
+        .iter()
+        .find(|c| {
+            c["direction"] == direction
+                && String::from_utf8_lossy(&crate::sniff::data(c)).contains(token)
+        })
+        .unwrap_or_else(|| panic!("no {direction} with {token}: {calls:#?}"))
+}
+
+#[test]
+fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addresses() {
+    use std::os::unix::fs::PermissionsExt;
+    let nginx = NginxDir::new();
+    let server = nginx.start();
+    let master = server.id();
+    let worker = workers(master)[0];
+    let before = got(worker);
+    // Server side: attached to the running nginx.
+    let server_file = nginx.path("server.jsonl");
+    let mut cmd = Command::new(support::bin());
+    cmd.args([
+        "sniff",
+        "--backend",
+        "user",
+        "-p",
+        &master.to_string(),
+        "--json",
+        "-o",
+    ])
+    .arg(&server_file);
+    let mut server_sniff =
+        support::start_until(&mut cmd, "wrapped in process", Duration::from_secs(60));
+    // Client side: curl started under the library.
+    let client_file = nginx.path("client.jsonl");
+    let token = format!("token-{}", std::process::id());
+    let url = format!("https://{}/?{token}", nginx.addr);
+    let out = Command::new(support::bin())
+        .args(["sniff", "--json", "-o"])
+        .arg(&client_file)
+        .args(["--", "curl", "-sk", "-o", "/dev/null", &url])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&server_sniff.child, libc::SIGINT);
+    let status = server_sniff.child.wait().unwrap();
+    let lines: Vec<String> = server_sniff.lines.try_iter().collect();
+    assert_eq!(status.code(), Some(crate::EXIT_INTERRUPTED), "{lines:?}");
+    let (server_calls, client_calls) = (sniffed(&server_file), sniffed(&client_file));
+    for path in [&server_file, &client_file] {
+        let mode = std::fs::metadata(path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{}", path.display());
+    }
+    // The request, as curl wrote it and as nginx's worker read it, with the worker's socket.
+    // (curl reads and writes through a BIO of its own, which has no fd to ask: its side shows
+    // no socket in process.)
+    call_with(&client_calls, "write", &token);
+    let received = call_with(&server_calls, "read", &token);
+    assert_eq!(received["pid"].as_u64(), Some(u64::from(worker)));
+    assert_eq!(received["local"], nginx.addr.to_string());
+    assert!(
+        received["peer"].as_str().unwrap().starts_with("127.0.0.1:"),
+        "{received:#}"
+    );
+    // And the response, both ways, on the same connection.
+    let answered = call_with(&server_calls, "write", "inproc test page");
+    call_with(&client_calls, "read", "inproc test page");
+    assert_eq!(answered["peer"], received["peer"]);
+    assert_eq!(got(worker), before);
 }
 
 /// A program that links OpenSSL into its executable (a dynamic program with static TLS, as

@@ -356,6 +356,15 @@ pub struct SniffArgs {
     /// Stop after this long (default: Ctrl-C, SIGTERM, or every sniffed process gone).
     #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
     pub duration: Option<std::time::Duration>,
+    /// Who copies the calls: kernel (eBPF uprobes), user (tlsscope's library inside the
+    /// program: a program it starts after --, or running processes with -p, attached with
+    /// ptrace), or auto (user for a command, kernel otherwise).
+    #[arg(long, default_value = "auto", value_name = "BACKEND")]
+    pub backend: experiments::trace::BackendChoice,
+    /// A program to start and sniff, with its arguments (after --); the capture ends when it
+    /// exits, and ending the capture ends it (SIGTERM).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 /// "4M", "256K", "65536": a power of two of at least 4096 bytes.
@@ -452,8 +461,10 @@ pub struct TraceArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
     /// Who counts the calls: kernel (eBPF uprobes, any running process, internal functions
-    /// too), user (tlsscope's library inside a program it starts: tens of nanoseconds per
-    /// call), or auto (user for a command, kernel otherwise).
+    /// too), user (tlsscope's library inside the program, tens of nanoseconds per call: a
+    /// program it starts after --, or running processes with -p and their workers, attached
+    /// with ptrace), or auto (user for a command, and for -p when it covers every function
+    /// asked for and the processes let it in; kernel otherwise).
     #[arg(long, default_value = "auto", value_name = "BACKEND")]
     pub backend: experiments::trace::BackendChoice,
     /// A program to start and trace, with its arguments (after --); the trace ends when it

@@ -10,13 +10,16 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use experiments::sniff::{Format, View, Writer};
-use probes::sniff::{SniffConfig, Sniffer};
-use probes::{Edge, Plan, Selection};
+use probes::sniff::SniffConfig;
+use probes::{Edge, Selection};
 use report::pcap::PcapWriter;
 
 use crate::args::SniffArgs;
 use crate::signals::StopFlags;
 use crate::trace_cmd::{targets_of, threads_of};
+
+/// How long a command tlsscope started has to exit after SIGTERM when the capture ends.
+const CHILD_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Exit status when events were lost (ring buffer full): the capture is not complete.
 const EXIT_LOST: u8 = 3;
@@ -37,23 +40,31 @@ pub fn create_private(path: &Path) -> anyhow::Result<File> {
 }
 
 pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
-    probes::latency::check_can_trace()?;
-    let targets = targets_of(&a.target, "sniff")?;
-    anyhow::ensure!(a.max_bytes > 0, "--max-bytes must be at least 1");
-    let selection = Selection::Plaintext {
-        handshake: a.handshake,
+    let targets = if a.command.is_empty() {
+        probes::latency::check_can_trace()?;
+        targets_of(&a.target, "sniff")?
+    } else {
+        Vec::new()
     };
-    let plan = Plan::new(&targets, selection)?;
+    anyhow::ensure!(a.max_bytes > 0, "--max-bytes must be at least 1");
     // Counts only: the probes need not copy any payload (unless the pcap wants it).
     let max_bytes = if a.quiet && a.pcap.is_none() {
         0
     } else {
         a.max_bytes
     };
-    let config = SniffConfig {
-        threads: threads_of(&a.target),
-        max_bytes,
-        ring_bytes: a.ring_size,
+    let request = experiments::sniff::Request {
+        targets,
+        command: &a.command,
+        backend: a.backend,
+        selection: Selection::Plaintext {
+            handshake: a.handshake,
+        },
+        config: SniffConfig {
+            threads: threads_of(&a.target),
+            max_bytes,
+            ring_bytes: a.ring_size,
+        },
     };
     let signals = StopFlags::install()?;
     let stop = signals.stop.clone();
@@ -68,16 +79,29 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         ),
         None => None,
     };
-    let sniffer = Sniffer::start(&config, &plan)?;
+    let mut session = experiments::sniff::start(&request)?;
+    for note in &session.notes {
+        eprintln!("tlsscope sniff: {note}");
+    }
+    let sniffer = &*session.capture;
+    let backend = sniffer.backend();
     eprintln!(
-        "tlsscope sniff: {} functions attached ({}); Ctrl-C to stop",
-        sniffer.attached().len(),
-        sniffer
-            .attached()
-            .iter()
-            .map(|p| p.function.name)
-            .collect::<Vec<_>>()
-            .join(", ")
+        "tlsscope sniff: {} functions {} ({}){}; Ctrl-C to stop",
+        sniffer.functions().len(),
+        match backend {
+            probes::Backend::Kernel => "attached",
+            probes::Backend::User => "wrapped in process",
+        },
+        sniffer.functions().join(", "),
+        if session.targets.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " in {}, {} backend",
+                session.targets.join(", "),
+                backend.name()
+            )
+        }
     );
     for m in sniffer.not_attached() {
         eprintln!(
@@ -89,18 +113,28 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(note) = sniffer
         .syscall_hooks()
-        .note(Edge::Enter, probes::sniff::SYSCALL_ENTERS_EFFECT)
+        .and_then(|h| h.note(Edge::Enter, probes::sniff::SYSCALL_ENTERS_EFFECT))
     {
         eprintln!("tlsscope sniff: {note}");
     }
 
     let mut writer = Writer::new(view(a), &mut *out, pcap.as_mut());
+    let child: Vec<u32> = session
+        .child
+        .as_ref()
+        .map(std::process::Child::id)
+        .into_iter()
+        .collect();
     let until = experiments::trace::Until {
         duration: a.duration,
-        pids: &a.target.pids,
+        pids: if child.is_empty() {
+            &a.target.pids
+        } else {
+            &child
+        },
         stop: &stop,
     };
-    let end = experiments::sniff::capture(&sniffer, &mut writer, &until);
+    let end = experiments::sniff::capture(sniffer, &mut writer, &until);
     let (window, mut ended_by) = (end.window, end.ended_by);
     let mut failure: Option<anyhow::Error> = end.poll_error.map(Into::into);
     if let Some(e) = &end.write_error {
@@ -110,7 +144,12 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let counters = sniffer.counters();
-    drop(sniffer);
+    if let Some(child) = session.child.as_mut() {
+        if let Some(how) = experiments::trace::end_program(child, CHILD_GRACE) {
+            ended_by.get_or_insert(how);
+        }
+    }
+    drop(session);
     let mut flushed = writer.flush();
     let tally = writer.tally().clone();
     drop(writer);

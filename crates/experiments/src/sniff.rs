@@ -6,11 +6,108 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::SocketAddr;
 
-use probes::sniff::{Assembler, Call, Direction, SniffCounters, Sniffer};
+use probes::sniff::{Assembler, Call, Capture, Direction, SniffConfig, SniffCounters, Sniffer};
+use probes::Target;
+
+use crate::error::Result;
+use crate::fail;
+use crate::trace::{covers_all, BackendChoice};
 use report::pcap::PcapWriter;
 use report::sniff::{
     redact_headers, write_hex, write_json, write_lost_line, write_text, Losses, Record, Tally,
 };
+
+/// What to sniff and how, as typed values.
+pub struct Request<'a> {
+    /// -p, --binary, --lib (empty with a command).
+    pub targets: Vec<Target>,
+    /// A program to start and sniff (`sniff -- COMMAND ARGS...`).
+    pub command: &'a [std::ffi::OsString],
+    pub backend: BackendChoice,
+    pub selection: probes::Selection,
+    pub config: SniffConfig,
+}
+
+/// A running capture, and the program tlsscope started, if it did.
+pub struct Session {
+    pub capture: Box<dyn Capture>,
+    pub child: Option<std::process::Child>,
+    /// The targets, in words (for the in-process backend).
+    pub targets: Vec<String>,
+    /// How the capture was set up, where the user should know (a fallback, and why).
+    pub notes: Vec<String>,
+}
+
+/// Starts sniffing: the kernel's uprobes on the targets, or tlsscope's library in a program it
+/// starts or in running processes (`--backend user`; auto where it covers every function).
+pub fn start(request: &Request<'_>) -> Result<Session> {
+    let c = &request.config;
+    let user = |tracer: probes::user::UserTracer| -> Box<dyn Capture> {
+        tracer.enable_sniff(c.max_bytes);
+        Box::new(tracer)
+    };
+    if !request.command.is_empty() {
+        if request.backend == BackendChoice::Kernel {
+            fail!("--backend kernel sniffs running processes: start the program, then tlsscope sniff -p PID (or leave --backend out to sniff the command in process)");
+        }
+        if !request.targets.is_empty() {
+            fail!("a command is its own target: leave out -p, --binary and --lib, or the command");
+        }
+        let tracer = probes::user::UserTracer::new(
+            &request.selection,
+            probes::Buckets::Log2,
+            false,
+            c.threads.clone(),
+        )?;
+        let child = crate::trace::spawn(request.command, &tracer)?;
+        let targets = vec![format!("pid {}", child.id())];
+        return Ok(Session {
+            capture: user(tracer),
+            child: Some(child),
+            targets,
+            notes: Vec::new(),
+        });
+    }
+    let pids = crate::trace::processes_only(&request.targets);
+    let try_user = match request.backend {
+        BackendChoice::Kernel => false,
+        BackendChoice::User if pids.is_empty() => {
+            fail!("--backend user sniffs processes: give -p PID (--binary and --lib need --backend kernel), or start the program: tlsscope sniff -- COMMAND")
+        }
+        BackendChoice::User => true,
+        BackendChoice::Auto => !pids.is_empty() && covers_all(&request.selection),
+    };
+    let mut notes = Vec::new();
+    if try_user {
+        match probes::user::UserTracer::attach(
+            &request.selection,
+            probes::Buckets::Log2,
+            false,
+            &pids,
+        ) {
+            Ok(tracer) => {
+                let targets = crate::trace::attached_words(&tracer);
+                return Ok(Session {
+                    capture: user(tracer),
+                    child: None,
+                    targets,
+                    notes,
+                });
+            }
+            Err(e @ probes::Error::Attach { .. }) if request.backend == BackendChoice::Auto => {
+                notes.push(format!("{e}; sniffing with the kernel backend instead"));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let plan = probes::Plan::new(&request.targets, request.selection.clone())?;
+    Ok(Session {
+        capture: Box::new(Sniffer::start(c, &plan)?),
+        child: None,
+        targets: Vec::new(),
+        notes,
+    })
+}
 
 /// How calls are shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -239,7 +336,7 @@ pub struct CaptureEnd {
 /// batch is flushed as it is written, and losses are written where they happen. What is still
 /// in the ring buffer at the end is written too, unless the output is gone.
 pub fn capture<W: Write>(
-    sniffer: &Sniffer,
+    sniffer: &dyn Capture,
     writer: &mut Writer<'_, W>,
     until: &crate::trace::Until<'_>,
 ) -> CaptureEnd {

@@ -361,25 +361,15 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
 /// Traces running processes: in process where asked (or, with auto, where that covers every
 /// function asked for and the processes let it in), else with the kernel's uprobes.
 fn attach(request: &Request<'_>) -> Result<Session> {
-    let pids: Vec<u32> = request
-        .targets
-        .iter()
-        .filter_map(|t| match t {
-            Target::Pid(p) => Some(*p),
-            _ => None,
-        })
-        .collect();
-    let only_processes = !pids.is_empty() && pids.len() == request.targets.len();
+    let pids = processes_only(&request.targets);
     let mut notes = Vec::new();
     let try_user = match request.backend {
         BackendChoice::Kernel => false,
-        BackendChoice::User => {
-            if !only_processes {
-                fail!("--backend user traces processes: give -p PID (--binary and --lib need --backend kernel), or start the program: tlsscope trace -- COMMAND");
-            }
-            true
+        BackendChoice::User if pids.is_empty() => {
+            fail!("--backend user traces processes: give -p PID (--binary and --lib need --backend kernel), or start the program: tlsscope trace -- COMMAND");
         }
-        BackendChoice::Auto => only_processes && covers_all(&request.selection),
+        BackendChoice::User => true,
+        BackendChoice::Auto => !pids.is_empty() && covers_all(&request.selection),
     };
     if try_user {
         let c = &request.config;
@@ -415,13 +405,30 @@ fn attach(request: &Request<'_>) -> Result<Session> {
     })
 }
 
+/// The PIDs of `targets` when they are all processes (the in-process backend attaches to
+/// processes, not files), else none.
+pub fn processes_only(targets: &[Target]) -> Vec<u32> {
+    let pids: Vec<u32> = targets
+        .iter()
+        .filter_map(|t| match t {
+            Target::Pid(p) => Some(*p),
+            _ => None,
+        })
+        .collect();
+    if pids.len() == targets.len() {
+        pids
+    } else {
+        Vec::new()
+    }
+}
+
 /// Whether the in-process backend wraps every function of `selection`.
-fn covers_all(selection: &probes::Selection) -> bool {
+pub fn covers_all(selection: &probes::Selection) -> bool {
     probes::user::plan(selection, std::path::Path::new("")).is_ok_and(|p| p.missing.is_empty())
 }
 
 /// "pid 12 (+ 2 children): 9 GOT entries redirected".
-fn attached_words(tracer: &probes::user::UserTracer) -> Vec<String> {
+pub fn attached_words(tracer: &probes::user::UserTracer) -> Vec<String> {
     tracer
         .attachments()
         .iter()
@@ -440,7 +447,8 @@ fn attached_words(tracer: &probes::user::UserTracer) -> Vec<String> {
         .collect()
 }
 
-fn spawn(
+/// Starts `command` under the in-process library of `tracer`.
+pub fn spawn(
     command: &[std::ffi::OsString],
     tracer: &probes::user::UserTracer,
 ) -> Result<std::process::Child> {
@@ -462,27 +470,32 @@ impl Session {
     /// Ends the program tlsscope started, if it still runs: SIGTERM, then SIGKILL after
     /// `grace`. Returns how it ended, in words.
     pub fn end_child(&mut self, grace: Duration) -> Option<String> {
-        let child = self.child.as_mut()?;
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(format!("the command exited ({status})"));
-        }
-        let pid = i32::try_from(child.id()).ok()?;
-        // SAFETY: kill signals the child we started and have not reaped.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let deadline = Instant::now() + grace;
-        while Instant::now() < deadline {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Some(format!(
-                    "tlsscope ended the command with SIGTERM ({status})"
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let status = child.wait().ok()?;
-        Some(format!(
-            "the command outlived SIGTERM by {} s and was killed ({status})",
-            grace.as_secs()
-        ))
+        end_program(self.child.as_mut()?, grace)
     }
+}
+
+/// Ends a program tlsscope started, if it still runs: SIGTERM, then SIGKILL after `grace`.
+/// Returns how it ended, in words.
+pub fn end_program(child: &mut std::process::Child, grace: Duration) -> Option<String> {
+    if let Ok(Some(status)) = child.try_wait() {
+        return Some(format!("the command exited ({status})"));
+    }
+    let pid = i32::try_from(child.id()).ok()?;
+    // SAFETY: kill signals the child we started and have not reaped.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(format!(
+                "tlsscope ended the command with SIGTERM ({status})"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = child.kill();
+    let status = child.wait().ok()?;
+    Some(format!(
+        "the command outlived SIGTERM by {} s and was killed ({status})",
+        grace.as_secs()
+    ))
 }

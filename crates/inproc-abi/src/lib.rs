@@ -14,7 +14,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 
 /// "TLSSCOP" and the layout's version: a reader refuses a region with any other.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x02");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x03");
 
 /// The environment variable that names the region for a program started under the library
 /// (`fd:N`, a descriptor it inherits, or a path).
@@ -32,9 +32,16 @@ pub const MAP_FUNCTION: &str = "tlsscope_inproc_map";
 pub const REAL_TABLE: &str = "tlsscope_inproc_real";
 
 /// Functions the wrappers call to settle an outcome, after the wrapped ones in the table.
-pub const HELPERS: &[&str] = &["SSL_get_error", "PR_GetError"];
+pub const HELPERS: &[&str] = &[
+    "SSL_get_error",
+    "PR_GetError",
+    "SSL_get_fd",
+    "gnutls_transport_get_int",
+];
 pub const SSL_GET_ERROR: usize = MAX_FUNCTIONS;
 pub const PR_GET_ERROR: usize = MAX_FUNCTIONS + 1;
+pub const SSL_GET_FD: usize = MAX_FUNCTIONS + 2;
+pub const GNUTLS_GET_FD: usize = MAX_FUNCTIONS + 3;
 pub const REAL_SLOTS: usize = MAX_FUNCTIONS + HELPERS.len();
 
 /// How long the wrappers keep timing after tlsscope last renewed [`Header::lease_until_ns`]:
@@ -153,6 +160,87 @@ pub struct Header {
     /// `CLOCK_MONOTONIC` nanoseconds until which the wrappers time calls; tlsscope renews it
     /// while it runs (see [`LEASE_NS`]).
     pub lease_until_ns: AtomicU64,
+    /// Nonzero: each sniffed call also goes to its thread's [`Ring`] as a [`Record`].
+    pub sniff: AtomicU8,
+    pub _pad3: [u8; 3],
+    /// Payload bytes copied per call at most.
+    pub max_bytes: AtomicU32,
+    /// Per function: 0 not sniffed, else [`SNIFF_READ`], [`SNIFF_WRITE`] or
+    /// [`SNIFF_HANDSHAKE`] (the catalog's direction, as tlsscope wrote it).
+    pub sniff_kind: [AtomicU8; MAX_FUNCTIONS],
+    /// Per function: where the byte count is ([`COUNT_RETURN`] or [`COUNT_ARG4_POINTER`]).
+    pub sniff_count: [AtomicU8; MAX_FUNCTIONS],
+}
+
+pub const SNIFF_READ: u8 = 1;
+pub const SNIFF_WRITE: u8 = 2;
+pub const SNIFF_HANDSHAKE: u8 = 3;
+pub const COUNT_RETURN: u8 = 0;
+/// Through the `size_t *` fourth argument (`SSL_read_ex`, `SSL_write_ex`).
+pub const COUNT_ARG4_POINTER: u8 = 1;
+
+/// One thread's ring of sniffed calls: the thread writes records and moves `head`; tlsscope
+/// reads them and moves `tail` (each a running byte count). A record that does not fit is
+/// counted in `lost`, never waited for.
+#[repr(C)]
+pub struct Ring {
+    pub head: AtomicU64,
+    pub _pad: [u64; 7],
+    pub tail: AtomicU64,
+    pub _pad2: [u64; 7],
+    /// Sniffed calls, and those lost because the ring was full.
+    pub calls: AtomicU64,
+    pub lost: AtomicU64,
+}
+
+/// A sniffed call in a ring, followed by `len` payload bytes; `size` (the whole record, a
+/// multiple of 8) with [`PADDING`] set marks the unused end of the ring instead.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Record {
+    pub size: u32,
+    pub len: u32,
+    pub start_ns: u64,
+    pub latency_ns: u64,
+    pub ret: i64,
+    /// The library's connection object (`SSL *`, `gnutls_session_t`).
+    pub connection: u64,
+    pub total_bytes: u64,
+    pub uncaptured: u64,
+    pub pid: u32,
+    pub tid: u32,
+    pub fd: i32,
+    /// Index in [`FUNCTIONS`].
+    pub function: u16,
+    /// [`SNIFF_READ`], [`SNIFF_WRITE`] or [`SNIFF_HANDSHAKE`].
+    pub kind: u8,
+    pub _pad: u8,
+    /// The socket's ends (`AF_INET`/`AF_INET6`, else 0: unknown), ports in host order,
+    /// addresses as in `sockaddr_in`/`sockaddr_in6` (IPv4 in the first four bytes).
+    pub family: u16,
+    pub local_port: u16,
+    pub peer_port: u16,
+    pub _pad2: u16,
+    pub local_addr: [u8; 16],
+    pub peer_addr: [u8; 16],
+}
+
+/// Set in [`Record::size`] for the filler at the end of the ring.
+pub const PADDING: u32 = 1 << 31;
+
+/// Payload bytes a ring holds (records wrap around).
+pub const RING_DATA: usize = 1 << 20;
+/// A ring's header page, then its data.
+const RING_STRIDE: usize = PAGE + RING_DATA;
+
+/// Where slot `i`'s ring starts: after all the slots, page-aligned.
+pub const fn ring_offset(i: usize) -> usize {
+    slot_offset(MAX_SLOTS).div_ceil(PAGE) * PAGE + i * RING_STRIDE
+}
+
+/// Where ring `i`'s data starts.
+pub const fn ring_data_offset(i: usize) -> usize {
+    ring_offset(i) + PAGE
 }
 
 /// One histogram cell.
@@ -182,7 +270,7 @@ const PAGE: usize = 4096;
 const SLOTS_START: usize = core::mem::size_of::<Header>().div_ceil(PAGE) * PAGE;
 
 /// The region's size in bytes (a sparse file: only touched pages take memory).
-pub const REGION_BYTES: usize = slot_offset(MAX_SLOTS);
+pub const REGION_BYTES: usize = ring_offset(MAX_SLOTS);
 
 /// The log2 bucket of a latency: 0 under 1 us, b for [2^(b-1), 2^b) us.
 pub fn log2_bucket(latency_ns: u64) -> usize {
@@ -219,6 +307,14 @@ mod tests {
         assert_eq!(core::mem::size_of::<Slot>() % 8, 0);
         assert_eq!(HELPERS[SSL_GET_ERROR - MAX_FUNCTIONS], "SSL_get_error");
         assert_eq!(HELPERS[PR_GET_ERROR - MAX_FUNCTIONS], "PR_GetError");
+        assert_eq!(HELPERS[SSL_GET_FD - MAX_FUNCTIONS], "SSL_get_fd");
+        assert_eq!(
+            HELPERS[GNUTLS_GET_FD - MAX_FUNCTIONS],
+            "gnutls_transport_get_int"
+        );
+        assert!(core::mem::size_of::<Ring>() <= PAGE);
+        assert_eq!(core::mem::size_of::<Record>() % 8, 0);
+        assert_eq!(ring_offset(0) % PAGE, 0);
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! bit for bit. Every wrapped function takes at most six, none of them floating point.
 
 mod region;
+mod sniff;
 mod wrap;
 
 pub use wrap::tlsscope_inproc_calibrate;

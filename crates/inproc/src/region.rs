@@ -3,7 +3,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
-use inproc_abi::{Header, Slot, MAGIC, MAX_SLOTS, REGION_BYTES};
+use inproc_abi::{Header, Ring, Slot, MAGIC, MAX_SLOTS, REGION_BYTES};
 
 /// The mapped region, or null.
 static REGION: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
@@ -143,4 +143,22 @@ fn take(header: &'static Header) -> *mut Slot {
     // The PID last: the reader skips a slot whose PID is 0.
     slot.pid.store(pid as u32, Ordering::Release);
     slot as *const Slot as *mut Slot
+}
+
+/// The ring of the thread that owns `slot`, and its data.
+pub fn ring_of(slot: &'static Slot) -> Option<(&'static Ring, *mut u8)> {
+    let base = REGION.load(Ordering::Acquire);
+    let first = base.wrapping_add(inproc_abi::slot_offset(0));
+    let i =
+        (slot as *const Slot as usize).checked_sub(first as usize)? / std::mem::size_of::<Slot>();
+    if i >= MAX_SLOTS {
+        return None; // a slot of a region mapped before this one
+    }
+    // SAFETY: ring i and its data lie within the REGION_BYTES mapping, never unmapped.
+    unsafe {
+        Some((
+            &*(base.add(inproc_abi::ring_offset(i)) as *const Ring),
+            base.add(inproc_abi::ring_data_offset(i)),
+        ))
+    }
 }

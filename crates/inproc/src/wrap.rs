@@ -17,13 +17,14 @@ pub static tlsscope_inproc_real: [AtomicUsize; REAL_SLOTS] =
     [const { AtomicUsize::new(0) }; REAL_SLOTS];
 
 use crate::region;
+use crate::sniff::{self, Sniffed};
 
 /// Any wrapped function, as the wrappers call it (see the crate's doc).
 type Real = unsafe extern "C" fn(usize, usize, usize, usize, usize, usize) -> isize;
 
 /// `dlsym(RTLD_NEXT, name)`, cached in `cache` (0: not looked up, 1: not found).
 #[inline(always)]
-fn resolve(name: &std::ffi::CStr, cache: &AtomicUsize) -> Option<usize> {
+pub(crate) fn resolve(name: &std::ffi::CStr, cache: &AtomicUsize) -> Option<usize> {
     let mut f = cache.load(Ordering::Relaxed);
     if f == 0 {
         // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name; a null result is handled.
@@ -80,6 +81,17 @@ unsafe fn call(index: usize, name: &std::ffi::CStr, real: &AtomicUsize, args: [u
             .get(index)
             .map_or(Semantics::Positive, |f| f.semantics);
         count(header, slot, index, outcome(semantics, a, ret), latency_ns);
+        if header.sniff.load(Ordering::Relaxed) != 0 {
+            let call = Sniffed {
+                index,
+                semantics,
+                args: [a, b, c, d, e, g],
+                ret,
+                start_ns: start,
+                latency_ns,
+            };
+            sniff::record(header, slot, &call);
+        }
     } else {
         header.calls_without_slot.fetch_add(1, Ordering::Relaxed);
     }

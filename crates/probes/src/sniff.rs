@@ -204,6 +204,67 @@ impl Sniffer {
     }
 }
 
+/// A running capture, whichever backend copies the calls: what `sniff` reads.
+pub trait Capture {
+    /// Waits `interval`, then returns the calls completed since the last poll.
+    fn poll(&self, interval: Duration, assembler: &mut Assembler) -> Result<Vec<Call>, Error>;
+    fn counters(&self) -> Result<SniffCounters, Error>;
+    /// The functions sniffed.
+    fn functions(&self) -> Vec<&'static str>;
+    fn not_attached(&self) -> &[Missing];
+    /// The kernel hooks the capture relies on, if any.
+    fn syscall_hooks(&self) -> Option<&SyscallHooks>;
+    fn backend(&self) -> crate::Backend;
+}
+
+impl Capture for Sniffer {
+    fn poll(&self, interval: Duration, assembler: &mut Assembler) -> Result<Vec<Call>, Error> {
+        Sniffer::poll(self, interval, assembler)
+    }
+    fn counters(&self) -> Result<SniffCounters, Error> {
+        Sniffer::counters(self)
+    }
+    fn functions(&self) -> Vec<&'static str> {
+        self.attached.iter().map(|p| p.function.name).collect()
+    }
+    fn not_attached(&self) -> &[Missing] {
+        &self.not_attached
+    }
+    fn syscall_hooks(&self) -> Option<&SyscallHooks> {
+        Some(&self.syscall_hooks)
+    }
+    fn backend(&self) -> crate::Backend {
+        crate::Backend::Kernel
+    }
+}
+
+impl Capture for crate::user::UserTracer {
+    fn poll(&self, interval: Duration, _: &mut Assembler) -> Result<Vec<Call>, Error> {
+        if !interval.is_zero() {
+            std::thread::sleep(interval);
+        }
+        Ok(self.take_calls())
+    }
+    fn counters(&self) -> Result<SniffCounters, Error> {
+        Ok(self.sniff_counters())
+    }
+    fn functions(&self) -> Vec<&'static str> {
+        self.attached()
+            .iter()
+            .map(|a| a.point.function.name)
+            .collect()
+    }
+    fn not_attached(&self) -> &[Missing] {
+        crate::user::UserTracer::not_attached(self)
+    }
+    fn syscall_hooks(&self) -> Option<&SyscallHooks> {
+        None
+    }
+    fn backend(&self) -> crate::Backend {
+        crate::Backend::User
+    }
+}
+
 /// Ring-buffer records waiting for the assembler.
 #[derive(Default)]
 struct Records {

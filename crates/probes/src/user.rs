@@ -230,6 +230,17 @@ impl Region {
         unsafe { &*(self.base.add(inproc_abi::slot_offset(i)) as *const Slot) }
     }
 
+    /// Ring `i` (slot `i`'s thread's) and its data.
+    fn ring(&self, i: usize) -> (&inproc_abi::Ring, *const u8) {
+        // SAFETY: i < MAX_SLOTS: the ring and its data lie within the mapping.
+        unsafe {
+            (
+                &*(self.base.add(inproc_abi::ring_offset(i)) as *const inproc_abi::Ring),
+                self.base.add(inproc_abi::ring_data_offset(i)).cast_const(),
+            )
+        }
+    }
+
     /// Makes every wrapper in every process only call through from now on.
     pub fn deactivate(&self) {
         self.header().active.store(0, Ordering::Relaxed);
@@ -339,7 +350,13 @@ pub fn plan(selection: &Selection, library: &Path) -> Result<UserPlan, Error> {
             if function.semantics == catalog::Semantics::OpensslGetError {
                 continue;
             }
+            let sniffing = matches!(selection, Selection::Plaintext { .. });
             match inproc_abi::index_of(function.name) {
+                Some(_) if sniffing && kind == LibraryKind::Nspr => missing.push(Missing {
+                    function: function.name,
+                    path: PathBuf::from(family_file(kind)),
+                    reason: "in-process sniffing does not tell NSPR's TLS sockets from plain ones yet: sniff NSS programs with --backend kernel".into(),
+                }),
                 Some(index) => {
                     indexes.push(index);
                     attached.push(Attached {
@@ -577,6 +594,117 @@ impl UserTracer {
         Ok(c)
     }
 
+    /// Makes the wrappers copy each sniffed call (the plan's functions that the catalog says
+    /// carry plaintext, or a handshake) into their thread's ring, `max_bytes` of payload at
+    /// most.
+    pub fn enable_sniff(&self, max_bytes: u32) {
+        let h = self.region.header();
+        for a in &self.attached {
+            let (Some(index), Some(sniffed)) = (
+                inproc_abi::index_of(a.point.function.name),
+                a.point.function.sniffed,
+            ) else {
+                continue;
+            };
+            let kind = match sniffed.direction {
+                catalog::Direction::Read => inproc_abi::SNIFF_READ,
+                catalog::Direction::Write => inproc_abi::SNIFF_WRITE,
+                catalog::Direction::Handshake => inproc_abi::SNIFF_HANDSHAKE,
+            };
+            let count = match sniffed.count {
+                catalog::Count::Return => inproc_abi::COUNT_RETURN,
+                catalog::Count::Arg4Pointer => inproc_abi::COUNT_ARG4_POINTER,
+            };
+            h.sniff_count[index].store(count, Ordering::Relaxed);
+            h.sniff_kind[index].store(kind, Ordering::Relaxed);
+        }
+        h.max_bytes.store(max_bytes, Ordering::Relaxed);
+        h.sniff.store(1, Ordering::Release);
+    }
+
+    /// The sniffed calls the rings hold, oldest first per thread; the rings are emptied.
+    pub fn take_calls(&self) -> Vec<crate::sniff::Call> {
+        let h = self.region.header();
+        let taken = (h.slots_taken.load(Ordering::Acquire) as usize).min(MAX_SLOTS);
+        let mut calls = Vec::new();
+        for i in 0..taken {
+            let pid = self.region.slot(i).pid.load(Ordering::Acquire);
+            let (ring, data) = self.region.ring(i);
+            let head = ring.head.load(Ordering::Acquire);
+            let mut tail = ring.tail.load(Ordering::Relaxed);
+            while tail < head {
+                let at = (tail % inproc_abi::RING_DATA as u64) as usize;
+                // SAFETY: [tail, head) holds records the thread finished writing (its Release
+                // store of head, read with Acquire above), within the ring's data.
+                let size = unsafe { std::ptr::read_unaligned(data.add(at).cast::<u32>()) };
+                if size & inproc_abi::PADDING != 0 {
+                    tail += u64::from(size & !inproc_abi::PADDING);
+                    continue;
+                }
+                // SAFETY: as above: a whole Record and its payload start at `at`.
+                let r =
+                    unsafe { std::ptr::read_unaligned(data.add(at).cast::<inproc_abi::Record>()) };
+                let payload = at + std::mem::size_of::<inproc_abi::Record>();
+                let len = (r.len as usize).min(inproc_abi::RING_DATA - payload);
+                // SAFETY: as above.
+                let bytes = unsafe { std::slice::from_raw_parts(data.add(payload), len) };
+                if (pid == 0 || self.wants(pid)) && r.size > 0 {
+                    calls.push(self.call_of(&r, bytes));
+                }
+                tail += u64::from(r.size.max(8));
+            }
+            ring.tail.store(tail, Ordering::Release);
+        }
+        calls
+    }
+
+    fn call_of(&self, r: &inproc_abi::Record, data: &[u8]) -> crate::sniff::Call {
+        let function = FUNCTIONS
+            .get(usize::from(r.function))
+            .map_or("?", |f| f.name);
+        let direction = match r.kind {
+            inproc_abi::SNIFF_READ => catalog::Direction::Read,
+            inproc_abi::SNIFF_WRITE => catalog::Direction::Write,
+            _ => catalog::Direction::Handshake,
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{}/task/{}/comm", r.pid, r.tid))
+            .map(|c| c.trim_end().to_string())
+            .unwrap_or_default();
+        crate::sniff::Call {
+            start_ns: r.start_ns,
+            latency_ns: r.latency_ns,
+            pid: r.pid,
+            tid: r.tid,
+            comm,
+            fd: (r.fd >= 0).then_some(r.fd),
+            fd_from_earlier_call: false,
+            connection: r.connection,
+            endpoints: endpoints(r),
+            function,
+            direction,
+            ret: r.ret,
+            total_bytes: r.total_bytes,
+            data: data.to_vec(),
+            uncaptured_bytes: r.uncaptured,
+            incomplete: false,
+        }
+    }
+
+    /// The rings' counters, as the kernel sniffer's: every lost call is one lost record.
+    pub fn sniff_counters(&self) -> crate::sniff::SniffCounters {
+        let h = self.region.header();
+        let taken = (h.slots_taken.load(Ordering::Acquire) as usize).min(MAX_SLOTS);
+        let mut c = crate::sniff::SniffCounters::default();
+        for i in 0..taken {
+            let (ring, _) = self.region.ring(i);
+            c.calls += ring.calls.load(Ordering::Relaxed);
+            let lost = ring.lost.load(Ordering::Relaxed);
+            c.lost_calls += lost;
+            c.lost_records += lost;
+        }
+        c
+    }
+
     /// Everything counted so far, in every process, as the kernel backend reports it.
     pub fn snapshot(&self) -> Result<Snapshot, Error> {
         let h = self.region.header();
@@ -636,6 +764,20 @@ fn refused(r: attach::Refused) -> Error {
         pid: r.pid,
         reason: r.reason,
     }
+}
+
+/// The socket ends the wrapper recorded, if it could.
+fn endpoints(r: &inproc_abi::Record) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+    let ip = |b: &[u8; 16]| match i32::from(r.family) {
+        libc::AF_INET => Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
+        libc::AF_INET6 => Some(IpAddr::V6(Ipv6Addr::from(*b))),
+        _ => None,
+    };
+    Some((
+        SocketAddr::new(ip(&r.local_addr)?, r.local_port),
+        SocketAddr::new(ip(&r.peer_addr)?, r.peer_port),
+    ))
 }
 
 /// The region's outcome numbers, in order (they are `enum ts_outcome`'s: see `inproc_abi`).

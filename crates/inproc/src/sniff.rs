@@ -1,0 +1,228 @@
+//! Sniffing in process: a call's plaintext, copied right after the call into its thread's ring
+//! (`inproc_abi::Ring`) for tlsscope to read. A full ring loses the record and counts it; the
+//! thread never waits.
+
+use std::sync::atomic::Ordering;
+
+use inproc_abi::{
+    Header, Record, Semantics, Slot, COUNT_ARG4_POINTER, GNUTLS_GET_FD, PADDING, RING_DATA,
+    SNIFF_HANDSHAKE, SSL_GET_FD,
+};
+
+use crate::region;
+use crate::wrap::{resolve, tlsscope_inproc_real};
+
+/// A call that just returned, as its wrapper saw it.
+pub struct Sniffed {
+    pub index: usize,
+    pub semantics: Semantics,
+    pub args: [usize; 6],
+    pub ret: isize,
+    pub start_ns: u64,
+    pub latency_ns: u64,
+}
+
+/// Writes the call into this thread's ring, if its function is sniffed.
+pub fn record(header: &Header, slot: &'static Slot, call: &Sniffed) {
+    let Some(kind) = header
+        .sniff_kind
+        .get(call.index)
+        .map(|k| k.load(Ordering::Relaxed))
+        .filter(|&k| k != 0)
+    else {
+        return;
+    };
+    let Some((ring, data)) = region::ring_of(slot) else {
+        return;
+    };
+    ring.calls.fetch_add(1, Ordering::Relaxed);
+    let count = header.sniff_count[call.index].load(Ordering::Relaxed);
+    let total = if kind == SNIFF_HANDSHAKE {
+        0
+    } else {
+        bytes_moved(call, count)
+    };
+    let max = u64::from(header.max_bytes.load(Ordering::Relaxed));
+    let len = total.min(max) as usize;
+    let head_size = std::mem::size_of::<Record>();
+    let size = (head_size + len).next_multiple_of(8);
+    let head = ring.head.load(Ordering::Relaxed);
+    let tail = ring.tail.load(Ordering::Acquire);
+    let at = (head % RING_DATA as u64) as usize;
+    // A record never wraps: the end of the ring is skipped with a filler when it is short.
+    let filler = if RING_DATA - at < size {
+        RING_DATA - at
+    } else {
+        0
+    };
+    if (head - tail) as usize + filler + size > RING_DATA {
+        ring.lost.fetch_add(1, Ordering::Relaxed);
+        return;
+    }
+    // SAFETY: fd helpers take the connection object the program just used.
+    let fd = unsafe { fd_of(call.semantics, call.args[0]) };
+    let r = Record {
+        size: size as u32,
+        len: len as u32,
+        start_ns: call.start_ns,
+        latency_ns: call.latency_ns,
+        ret: returned(call),
+        connection: call.args[0] as u64,
+        total_bytes: total,
+        uncaptured: total - len as u64,
+        // SAFETY: getpid and gettid cannot fail.
+        pid: unsafe { libc::getpid() } as u32,
+        tid: unsafe { libc::gettid() } as u32,
+        fd,
+        function: call.index as u16,
+        kind,
+        _pad: 0,
+        ..ends_of(fd, call.args[0])
+    };
+    // SAFETY: the ring's data is RING_DATA bytes of the region; every write below stays within
+    // it (checked above), in bytes tlsscope has consumed; `args[1]` is the call's buffer, of
+    // which the call moved at least `len` bytes.
+    unsafe {
+        let mut at = at;
+        if filler > 0 {
+            std::ptr::write_unaligned(data.add(at).cast::<u32>(), filler as u32 | PADDING);
+            at = 0;
+        }
+        std::ptr::write_unaligned(data.add(at).cast::<Record>(), r);
+        std::ptr::copy_nonoverlapping(call.args[1] as *const u8, data.add(at + head_size), len);
+    }
+    ring.head
+        .store(head + (filler + size) as u64, Ordering::Release);
+}
+
+/// The bytes the call moved: its return value, or what it wrote through its fourth argument.
+fn bytes_moved(call: &Sniffed, count: u8) -> u64 {
+    if count != COUNT_ARG4_POINTER {
+        return u64::try_from(returned(call)).unwrap_or(0);
+    }
+    if returned(call) <= 0 || call.args[3] == 0 {
+        return 0;
+    }
+    // SAFETY: a successful `_ex` call wrote the byte count through its `size_t *` argument.
+    unsafe { *(call.args[3] as *const usize) as u64 }
+}
+
+/// A socket's ends, as a Record's fields.
+#[derive(Clone, Copy, Default)]
+struct Ends {
+    fd: i32,
+    connection: usize,
+    family: u16,
+    local_port: u16,
+    peer_port: u16,
+    local_addr: [u8; 16],
+    peer_addr: [u8; 16],
+}
+
+thread_local! {
+    /// The ends of the sockets this thread used lately, by fd (a connection keeps its fd):
+    /// asked of the kernel once per connection, not per call.
+    static ENDS: std::cell::RefCell<[Ends; 64]> =
+        const { std::cell::RefCell::new([Ends { fd: -1, connection: 0, family: 0, local_port: 0, peer_port: 0, local_addr: [0; 16], peer_addr: [0; 16] }; 64]) };
+}
+
+/// A record with the ends of socket `fd` (of `connection`) filled in.
+fn ends_of(fd: i32, connection: usize) -> Record {
+    let e = if fd < 0 {
+        Ends::default()
+    } else {
+        ENDS.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            let entry = &mut cache[fd as usize % 64];
+            if entry.fd != fd || entry.connection != connection {
+                *entry = ask_kernel(fd, connection);
+            }
+            *entry
+        })
+    };
+    Record {
+        family: e.family,
+        local_port: e.local_port,
+        peer_port: e.peer_port,
+        local_addr: e.local_addr,
+        peer_addr: e.peer_addr,
+        ..Record::default()
+    }
+}
+
+fn ask_kernel(fd: i32, connection: usize) -> Ends {
+    let mut e = Ends {
+        fd,
+        connection,
+        ..Ends::default()
+    };
+    let name = |f: unsafe extern "C" fn(i32, *mut libc::sockaddr, *mut libc::socklen_t) -> i32| {
+        // SAFETY: an all-zero sockaddr_storage is valid; the call writes at most `len` bytes.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        // SAFETY: as above; fd is the connection's socket (a bad one is an error, not UB).
+        let ok = unsafe {
+            f(
+                fd,
+                (&mut ss as *mut libc::sockaddr_storage).cast(),
+                &mut len,
+            )
+        } == 0;
+        ok.then_some(ss)
+    };
+    let (Some(local), Some(peer)) = (name(libc::getsockname), name(libc::getpeername)) else {
+        return e;
+    };
+    let split = |ss: &libc::sockaddr_storage| -> Option<(u16, [u8; 16])> {
+        let mut addr = [0; 16];
+        match i32::from(ss.ss_family) {
+            libc::AF_INET => {
+                // SAFETY: an AF_INET sockaddr_storage holds a sockaddr_in.
+                let sin =
+                    unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+                addr[..4].copy_from_slice(&sin.sin_addr.s_addr.to_ne_bytes());
+                Some((u16::from_be(sin.sin_port), addr))
+            }
+            libc::AF_INET6 => {
+                // SAFETY: an AF_INET6 sockaddr_storage holds a sockaddr_in6.
+                let sin6 =
+                    unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+                Some((u16::from_be(sin6.sin6_port), sin6.sin6_addr.s6_addr))
+            }
+            _ => None,
+        }
+    };
+    if let (Some((lp, la)), Some((pp, pa))) = (split(&local), split(&peer)) {
+        e.family = local.ss_family;
+        (e.local_port, e.local_addr, e.peer_port, e.peer_addr) = (lp, la, pp, pa);
+    }
+    e
+}
+
+/// The return value: GnuTLS's record calls return a `ssize_t`, the others an `int` (the upper
+/// half of the register is not theirs).
+fn returned(call: &Sniffed) -> i64 {
+    if call.semantics == Semantics::GnuTls {
+        call.ret as i64
+    } else {
+        i64::from(call.ret as i32)
+    }
+}
+
+/// The socket under a connection object: `SSL_get_fd`, `gnutls_transport_get_int`.
+///
+/// # Safety
+/// `connection` is the object the program just passed to a call of that library.
+unsafe fn fd_of(semantics: Semantics, connection: usize) -> i32 {
+    let (name, slot) = match semantics {
+        Semantics::OpensslIo | Semantics::OpensslShutdown => (c"SSL_get_fd", SSL_GET_FD),
+        Semantics::GnuTls => (c"gnutls_transport_get_int", GNUTLS_GET_FD),
+        _ => return -1,
+    };
+    let Some(f) = resolve(name, &tlsscope_inproc_real[slot]) else {
+        return -1;
+    };
+    type GetFd = unsafe extern "C" fn(usize) -> i32;
+    // SAFETY: both take the connection object and only read it.
+    unsafe { std::mem::transmute::<usize, GetFd>(f)(connection) }
+}
