@@ -119,19 +119,10 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     }
 
     let mut writer = Writer::new(view(a), &mut *out, pcap.as_mut());
-    let child: Vec<u32> = session
-        .child
-        .as_ref()
-        .map(std::process::Child::id)
-        .into_iter()
-        .collect();
+    let watched = experiments::trace::watched_pids(session.child.as_ref(), &a.target.pids);
     let until = experiments::trace::Until {
         duration: a.duration,
-        pids: if child.is_empty() {
-            &a.target.pids
-        } else {
-            &child
-        },
+        pids: &watched,
         stop: &stop,
     };
     let end = experiments::sniff::capture(sniffer, &mut writer, &until);

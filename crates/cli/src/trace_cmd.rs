@@ -85,14 +85,10 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     if std::env::var_os("TLSSCOPE_TEST_PANIC_WHILE_TRACING").is_some() {
         panic!("TLSSCOPE_TEST_PANIC_WHILE_TRACING is set");
     }
-    let child: Vec<u32> = session.child_pid().into_iter().collect();
+    let watched = trace::watched_pids(session.child.as_ref(), &a.target.pids);
     let until = trace::Until {
         duration: a.duration,
-        pids: if child.is_empty() {
-            &a.target.pids
-        } else {
-            &child
-        },
+        pids: &watched,
         stop: &stop,
     };
     let buckets = config.buckets;

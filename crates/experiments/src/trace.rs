@@ -208,6 +208,15 @@ pub fn function_stats(snapshot: &Snapshot, buckets: Buckets) -> Vec<FunctionStat
     out
 }
 
+/// The processes whose end ends a trace or capture: the program tlsscope started, if it did,
+/// else the -p targets.
+pub fn watched_pids(child: Option<&std::process::Child>, targets: &[u32]) -> Vec<u32> {
+    match child {
+        Some(c) => vec![c.id()],
+        None => targets.to_vec(),
+    }
+}
+
 /// When a trace ends: after `duration`, when `stop` is set, or when every process of `pids`
 /// (if any) has exited.
 pub struct Until<'a> {
@@ -462,11 +471,6 @@ pub fn spawn(
 }
 
 impl Session {
-    /// The PIDs whose end ends the trace: the started program's.
-    pub fn child_pid(&self) -> Option<u32> {
-        self.child.as_ref().map(std::process::Child::id)
-    }
-
     /// Ends the program tlsscope started, if it still runs: SIGTERM, then SIGKILL after
     /// `grace`. Returns how it ended, in words.
     pub fn end_child(&mut self, grace: Duration) -> Option<String> {

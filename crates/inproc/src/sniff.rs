@@ -70,9 +70,9 @@ pub fn record(header: &Header, slot: &'static Slot, call: &Sniffed) {
         connection: call.args[0] as u64,
         total_bytes: total,
         uncaptured: total - len as u64,
-        // SAFETY: getpid and gettid cannot fail.
-        pid: unsafe { libc::getpid() } as u32,
-        tid: unsafe { libc::gettid() } as u32,
+        // The slot's: taken by this thread (after a fork, again), no system call per record.
+        pid: slot.pid.load(Ordering::Relaxed),
+        tid: slot.tid.load(Ordering::Relaxed),
         fd,
         function: call.index as u16,
         kind,

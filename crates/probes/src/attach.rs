@@ -17,7 +17,6 @@ pub struct Swapped {
     pub address: u64,
     pub original: u64,
     pub wrapper: u64,
-    pub index: usize,
 }
 
 /// A process the library was put into, and what was swapped in it.
@@ -211,7 +210,9 @@ pub fn attach(pid: u32, request: &Request<'_>) -> Result<Attachment, Refused> {
             .map_err(|e| format!("cannot read its memory at {addr:#x}: {e}"))?;
         Ok(u64::from_ne_bytes(b))
     };
-    let redirect = got::find(pid, request.wanted, request.library, &read_u64).map_err(fail)?;
+    let objects = got::loaded(pid).map_err(fail)?;
+    let redirect =
+        got::find(pid, &objects, request.wanted, request.library, &read_u64).map_err(fail)?;
     if redirect.from_callers == 0 {
         return Err(fail(match &redirect.defining_executable {
             Some((exe, name)) => format!(
@@ -221,7 +222,6 @@ pub fn attach(pid: u32, request: &Request<'_>) -> Result<Attachment, Refused> {
             None => "it calls none of the wanted functions through a GOT (it links them statically or looks them up with dlsym): use --backend kernel".into(),
         }));
     }
-    let objects = got::loaded(pid).map_err(fail)?;
     let mut stopped = Stopped::seize(pid).map_err(|e| fail(ptrace_words(e)))?;
     let (base, loaded_now) = match base_of(&objects, request.library) {
         Some(base) => (base, false),
@@ -293,7 +293,6 @@ pub fn attach(pid: u32, request: &Request<'_>) -> Result<Attachment, Refused> {
             address: e.address,
             original,
             wrapper,
-            index: e.index,
         });
     }
     Ok(Attachment {
@@ -338,14 +337,23 @@ fn ptrace_words(e: Failure) -> String {
     }
 }
 
-/// The processes among `roots`' descendants that have `library` loaded: forked since the
-/// attach, they share the swapped entries.
-pub fn forked_since(roots: &[u32], known: &[u32], library: &Path) -> Vec<u32> {
-    with_descendants(roots)
+/// Process `root`'s descendants that have `library` loaded and are not in `known`: forked
+/// since the attach, they share its swapped entries.
+pub fn forked_since(root: u32, known: &[u32], library: &Path) -> Vec<u32> {
+    with_descendants(&[root])
         .into_iter()
         .filter(|p| !known.contains(p))
-        .filter(|&p| got::loaded(p).is_ok_and(|objects| objects.iter().any(|o| o.path == library)))
+        .filter(|&p| maps_file(p, library))
         .collect()
+}
+
+/// Whether process `pid`'s memory map names `file`.
+fn maps_file(pid: u32, file: &Path) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|text| {
+        crate::maps::parse_maps(&text)
+            .iter()
+            .any(|m| m.path.as_deref() == Some(file))
+    })
 }
 
 /// The library file as a process names it in its memory map.

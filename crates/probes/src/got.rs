@@ -80,15 +80,15 @@ pub struct Redirect {
     pub defining_executable: Option<(PathBuf, &'static str)>,
 }
 
-/// The GOT entries in process `pid` for functions `wanted` (indexes in
+/// The GOT entries in process `pid` (its `objects`, from [`loaded`]) for functions `wanted` (indexes in
 /// `inproc_abi::FUNCTIONS`), read through `read_u64`; objects in `skip` are not redirected.
 pub fn find(
     pid: u32,
+    objects: &[Loaded],
     wanted: &[usize],
     skip: &Path,
     read_u64: &dyn Fn(u64) -> Result<u64, Failure>,
 ) -> Result<Redirect, Failure> {
-    let objects = loaded(pid)?;
     let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
     let mut names: HashMap<&'static str, usize> = wanted
         .iter()
@@ -102,7 +102,7 @@ pub fn find(
     let mut definers: Vec<(usize, &Path)> = Vec::new();
     let mut entries = Vec::new();
     let mut redirect = Redirect::default();
-    for object in &objects {
+    for object in objects {
         if object.path == skip {
             continue;
         }

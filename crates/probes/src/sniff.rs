@@ -374,17 +374,31 @@ fn new_call(e: &sn_event) -> Call {
 
 /// The kernel-read socket ends of a record, if any.
 fn endpoints(ends: &sn_endpoints) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+    socket_pair(
+        ends.family,
+        (&ends.local_addr, ends.local_port),
+        (&ends.peer_addr, ends.peer_port),
+    )
+}
+
+/// (local, peer) from an address family (`AF_INET`: the first four bytes; `AF_INET6`) and two
+/// (address, port) pairs, as both backends record them; None for any other family.
+pub(crate) fn socket_pair(
+    family: u16,
+    local: (&[u8; 16], u16),
+    peer: (&[u8; 16], u16),
+) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
     use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
     let ip = |b: &[u8; 16]| -> Option<IpAddr> {
-        match i32::from(ends.family) {
+        match i32::from(family) {
             libc::AF_INET => Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
             libc::AF_INET6 => Some(IpAddr::V6(Ipv6Addr::from(*b))),
             _ => None,
         }
     };
     Some((
-        SocketAddr::new(ip(&ends.local_addr)?, ends.local_port),
-        SocketAddr::new(ip(&ends.peer_addr)?, ends.peer_port),
+        SocketAddr::new(ip(local.0)?, local.1),
+        SocketAddr::new(ip(peer.0)?, peer.1),
     ))
 }
 

@@ -344,13 +344,13 @@ pub struct UserPlan {
 pub fn plan(selection: &Selection, library: &Path) -> Result<UserPlan, Error> {
     selection.check()?;
     let (mut attached, mut indexes, mut missing) = (Vec::new(), Vec::new(), Vec::new());
+    let sniffing = matches!(selection, Selection::Plaintext { .. });
     for kind in LibraryKind::ALL {
         for (id, function) in selection.functions(kind) {
             // SSL_get_error is asked directly, in process: no wrapper needed.
             if function.semantics == catalog::Semantics::OpensslGetError {
                 continue;
             }
-            let sniffing = matches!(selection, Selection::Plaintext { .. });
             match inproc_abi::index_of(function.name) {
                 Some(_) if sniffing && kind == LibraryKind::Nspr => missing.push(Missing {
                     function: function.name,
@@ -527,12 +527,9 @@ impl UserTracer {
         self.region.deactivate();
         let (mut restored, mut failed) = (0, Vec::new());
         let roots: Vec<u32> = self.attachments.iter().map(|a| a.pid).collect();
-        let forked = attach::forked_since(&roots, &roots, &self.library);
         for a in std::mem::take(&mut self.attachments) {
-            let children = forked
-                .iter()
-                .filter(|&&c| attach::with_descendants(&[a.pid]).contains(&c));
-            for pid in std::iter::once(a.pid).chain(children.copied()) {
+            let forked = attach::forked_since(a.pid, &roots, &self.library);
+            for pid in std::iter::once(a.pid).chain(forked) {
                 if !Path::new(&format!("/proc/{pid}")).exists() {
                     continue;
                 }
@@ -679,7 +676,11 @@ impl UserTracer {
             fd: (r.fd >= 0).then_some(r.fd),
             fd_from_earlier_call: false,
             connection: r.connection,
-            endpoints: endpoints(r),
+            endpoints: crate::sniff::socket_pair(
+                r.family,
+                (&r.local_addr, r.local_port),
+                (&r.peer_addr, r.peer_port),
+            ),
             function,
             direction,
             ret: r.ret,
@@ -764,20 +765,6 @@ fn refused(r: attach::Refused) -> Error {
         pid: r.pid,
         reason: r.reason,
     }
-}
-
-/// The socket ends the wrapper recorded, if it could.
-fn endpoints(r: &inproc_abi::Record) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-    let ip = |b: &[u8; 16]| match i32::from(r.family) {
-        libc::AF_INET => Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
-        libc::AF_INET6 => Some(IpAddr::V6(Ipv6Addr::from(*b))),
-        _ => None,
-    };
-    Some((
-        SocketAddr::new(ip(&r.local_addr)?, r.local_port),
-        SocketAddr::new(ip(&r.peer_addr)?, r.peer_port),
-    ))
 }
 
 /// The region's outcome numbers, in order (they are `enum ts_outcome`'s: see `inproc_abi`).
