@@ -591,3 +591,127 @@ fn issue_13_backend_misuse_gets_one_line_errors() {
     let out = support::tlsscope(&["trace", "--backend", "bpf", "--", "/bin/true"]);
     support::assert_one_line_error(&out, &["bpf", "kernel, user, auto"]);
 }
+
+/// `tlsscope trace --backend user ARGS -- COMMAND`, output in `dir`.
+fn trace_command(dir: &Path, args: &[&str], command: &[&str]) -> Child {
+    Command::new(support::bin())
+        .args(["trace", "--backend", "user"])
+        .args(args)
+        .arg("--")
+        .args(command)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(
+            std::fs::File::create(dir.join("trace.out")).unwrap(),
+        ))
+        .stderr(Stdio::from(
+            std::fs::File::create(dir.join("trace.err")).unwrap(),
+        ))
+        .spawn()
+        .unwrap()
+}
+
+/// The number after `label` in the built-in server's closing statistics ("handshakes   full 41").
+fn served(stdout: &str, label: &str) -> u64 {
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with(label.split(' ').next().unwrap()))
+        .unwrap_or_else(|| panic!("no {label:?} in the server's statistics: {stdout}"));
+    let after = line
+        .split(label)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {label:?} in {line:?}"));
+    after
+        .trim_start()
+        .split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The built-in server loads OpenSSL with dlopen and calls it through its own table: under the
+/// library its calls still pass the wrappers, and the counts equal the server's own.
+#[test]
+fn issue_13_the_built_in_server_under_the_user_backend_counts_its_own_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("trace.json");
+    let port = crate::trace::free_port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let listen = addr.to_string();
+    let exe = support::bin();
+    let server = [
+        exe.to_str().unwrap(),
+        "serve",
+        "--listen",
+        &listen,
+        "--threads",
+        "1",
+    ];
+    let mut trace = trace_command(
+        dir.path(),
+        &["--probes", "handshake,io", "--json", json.to_str().unwrap()],
+        &server,
+    );
+    crate::trace::wait_for_port(addr, &mut trace);
+    bench(
+        addr,
+        &["--mode", "full", "-n", "60", "-c", "2", "--request", "/"],
+    );
+    bench(addr, &["--mode", "keepalive", "-n", "200", "-c", "2"]);
+    signal(&trace, libc::SIGINT);
+    let status = trace.wait().unwrap();
+    let stdout = read(&dir.path().join("trace.out"));
+    let stderr = read(&dir.path().join("trace.err"));
+    assert_eq!(status.code(), Some(crate::EXIT_INTERRUPTED), "{stderr}");
+    let doc: Value = serde_json::from_str(&read(&json)).unwrap();
+    assert_eq!(doc["backend"], "user");
+    let handshakes = served(&stdout, "handshakes   full");
+    // 60 + 2 connections, and each bench run's check.
+    assert_eq!(handshakes, 64, "{stdout}");
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        handshakes,
+        "{stdout}"
+    );
+    let requests = served(&stdout, "requests");
+    assert_eq!(calls(&doc, "SSL_write", "success"), requests, "{stdout}");
+    assert!(calls(&doc, "SSL_do_handshake", "retry") >= 1, "{stdout}");
+}
+
+/// Python's `_ssl` module brings libssl in with RTLD_LOCAL, out of reach of the library's
+/// `dlsym(RTLD_NEXT)`: the wrappers still find the real functions, the program works, and its
+/// `SSL_*_ex` calls are counted.
+#[test]
+fn issue_13_a_program_with_a_locally_loaded_libssl_works_under_the_user_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("trace.json");
+    let port = crate::trace::free_port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut server = Command::new(support::bin())
+        .args(["serve", "--listen", &addr.to_string(), "--threads", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    crate::trace::wait_for_port(addr, &mut server);
+    let _server = Running(server);
+    let script = format!(
+        "import ssl, urllib.request\n\
+         c = ssl.create_default_context(); c.check_hostname = False; c.verify_mode = ssl.CERT_NONE\n\
+         print('body', len(urllib.request.urlopen('https://{addr}/', context=c).read()))"
+    );
+    let mut trace = trace_command(
+        dir.path(),
+        &["--probes", "handshake,io", "--json", json.to_str().unwrap()],
+        &["/usr/bin/python3", "-c", &script],
+    );
+    let status = trace.wait().unwrap();
+    let stdout = read(&dir.path().join("trace.out"));
+    let stderr = read(&dir.path().join("trace.err"));
+    assert!(status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("body "), "{stdout}");
+    let doc: Value = serde_json::from_str(&read(&json)).unwrap();
+    assert_eq!(calls(&doc, "SSL_do_handshake", "success"), 1, "{stdout}");
+    assert_eq!(calls(&doc, "SSL_write_ex", "success"), 1, "{stdout}");
+    assert!(calls(&doc, "SSL_read_ex", "success") >= 1, "{stdout}");
+}

@@ -471,7 +471,7 @@ fn a_gnutls_server_is_traced_through_its_own_functions() {
     );
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -479,7 +479,7 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn wait_for_port(addr: SocketAddr, child: &mut Child) {
+pub(crate) fn wait_for_port(addr: SocketAddr, child: &mut Child) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(addr).is_err() {
         assert!(
@@ -606,6 +606,7 @@ fn lab(target: &str) -> String {
         "resumed_ticket",
         "requests/s untraced",
         "probe cost on this machine",
+        "in-process probes",
     ] {
         assert!(
             text.contains(want),
@@ -619,7 +620,51 @@ fn lab(target: &str) -> String {
     );
     assert!(text.contains("SSL_write              success"), "{text}");
     assert!(!text.contains("failed:"), "{text}");
+    backends_side_by_side(&text);
     text
+}
+
+/// Every experiment was traced by both backends (the default, auto): their rates in the rate
+/// line and the closing table, a probe cost for each, and the same count of server handshakes
+/// per full handshake from both (one each).
+fn backends_side_by_side(text: &str) {
+    for section in text.split("\n== ").skip(1) {
+        let rate = section
+            .lines()
+            .find(|l| l.starts_with("  rate "))
+            .unwrap_or_else(|| panic!("no rate line: {section}"));
+        assert!(
+            rate.contains("kernel probes") && rate.contains("in-process probes"),
+            "{rate}"
+        );
+        if !section.starts_with("full handshakes") {
+            continue;
+        }
+        let row = section
+            .lines()
+            .find(|l| l.trim_start().starts_with("SSL_do_handshake       success"))
+            .unwrap_or_else(|| panic!("no SSL_do_handshake row: {section}"));
+        let per_op: Vec<f64> = row
+            .split('|')
+            .skip(1)
+            .map(|cells| cells.split_whitespace().next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(per_op.len(), 2, "{row}");
+        for p in per_op {
+            assert!((0.9..1.1).contains(&p), "{row}");
+        }
+    }
+    let table = text
+        .split("operations per second")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no closing table: {text}"));
+    assert_eq!(table.matches('%').count(), 10, "{table}");
+    for backend in ["kernel probes:", "in-process probes:"] {
+        assert!(
+            text.contains(&format!("probe cost on this machine, {backend}")),
+            "{text}"
+        );
+    }
 }
 
 #[test]

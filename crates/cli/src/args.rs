@@ -411,6 +411,10 @@ pub struct LabArgs {
     /// The CPU the load runs on.
     #[arg(long, default_value_t = 1, value_name = "CPU")]
     pub client_cpu: usize,
+    /// Who traces the server: kernel (eBPF uprobes on it), user (tlsscope's library inside a
+    /// server started under it), or auto (a traced run with each, side by side).
+    #[arg(long, default_value = "auto", value_name = "BACKEND")]
+    pub backend: experiments::trace::BackendChoice,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

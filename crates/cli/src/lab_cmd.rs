@@ -28,22 +28,26 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         connections: a.connections,
         server_cpu: a.server_cpu,
         client_cpu: a.client_cpu,
+        backends: lab::LabBackend::chosen(a.backend),
     };
     lab::check(&config)?;
     let lib = crate::library::load(library)?;
     let signals = StopFlags::install()?;
     let started = Instant::now();
     let mut out = std::io::stdout().lock();
+    let backends: Vec<&str> = config.backends.iter().map(|b| b.describe()).collect();
     writeln!(
         out,
-        "tlsscope lab: {} on CPU {}, load on CPU {}; each experiment {:.0} s untraced, then {:.0} s traced",
+        "tlsscope lab: {} on CPU {}, load on CPU {}; each experiment {:.0} s untraced, then {:.0} s traced by {}",
         config.target.describe(),
         a.server_cpu,
         a.client_cpu,
         a.duration.as_secs_f64(),
-        a.trace_duration.as_secs_f64()
+        a.trace_duration.as_secs_f64(),
+        backends.join(", then by ")
     )?;
     out.flush()?;
+    let mut rates: Vec<Rates> = Vec::new();
     let summary = lab::run(&config, lib, &signals.stop, |e, measured| {
         let mut text = format!("\n== {}\n", e.name);
         match measured {
@@ -51,19 +55,35 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
                 if let Some(note) = &m.note {
                     let _ = writeln!(text, "  note: {note}");
                 }
-                report::lab::render_experiment(&mut text, &m.untraced, &m.traced, &m.calls);
+                let traced: Vec<report::lab::Traced<'_>> = m
+                    .traced
+                    .iter()
+                    .map(|t| report::lab::Traced {
+                        backend: t.backend.describe(),
+                        result: &t.result,
+                        calls: &t.calls,
+                    })
+                    .collect();
+                report::lab::render_experiment(&mut text, &m.untraced, &traced);
+                rates.push(Rates::of(e.name, Some(&m), &config.backends));
             }
             Err(err) => {
                 let _ = writeln!(text, "  failed: {err}");
+                rates.push(Rates::of(e.name, None, &config.backends));
             }
         }
         let _ = write!(out, "{text}");
         let _ = out.flush();
     })?;
-    if let Some(c) = summary.calibration {
+    let mut text = String::from("\n");
+    let rows: Vec<report::lab::SummaryRow<'_>> = rates.iter().map(Rates::row).collect();
+    report::lab::render_summary(&mut text, &backends, &rows);
+    write!(out, "{text}")?;
+    for (backend, c) in &summary.calibrations {
         writeln!(
             out,
-            "\nprobe cost on this machine: {:.2} us per probed call (measured on {} calls of a function in tlsscope)",
+            "probe cost on this machine, {}: {:.2} us per probed call (measured on {} calls of a function in tlsscope)",
+            backend.describe(),
             c.cost_ns_per_call() / 1000.0,
             c.calls
         )?;
@@ -91,4 +111,44 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One experiment's rates, kept for the closing table.
+struct Rates {
+    experiment: &'static str,
+    untraced: Option<f64>,
+    traced: Vec<Option<f64>>,
+}
+
+impl Rates {
+    /// The rates of `measured` (None: the experiment failed), a column per lab backend.
+    fn of(
+        experiment: &'static str,
+        measured: Option<&lab::Measured>,
+        backends: &[lab::LabBackend],
+    ) -> Rates {
+        let traced = backends
+            .iter()
+            .map(|b| {
+                measured?
+                    .traced
+                    .iter()
+                    .find(|t| t.backend == *b)
+                    .map(|t| t.result.ops_per_s)
+            })
+            .collect();
+        Rates {
+            experiment,
+            untraced: measured.map(|m| m.untraced.ops_per_s),
+            traced,
+        }
+    }
+
+    fn row(&self) -> report::lab::SummaryRow<'_> {
+        report::lab::SummaryRow {
+            experiment: self.experiment,
+            untraced: self.untraced,
+            traced: self.traced.clone(),
+        }
+    }
 }

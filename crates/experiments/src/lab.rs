@@ -1,19 +1,23 @@
 //! The lab: the seed experiments in one go. The target (the built-in server or Debian's nginx)
-//! runs pinned to one CPU; each experiment loads it from another CPU, untraced and then traced,
-//! so one report shows its rates and CPU beside where the server's time went.
+//! runs pinned to one CPU; each experiment loads it from another CPU, untraced and then traced
+//! by each backend (kernel uprobes, tlsscope's in-process library), so one report shows its
+//! rates and CPU, what observing it costs, and where the server's time went.
 
 use std::path::Path;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use load::{LoadConfig, Mode, ResumeBy, RunResult};
 use ossl::{CertType, TlsVersion};
+use probes::user::UserTracer;
 use probes::{Buckets, Calibration, Groups, Plan, Selection, Target, Threads, TraceConfig, Tracer};
 use report::trace::FunctionStats;
 
 use crate::client::{client_context, connect_once, ClientOptions, Probe};
 use crate::error::{Context, Error, Result};
 use crate::servers::{self, ServerProcess};
+use crate::trace::BackendChoice;
 
 /// The server under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +50,8 @@ pub struct LabConfig<'a> {
     pub connections: usize,
     pub server_cpu: usize,
     pub client_cpu: usize,
+    /// Who traces the server, a traced run each, in this order.
+    pub backends: Vec<LabBackend>,
 }
 
 /// One experiment: its name, the server's certificate, and the load.
@@ -96,12 +102,47 @@ pub const EXPERIMENTS: [Experiment; 5] = [
     },
 ];
 
+/// Who traces the server in a traced run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LabBackend {
+    /// eBPF uprobes on the running server.
+    Kernel,
+    /// tlsscope's library inside the server: a second server started under it, warmed up with
+    /// the wrappers idle, then traced.
+    User,
+}
+
+impl LabBackend {
+    pub fn describe(self) -> &'static str {
+        match self {
+            LabBackend::Kernel => "kernel probes",
+            LabBackend::User => "in-process probes",
+        }
+    }
+
+    /// The traced runs `--backend` asks for: auto runs both.
+    pub fn chosen(choice: BackendChoice) -> Vec<LabBackend> {
+        match choice {
+            BackendChoice::Kernel => vec![LabBackend::Kernel],
+            BackendChoice::User => vec![LabBackend::User],
+            BackendChoice::Auto => vec![LabBackend::Kernel, LabBackend::User],
+        }
+    }
+}
+
+/// One traced run of an experiment.
+pub struct Traced {
+    pub backend: LabBackend,
+    pub result: RunResult,
+    /// The server's traced calls, by function and outcome.
+    pub calls: Vec<FunctionStats>,
+}
+
 /// What one experiment measured.
 pub struct Measured {
     pub untraced: RunResult,
-    pub traced: RunResult,
-    /// The server's traced calls, by function and outcome.
-    pub calls: Vec<FunctionStats>,
+    /// Per backend of the lab's, in its order.
+    pub traced: Vec<Traced>,
     /// Something about the probes worth one line, said the first time it applies.
     pub note: Option<String>,
 }
@@ -109,18 +150,30 @@ pub struct Measured {
 /// What the whole lab learned beside the experiments.
 #[derive(Default)]
 pub struct LabSummary {
-    /// The cost of one probed call, measured once.
-    pub calibration: Option<Calibration>,
-    /// Catalog functions the server's library could not be traced in.
+    /// The cost of one probed call, measured once per backend.
+    pub calibrations: Vec<(LabBackend, Calibration)>,
+    /// Catalog functions the server's library could not be traced in by the kernel backend.
     pub not_attached: Vec<&'static str>,
     pub interrupted: bool,
     pub failed: Vec<&'static str>,
 }
 
+impl LabSummary {
+    fn calibrated(&self, backend: LabBackend) -> bool {
+        self.calibrations.iter().any(|(b, _)| *b == backend)
+    }
+}
+
 /// Checks the CPUs and that tracing is possible, before anything starts.
 pub fn check(config: &LabConfig<'_>) -> Result<()> {
-    probes::latency::check_can_trace()
-        .map_err(|e| Error::msg(e).within("tlsscope lab traces the server"))?;
+    if config.backends.is_empty() {
+        crate::fail!("the lab needs a backend to trace with: --backend kernel, user or auto");
+    }
+    if config.backends.contains(&LabBackend::Kernel) {
+        probes::latency::check_can_trace().map_err(|e| {
+            Error::msg(e).within("tlsscope lab traces the server with kernel probes")
+        })?;
+    }
     host::check_cpus("--server-cpu", &[config.server_cpu])?;
     host::check_cpus("--client-cpu", &[config.client_cpu])?;
     if config.server_cpu == config.client_cpu {
@@ -143,14 +196,25 @@ pub fn run(
     let mut summary = LabSummary::default();
     let mut notes: Vec<String> = Vec::new();
     for cert in [CertType::Rsa2048, CertType::EcdsaP256] {
-        let server = start_server(config, cert)?;
-        let everything = Selection::latency(Groups::all(), false);
-        let plan = Plan::new(&[Target::Pid(server.pid())], everything)?;
+        let server = start_server(config, cert, None)?;
+        let plan = if config.backends.contains(&LabBackend::Kernel) {
+            let everything = Selection::latency(Groups::all(), false);
+            Some(Plan::new(&[Target::Pid(server.pid())], everything)?)
+        } else {
+            None
+        };
         for e in EXPERIMENTS.iter().filter(|e| e.cert == cert) {
             if interrupted.load(Ordering::Relaxed) {
                 break;
             }
-            let measured = experiment(config, lib, e, &server, &plan, interrupted, &mut summary)
+            let run = Run {
+                config,
+                lib,
+                e,
+                interrupted,
+            };
+            let measured = run
+                .experiment(&server, plan.as_ref(), &mut summary)
                 .map(|mut m| {
                     m.note = m.note.filter(|n| !notes.contains(n));
                     notes.extend(m.note.clone());
@@ -166,7 +230,11 @@ pub fn run(
     Ok(summary)
 }
 
-fn start_server(config: &LabConfig<'_>, cert: CertType) -> Result<ServerProcess> {
+fn start_server(
+    config: &LabConfig<'_>,
+    cert: CertType,
+    prepare: Option<&dyn Fn(&mut Command)>,
+) -> Result<ServerProcess> {
     match config.target {
         LabTarget::Builtin => servers::start_builtin(&servers::Builtin {
             exe: config.exe,
@@ -174,80 +242,158 @@ fn start_server(config: &LabConfig<'_>, cert: CertType) -> Result<ServerProcess>
             cert_type: cert,
             cpu: config.server_cpu,
             extra: &[],
+            prepare,
         }),
-        LabTarget::Nginx => servers::start_nginx(cert, config.server_cpu),
+        LabTarget::Nginx => servers::start_nginx(cert, config.server_cpu, prepare),
     }
 }
 
-/// One experiment untraced, then traced (the probes attached only for that half, so the
-/// untraced figures do not pay for them).
-fn experiment(
-    config: &LabConfig<'_>,
+/// One experiment being run.
+struct Run<'a> {
+    config: &'a LabConfig<'a>,
     lib: &'static ossl::Library,
-    e: &Experiment,
-    server: &ServerProcess,
-    plan: &Plan,
-    interrupted: &AtomicBool,
-    summary: &mut LabSummary,
-) -> Result<Measured> {
-    let ctx = client_context(
-        lib,
-        ClientOptions {
-            settings: ossl::Settings {
-                min_version: e.tls,
-                max_version: e.tls,
-                ..ossl::Settings::default()
+    e: &'a Experiment,
+    interrupted: &'a AtomicBool,
+}
+
+impl Run<'_> {
+    /// The experiment untraced, then traced by each backend (probes attached only for their
+    /// run, so the untraced figures do not pay for them).
+    fn experiment(
+        &self,
+        server: &ServerProcess,
+        plan: Option<&Plan>,
+        summary: &mut LabSummary,
+    ) -> Result<Measured> {
+        let ctx = client_context(
+            self.lib,
+            ClientOptions {
+                settings: ossl::Settings {
+                    min_version: self.e.tls,
+                    max_version: self.e.tls,
+                    ..ossl::Settings::default()
+                },
+                tickets: true,
+                ..ClientOptions::default()
             },
-            tickets: true,
-            ..ClientOptions::default()
-        },
-    )?;
-    // One connection first: a server that does not answer is one line, not a run of errors.
-    let probe = Probe {
-        target: server.addr,
-        sni: None,
-        verify: false,
-        timeout: Duration::from_secs(10),
-        request: None,
-        await_ticket: false,
-    };
-    connect_once(&ctx, &probe, None).context("checking the server before the run")?;
-    let load = |duration, warmup| {
-        let cfg = load_config(config, e, server, duration, warmup);
-        crate::bench::run(&ctx, cfg, interrupted, &|_| {}).map(|(result, _)| result)
-    };
-    let untraced = load(config.duration, config.warmup)?;
-    let trace = TraceConfig {
-        threads: Threads {
-            pids: vec![server.pid()],
-            comm: None,
-        },
-        buckets: Buckets::Log2,
-        per_pid: false,
-        attach_all: false,
-    };
-    let mut tracer = Tracer::start(&trace, plan)?;
-    if summary.calibration.is_none() {
-        summary.calibration = Some(tracer.calibrate(20_000)?);
-    }
-    for m in tracer.not_attached() {
-        if !summary.not_attached.contains(&m.function) {
-            summary.not_attached.push(m.function);
+        )?;
+        self.answers(&ctx, server)?;
+        let untraced = self.load(&ctx, server, self.config.duration, self.config.warmup)?;
+        crate::bench::check(&untraced).map_err(Error::msg)?;
+        let mut note = None;
+        let mut traced = Vec::new();
+        for &backend in &self.config.backends {
+            if self.interrupted.load(Ordering::Relaxed) {
+                break;
+            }
+            let run = match (backend, plan) {
+                (LabBackend::Kernel, Some(plan)) => {
+                    self.traced_by_kernel(&ctx, server, plan, summary, &mut note)?
+                }
+                (LabBackend::Kernel, None) => crate::fail!("no kernel probe plan for the server"),
+                (LabBackend::User, _) => self.traced_in_process(&ctx, summary)?,
+            };
+            crate::bench::check(&run.result).map_err(Error::msg)?;
+            traced.push(run);
         }
+        Ok(Measured {
+            untraced,
+            traced,
+            note,
+        })
     }
-    let note = crate::trace::syscall_hooks_note(&tracer);
-    let traced = load(config.trace_duration, Duration::ZERO)?;
-    let delta = tracer.snapshot()?;
-    drop(tracer);
-    crate::bench::check(&untraced)
-        .and(crate::bench::check(&traced))
-        .map_err(Error::msg)?;
-    Ok(Measured {
-        untraced,
-        traced,
-        calls: crate::trace::function_stats(&delta, Buckets::Log2),
-        note,
-    })
+
+    /// One connection first: a server that does not answer is one line, not a run of errors.
+    fn answers(&self, ctx: &ossl::Context, server: &ServerProcess) -> Result<()> {
+        let probe = Probe {
+            target: server.addr,
+            sni: None,
+            verify: false,
+            timeout: Duration::from_secs(10),
+            request: None,
+            await_ticket: false,
+        };
+        connect_once(ctx, &probe, None).context("checking the server before the run")?;
+        Ok(())
+    }
+
+    fn load(
+        &self,
+        ctx: &ossl::Context,
+        server: &ServerProcess,
+        duration: Duration,
+        warmup: Duration,
+    ) -> Result<RunResult> {
+        let cfg = load_config(self.config, self.e, server, duration, warmup);
+        crate::bench::run(ctx, cfg, self.interrupted, &|_| {}).map(|(result, _)| result)
+    }
+
+    /// The server traced by eBPF uprobes, attached for this run only.
+    fn traced_by_kernel(
+        &self,
+        ctx: &ossl::Context,
+        server: &ServerProcess,
+        plan: &Plan,
+        summary: &mut LabSummary,
+        note: &mut Option<String>,
+    ) -> Result<Traced> {
+        let trace = TraceConfig {
+            threads: Threads {
+                pids: vec![server.pid()],
+                comm: None,
+            },
+            buckets: Buckets::Log2,
+            per_pid: false,
+            attach_all: false,
+        };
+        let mut tracer = Tracer::start(&trace, plan)?;
+        if !summary.calibrated(LabBackend::Kernel) {
+            let c = tracer.calibrate(20_000)?;
+            summary.calibrations.push((LabBackend::Kernel, c));
+        }
+        for m in tracer.not_attached() {
+            if !summary.not_attached.contains(&m.function) {
+                summary.not_attached.push(m.function);
+            }
+        }
+        *note = crate::trace::syscall_hooks_note(&tracer);
+        let result = self.load(ctx, server, self.config.trace_duration, Duration::ZERO)?;
+        let delta = tracer.snapshot()?;
+        Ok(Traced {
+            backend: LabBackend::Kernel,
+            result,
+            calls: crate::trace::function_stats(&delta, Buckets::Log2),
+        })
+    }
+
+    /// A server of the same kind started under the in-process library: warmed up with the
+    /// wrappers calling straight through, then traced for the run.
+    fn traced_in_process(&self, ctx: &ossl::Context, summary: &mut LabSummary) -> Result<Traced> {
+        let everything = Selection::latency(Groups::all(), false);
+        let mut tracer = UserTracer::new(&everything, Buckets::Log2, false, Threads::default())?;
+        if !summary.calibrated(LabBackend::User) {
+            let c = tracer.calibrate(20_000)?;
+            summary.calibrations.push((LabBackend::User, c));
+        }
+        // Idle until the measured run: the server's start (its certificate) and the warm-up
+        // are not the experiment.
+        tracer.deactivate();
+        let prepare = |cmd: &mut Command| tracer.prepare(cmd);
+        let server = start_server(self.config, self.e.cert, Some(&prepare))?;
+        self.answers(ctx, &server)?;
+        if !self.config.warmup.is_zero() {
+            self.load(ctx, &server, self.config.warmup, Duration::ZERO)?;
+        }
+        tracer.activate();
+        let result = self.load(ctx, &server, self.config.trace_duration, Duration::ZERO)?;
+        let snapshot = tracer.snapshot()?;
+        tracer.deactivate();
+        Ok(Traced {
+            backend: LabBackend::User,
+            result,
+            calls: crate::trace::function_stats(&snapshot, Buckets::Log2),
+        })
+    }
 }
 
 fn load_config(

@@ -62,6 +62,8 @@ pub struct Builtin<'a> {
     pub cpu: usize,
     /// Further `serve` options.
     pub extra: &'a [&'a str],
+    /// Runs on the command before it starts (the in-process probe library's environment).
+    pub prepare: Option<&'a dyn Fn(&mut Command)>,
 }
 
 /// `tlsscope [--openssl X] serve` as a child, pinned, on a free loopback port; it says where it
@@ -89,6 +91,9 @@ pub fn start_builtin(b: &Builtin<'_>) -> Result<ServerProcess> {
     .stdin(Stdio::null())
     .stdout(Stdio::piped())
     .stderr(Stdio::piped());
+    if let Some(prepare) = b.prepare {
+        prepare(&mut cmd);
+    }
     let mut child = cmd.spawn().context("starting tlsscope serve")?;
     let stdout = child.stdout.take().expect("piped stdout");
     let mut lines = BufReader::new(stdout).lines();
@@ -115,9 +120,14 @@ pub fn start_builtin(b: &Builtin<'_>) -> Result<ServerProcess> {
     }
 }
 
-/// Debian's nginx, one process (no master), pinned, with a generated config and certificate,
-/// session cache and tickets on.
-pub fn start_nginx(cert: ossl::CertType, cpu: usize) -> Result<ServerProcess> {
+/// Debian's nginx, one process (no master), pinned to `cpu`, with a generated config and
+/// certificate of type `cert`, session cache and tickets on; `prepare` runs on its command before
+/// it starts.
+pub fn start_nginx(
+    cert: ossl::CertType,
+    cpu: usize,
+    prepare: Option<&dyn Fn(&mut Command)>,
+) -> Result<ServerProcess> {
     let nginx = Path::new("/usr/sbin/nginx");
     if !nginx.exists() {
         fail!("--target nginx needs Debian's nginx (/usr/sbin/nginx): run `make deps`");
@@ -132,8 +142,8 @@ pub fn start_nginx(cert: ossl::CertType, cpu: usize) -> Result<ServerProcess> {
         .port();
     let conf = root.join("nginx.conf");
     std::fs::write(&conf, nginx_conf(root, port, &cert_path, &key_path))?;
-    let child = Command::new("taskset")
-        .args(["-c", &cpu.to_string()])
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", &cpu.to_string()])
         .arg(nginx)
         .arg("-p")
         .arg(root)
@@ -143,9 +153,11 @@ pub fn start_nginx(cert: ossl::CertType, cpu: usize) -> Result<ServerProcess> {
         .arg(&conf)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("starting nginx")?;
+        .stderr(Stdio::null());
+    if let Some(prepare) = prepare {
+        prepare(&mut cmd);
+    }
+    let child = cmd.spawn().context("starting nginx")?;
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let mut server = ServerProcess {
         child,

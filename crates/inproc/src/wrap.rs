@@ -2,6 +2,7 @@
 //! call to the real function (set by tlsscope in [`tlsscope_inproc_real`], or found with
 //! `dlsym(RTLD_NEXT)` once) and counting it.
 
+use std::ffi::{CStr, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use inproc_abi::{
@@ -22,17 +23,83 @@ use crate::sniff::{self, Sniffed};
 /// Any wrapped function, as the wrappers call it (see the crate's doc).
 type Real = unsafe extern "C" fn(usize, usize, usize, usize, usize, usize) -> isize;
 
-/// `dlsym(RTLD_NEXT, name)`, cached in `cache` (0: not looked up, 1: not found).
+/// `dlsym(RTLD_NEXT, name)`, else [`find_loaded`], cached in `cache` (0: not looked up, 1: not
+/// found).
 #[inline(always)]
-pub(crate) fn resolve(name: &std::ffi::CStr, cache: &AtomicUsize) -> Option<usize> {
+pub(crate) fn resolve(name: &CStr, cache: &AtomicUsize) -> Option<usize> {
     let mut f = cache.load(Ordering::Relaxed);
     if f == 0 {
         // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name; a null result is handled.
         let p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
-        f = if p == 0 { 1 } else { p };
+        f = if p != 0 {
+            p
+        } else {
+            find_loaded(name).unwrap_or(1)
+        };
         cache.store(f, Ordering::Relaxed);
     }
     (f != 1).then_some(f)
+}
+
+/// `name` in an object loaded outside the global scope, which `dlsym(RTLD_NEXT)` does not
+/// search: a libssl that Python's `_ssl` module brought in with `RTLD_LOCAL`, or one a program
+/// opened itself. Each loaded object is asked for the symbol through its own dependency tree;
+/// the first answer outside this library wins.
+#[cold]
+fn find_loaded(name: &CStr) -> Option<usize> {
+    let own = object_base(tlsscope_inproc_real.as_ptr() as usize)?;
+    let mut objects: Vec<(usize, CString)> = Vec::new();
+    // SAFETY: the callback only reads the entries it is given and pushes to the Vec passed
+    // as `data`, which outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(list_object), (&mut objects as *mut Vec<_>).cast()) };
+    objects
+        .iter()
+        .filter(|(base, _)| *base != own)
+        .find_map(|(_, path)| symbol_of(path, name))
+        .filter(|&p| object_base(p) != Some(own))
+}
+
+/// `dl_iterate_phdr`'s callback: adds each named object (not the program, not the vDSO) with
+/// its load address to the `Vec<(usize, CString)>` at `data`.
+unsafe extern "C" fn list_object(
+    info: *mut libc::dl_phdr_info,
+    _size: usize,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: the loader passes a valid entry and our `data`, a live `Vec<(usize, CString)>`.
+    let (info, objects) = unsafe { (&*info, &mut *data.cast::<Vec<(usize, CString)>>()) };
+    if !info.dlpi_name.is_null() {
+        // SAFETY: dlpi_name is a NUL-terminated string owned by the loader.
+        let path = unsafe { CStr::from_ptr(info.dlpi_name) };
+        if !path.is_empty() {
+            objects.push((info.dlpi_addr as usize, path.to_owned()));
+        }
+    }
+    0
+}
+
+/// `name` as seen from the already loaded object `path` (its dependency tree).
+fn symbol_of(path: &CStr, name: &CStr) -> Option<usize> {
+    // SAFETY: RTLD_NOLOAD only hands out a handle of an object already loaded; both strings
+    // are NUL-terminated. The handle is given back at once (the object stays loaded).
+    unsafe {
+        let handle = libc::dlopen(path.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY);
+        if handle.is_null() {
+            return None;
+        }
+        let p = libc::dlsym(handle, name.as_ptr()) as usize;
+        libc::dlclose(handle);
+        (p != 0).then_some(p)
+    }
+}
+
+/// The load address of the object holding address `p`.
+fn object_base(p: usize) -> Option<usize> {
+    // SAFETY: Dl_info is plain data, valid all zeroes; dladdr only fills it.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr accepts any address and reports whether an object holds it.
+    (unsafe { libc::dladdr(p as *const libc::c_void, &mut info) } != 0)
+        .then_some(info.dli_fbase as usize)
 }
 
 /// Monotonic nanoseconds (the vDSO's clock: no system call).
@@ -52,7 +119,7 @@ fn now_ns() -> u64 {
 /// # Safety
 /// `args` are the caller's registers for the real function named `name`.
 #[inline(always)]
-unsafe fn call(index: usize, name: &std::ffi::CStr, real: &AtomicUsize, args: [usize; 6]) -> isize {
+unsafe fn call(index: usize, name: &CStr, real: &AtomicUsize, args: [usize; 6]) -> isize {
     let Some(f) = resolve(name, real) else {
         return unresolved();
     };

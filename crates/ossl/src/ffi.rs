@@ -202,6 +202,26 @@ macro_rules! api {
         }
 
         impl Api {
+            /// Offers every required entry, by its first name, to `swap`, which may return
+            /// another address for it (see `crate::inproc`).
+            ///
+            /// # Safety
+            /// An address `swap` returns must be a function with the same C signature as the
+            /// entry it replaces, callable for as long as the table is used.
+            pub(crate) unsafe fn swap_entries(
+                &mut self,
+                mut swap: impl FnMut(&'static str, *mut c_void) -> Option<*mut c_void>,
+            ) {
+                $(
+                    if let Some(p) = swap(stringify!($name), self.$name as *mut c_void) {
+                        // SAFETY: the caller guarantees `p` has this entry's signature.
+                        self.$name = unsafe {
+                            std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> $ret>(p)
+                        };
+                    }
+                )*
+            }
+
             /// Resolves every entry, failing on the first required symbol that is missing.
             ///
             /// # Safety

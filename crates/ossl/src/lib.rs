@@ -8,6 +8,7 @@
 mod context;
 mod error;
 pub mod ffi;
+mod inproc;
 mod library;
 mod pki;
 mod ssl;

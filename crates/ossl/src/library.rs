@@ -162,13 +162,15 @@ fn open(source: &LibrarySource) -> Result<Library, Error> {
     let crypto = dlopen(&files.crypto)?;
     let ssl = dlopen(&files.ssl)?;
     // SAFETY: both handles were just returned by dlopen and are never closed.
-    let api = unsafe { Api::resolve(crypto, ssl) }.map_err(|missing| Error::MissingSymbol {
+    let mut api = unsafe { Api::resolve(crypto, ssl) }.map_err(|missing| Error::MissingSymbol {
         symbol: missing.names.join(" or "),
         path: match missing.which {
             ffi::Which::Crypto => files.crypto.clone(),
             ffi::Which::Ssl => files.ssl.clone(),
         },
     })?;
+    // SAFETY: the handles are live and never closed.
+    unsafe { crate::inproc::route(&mut api, crypto, ssl) };
     // SAFETY: both functions take no pointers; OpenSSL_version returns a static string.
     let version = unsafe {
         Version {

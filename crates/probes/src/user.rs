@@ -245,6 +245,11 @@ impl Region {
     pub fn deactivate(&self) {
         self.header().active.store(0, Ordering::Relaxed);
     }
+
+    /// Makes the wrappers time their calls again (while the lease holds).
+    pub fn activate(&self) {
+        self.header().active.store(1, Ordering::Relaxed);
+    }
 }
 
 impl Drop for Region {
@@ -557,6 +562,12 @@ impl UserTracer {
     /// The wrappers stop timing, in every process, at once.
     pub fn deactivate(&self) {
         self.region.deactivate();
+    }
+
+    /// The wrappers time their calls again, after [`UserTracer::deactivate`] (e.g. after a
+    /// warm-up that should not count).
+    pub fn activate(&self) {
+        self.region.activate();
     }
 
     /// Measures what the wrapper adds to a call: the library loaded into this process with a

@@ -1,5 +1,6 @@
-//! `tlsscope lab`'s report: per experiment, what was obtained, the rates untraced and traced,
-//! both sides' CPU, and the server's traced calls per operation.
+//! `tlsscope lab`'s report: per experiment, what was obtained, the rates untraced and traced by
+//! each backend, both sides' CPU, and the server's traced calls per operation; at the end, the
+//! rates of every experiment in one table.
 
 use std::fmt::Write as _;
 
@@ -8,19 +9,42 @@ use load::RunResult;
 use crate::duration;
 use crate::trace::FunctionStats;
 
-/// The experiment's section: what was obtained, rates and CPU untraced and traced, then the
-/// server-side calls per operation.
-pub fn render_experiment(
-    text: &mut String,
-    untraced: &RunResult,
-    traced: &RunResult,
-    calls: &[FunctionStats],
-) {
-    let per = if untraced.mode == load::result::RunMode::Keepalive {
+/// One traced run of an experiment: who traced, the load's result, the server's calls.
+pub struct Traced<'a> {
+    /// "kernel probes", "in-process probes".
+    pub backend: &'a str,
+    pub result: &'a RunResult,
+    pub calls: &'a [FunctionStats],
+}
+
+/// "request" for keep-alive runs, else "handshake".
+fn unit(r: &RunResult) -> &'static str {
+    if r.mode == load::result::RunMode::Keepalive {
         "request"
     } else {
         "handshake"
-    };
+    }
+}
+
+/// The change from `base` to `x`, as "+3%" or "-91%".
+fn change(base: f64, x: f64) -> String {
+    format!("{:+.0}%", 100.0 * (x / base.max(1e-9) - 1.0))
+}
+
+/// The server's busy share of its core and its CPU microseconds per operation.
+fn server_cpu(r: &RunResult) -> Option<(f64, f64)> {
+    r.cpu.server.as_ref().map(|s| {
+        (
+            s.busy_pct,
+            (s.user_s + s.system_s) * 1e6 / r.ops.max(1) as f64,
+        )
+    })
+}
+
+/// The experiment's section: what was obtained, rates and CPU untraced and per traced run,
+/// then the server-side calls per operation, a column group per traced run.
+pub fn render_experiment(text: &mut String, untraced: &RunResult, traced: &[Traced<'_>]) {
+    let per = unit(untraced);
     for n in untraced.negotiated.iter().take(2) {
         let share = 100.0 * n.count as f64 / untraced.handshakes.total.max(1) as f64;
         let _ = writeln!(
@@ -33,12 +57,17 @@ pub fn render_experiment(
             n.handshake
         );
     }
-    let change = 100.0 * (traced.ops_per_s / untraced.ops_per_s.max(1e-9) - 1.0);
-    let _ = writeln!(
-        text,
-        "  rate       {:.0} {per}s/s untraced; {:.0}/s traced ({change:+.0}%)",
-        untraced.ops_per_s, traced.ops_per_s
-    );
+    let mut rate = format!("{:.0} {per}s/s untraced", untraced.ops_per_s);
+    for t in traced {
+        let _ = write!(
+            rate,
+            "; {} {:.0}/s ({})",
+            t.backend,
+            t.result.ops_per_s,
+            change(untraced.ops_per_s, t.result.ops_per_s)
+        );
+    }
+    let _ = writeln!(text, "  rate       {rate}");
     let lat = if per == "request" {
         &untraced.latency.request
     } else {
@@ -50,53 +79,112 @@ pub fn render_experiment(
         duration(lat.p50_us as f64),
         duration(lat.p99_us as f64)
     );
-    let server_us_per_op = |r: &RunResult| {
-        r.cpu.server.as_ref().map(|s| {
-            (
-                s.busy_pct,
-                (s.user_s + s.system_s) * 1e6 / r.ops.max(1) as f64,
-            )
-        })
-    };
-    let client_us =
-        |r: &RunResult| (r.cpu.client_user_s + r.cpu.client_system_s) * 1e6 / r.ops.max(1) as f64;
-    if let Some((busy, us)) = server_us_per_op(untraced) {
-        let _ = writeln!(
-            text,
-            "  CPU        server {busy:.0}% of its core, {us:.0} us per {per}; client {:.0} us per {per}",
-            client_us(untraced)
-        );
+    if let Some((busy, us)) = server_cpu(untraced) {
+        let client = (untraced.cpu.client_user_s + untraced.cpu.client_system_s) * 1e6
+            / untraced.ops.max(1) as f64;
+        let mut line = format!("server {busy:.0}% of its core, {us:.0} us per {per} untraced");
+        for t in traced {
+            if let Some((_, traced_us)) = server_cpu(t.result) {
+                let _ = write!(line, "; {traced_us:.0} us with {}", t.backend);
+            }
+        }
+        let _ = writeln!(text, "  CPU        {line}; client {client:.0} us per {per}");
     }
-    let traced_server_us = server_us_per_op(traced).map_or(0.0, |(_, us)| us);
-    let ops = traced.ops.max(1) as f64;
+    render_calls(text, per, traced);
+}
+
+/// The server's calls per operation: a row per function and outcome any run saw, a column
+/// group (per op, mean, p99) per traced run.
+fn render_calls(text: &mut String, per: &str, traced: &[Traced<'_>]) {
+    if traced.is_empty() {
+        return;
+    }
+    let runs: Vec<String> = traced
+        .iter()
+        .map(|t| format!("{} ({} {per}s)", t.backend, t.result.ops))
+        .collect();
     let _ = writeln!(
         text,
-        "  server calls (traced, {} {per}s; log2 buckets, p50/p99 estimated):",
-        traced.ops
+        "  server calls per {per}, traced by {} (log2 buckets, p99 estimated):",
+        runs.join(", ")
     );
-    let _ = writeln!(
-        text,
-        "    {:<22} {:<8} {:>8} {:>9} {:>9} {:>9} {:>11}",
-        "function", "outcome", "per op", "mean", "p50", "p99", "us per op"
-    );
-    for row in calls {
-        let s = &row.summary;
-        let _ = writeln!(
-            text,
-            "    {:<22} {:<8} {:>8.2} {:>9} {:>9} {:>9} {:>11.1}",
-            row.function,
-            row.outcome,
-            s.count as f64 / ops,
-            duration(s.mean_us),
-            duration(s.p50_us),
-            duration(s.p99_us),
-            s.total_ns as f64 / 1000.0 / ops
-        );
+    let mut header = format!("    {:<22} {:<8}", "function", "outcome");
+    for t in traced {
+        let name = t.backend.split_whitespace().next().unwrap_or(t.backend);
+        let _ = write!(header, " | {:>10} {:>9} {:>9}", name, "mean", "p99");
     }
-    if traced_server_us > 0.0 {
-        let _ = writeln!(
-            text,
-            "    (the server spent {traced_server_us:.0} us of CPU per {per} while traced; calls nest, e.g. SSL_do_handshake holds the EVP_* calls)"
+    let _ = writeln!(text, "{header}");
+    for (function, outcome) in rows(traced) {
+        let mut line = format!("    {function:<22} {outcome:<8}");
+        for t in traced {
+            let found = t
+                .calls
+                .iter()
+                .find(|c| c.function == function && c.outcome == outcome);
+            match found {
+                Some(c) => {
+                    let s = &c.summary;
+                    let _ = write!(
+                        line,
+                        " | {:>10.2} {:>9} {:>9}",
+                        s.count as f64 / t.result.ops.max(1) as f64,
+                        duration(s.mean_us),
+                        duration(s.p99_us)
+                    );
+                }
+                None => {
+                    let _ = write!(line, " | {:>10} {:>9} {:>9}", "-", "", "");
+                }
+            }
+        }
+        let _ = writeln!(text, "{}", line.trim_end());
+    }
+}
+
+/// Every (function, outcome) of any run, in the order the runs first list them.
+fn rows<'a>(traced: &'a [Traced<'_>]) -> Vec<(&'a str, &'a str)> {
+    let mut rows: Vec<(&str, &str)> = Vec::new();
+    for c in traced.iter().flat_map(|t| t.calls) {
+        let key = (c.function.as_str(), c.outcome.as_str());
+        if !rows.contains(&key) {
+            rows.push(key);
+        }
+    }
+    rows
+}
+
+/// One experiment's rates, for the closing table.
+pub struct SummaryRow<'a> {
+    pub experiment: &'a str,
+    /// Operations per second untraced, or None when the experiment failed.
+    pub untraced: Option<f64>,
+    /// Per traced run, in the columns' order: operations per second.
+    pub traced: Vec<Option<f64>>,
+}
+
+/// The closing table: per experiment, the rate untraced and under each backend, with the
+/// change (the cost of observing).
+pub fn render_summary(text: &mut String, backends: &[&str], rows: &[SummaryRow<'_>]) {
+    let width = rows.iter().map(|r| r.experiment.len()).max().unwrap_or(10);
+    let mut header = format!("  {:<width$} {:>10}", "operations per second", "untraced");
+    for b in backends {
+        let _ = write!(header, " {b:>24}");
+    }
+    let _ = writeln!(text, "{header}");
+    for r in rows {
+        let mut line = format!(
+            "  {:<width$} {:>10}",
+            r.experiment,
+            r.untraced
+                .map_or("failed".to_string(), |u| format!("{u:.0}"))
         );
+        for t in &r.traced {
+            let cell = match (r.untraced, t) {
+                (Some(u), Some(x)) => format!("{x:.0} ({})", change(u, *x)),
+                _ => "-".to_string(),
+            };
+            let _ = write!(line, " {cell:>24}");
+        }
+        let _ = writeln!(text, "{line}");
     }
 }

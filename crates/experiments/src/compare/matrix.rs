@@ -235,6 +235,7 @@ fn start_server(c: &MatrixConfig, key: &ServerKey, dir: &Path, index: usize) -> 
         cert_type: key.1,
         cpu: c.server_cpu,
         extra: &["--cert-out", cert_out.to_str().unwrap_or_default()],
+        prepare: None,
     })?;
     let mut pem = std::fs::read(SYSTEM_BUNDLE).unwrap_or_default();
     pem.extend_from_slice(&std::fs::read(&cert_out).context("reading the server's certificate")?);
