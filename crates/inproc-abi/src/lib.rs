@@ -14,7 +14,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 
 /// "TLSSCOP" and the layout's version: a reader refuses a region with any other.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x03");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x04");
 
 /// The environment variable that names the region for a program started under the library
 /// (`fd:N`, a descriptor it inherits, or a path).
@@ -229,7 +229,7 @@ pub struct Record {
 pub const PADDING: u32 = 1 << 31;
 
 /// Payload bytes a ring holds (records wrap around).
-pub const RING_DATA: usize = 1 << 20;
+pub const RING_DATA: usize = 4 << 20;
 /// A ring's header page, then its data.
 const RING_STRIDE: usize = PAGE + RING_DATA;
 
