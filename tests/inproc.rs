@@ -408,6 +408,31 @@ fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_r
     assert_eq!(got(worker), before);
 }
 
+/// A panic in tlsscope while attached unwinds through the tracer, which puts every GOT entry
+/// back in nginx's master and worker; nginx keeps serving.
+#[test]
+fn issue_13_a_panic_while_attached_puts_nginx_s_got_back() {
+    let nginx = NginxDir::new();
+    let server = nginx.start();
+    let master = server.id();
+    let worker = workers(master)[0];
+    let (master_before, worker_before) = (got(master), got(worker));
+    let mut cmd = Command::new(support::bin());
+    cmd.args(["trace", "--backend", "user", "--probes", "handshake,io"])
+        .args(["-p", &master.to_string()])
+        .env("TLSSCOPE_TEST_PANIC_WHILE_TRACING", "1")
+        .stdout(Stdio::null());
+    let mut trace = support::start_until(&mut cmd, "wrapped in process", Duration::from_secs(60));
+    let status = trace.child.wait().unwrap();
+    let stderr: Vec<String> = trace.lines.try_iter().collect();
+    assert!(!status.success(), "{stderr:?}");
+    assert!(stderr.iter().any(|l| l.contains("panicked")), "{stderr:?}");
+    assert_eq!(got(master), master_before);
+    assert_eq!(got(worker), worker_before);
+    let out = bench(nginx.addr, &["--mode", "keepalive", "-n", "50", "-c", "1"]);
+    assert!(out.contains("status 200: 50"), "{out}");
+}
+
 /// The JSON lines of a sniff capture.
 fn sniffed(path: &Path) -> Vec<Value> {
     read(path)
