@@ -496,11 +496,13 @@ fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addres
         let mode = std::fs::metadata(path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{}", path.display());
     }
-    // The request, as curl wrote it and as nginx's worker read it, with the worker's socket.
-    // (curl reads and writes through a BIO of its own, which has no fd to ask: its side shows
-    // no socket in process.)
-    call_with(&client_calls, "write", &token);
+    // The request, as curl wrote it and as nginx's worker read it, with both sockets' ends.
+    // curl reads and writes through a BIO of its own, which has no fd to ask: its socket is the
+    // one its sniffed calls read and wrote.
+    let sent = call_with(&client_calls, "write", &token);
     let received = call_with(&server_calls, "read", &token);
+    assert_eq!(sent["peer"], nginx.addr.to_string(), "{sent:#}");
+    assert_eq!(sent["local"], received["peer"], "{sent:#}");
     assert_eq!(received["pid"].as_u64(), Some(u64::from(worker)));
     assert_eq!(received["local"], nginx.addr.to_string());
     assert!(
@@ -509,8 +511,9 @@ fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addres
     );
     // And the response, both ways, on the same connection.
     let answered = call_with(&server_calls, "write", "inproc test page");
-    call_with(&client_calls, "read", "inproc test page");
+    let got_page = call_with(&client_calls, "read", "inproc test page");
     assert_eq!(answered["peer"], received["peer"]);
+    assert_eq!(got_page["local"], sent["local"], "{got_page:#}");
     assert_eq!(got(worker), before);
 }
 

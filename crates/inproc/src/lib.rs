@@ -15,6 +15,7 @@
 
 mod region;
 mod sniff;
+mod sockets;
 mod wrap;
 
 pub use wrap::tlsscope_inproc_calibrate;

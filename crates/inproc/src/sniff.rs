@@ -20,6 +20,8 @@ pub struct Sniffed {
     pub ret: isize,
     pub start_ns: u64,
     pub latency_ns: u64,
+    /// The last descriptor the call read or wrote (`crate::sockets`), or -1.
+    pub io_fd: i32,
 }
 
 /// Writes the call into this thread's ring, if its function is sniffed.
@@ -60,7 +62,11 @@ pub fn record(header: &Header, slot: &'static Slot, call: &Sniffed) {
         return;
     }
     // SAFETY: fd helpers take the connection object the program just used.
-    let fd = unsafe { fd_of(call.semantics, call.args[0]) };
+    let fd = match unsafe { fd_of(call.semantics, call.args[0]) } {
+        // A BIO of the program's own: the socket its I/O used.
+        ..0 => crate::sockets::of_connection(call.args[0], call.io_fd),
+        fd => fd,
+    };
     let r = Record {
         size: size as u32,
         len: len as u32,

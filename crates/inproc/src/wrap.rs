@@ -19,6 +19,7 @@ pub static tlsscope_inproc_real: [AtomicUsize; REAL_SLOTS] =
 
 use crate::region;
 use crate::sniff::{self, Sniffed};
+use crate::sockets;
 
 /// Any wrapped function, as the wrappers call it (see the crate's doc).
 type Real = unsafe extern "C" fn(usize, usize, usize, usize, usize, usize) -> isize;
@@ -137,9 +138,14 @@ unsafe fn call(index: usize, name: &CStr, real: &AtomicUsize, args: [usize; 6]) 
         // SAFETY: as above.
         return unsafe { f(a, b, c, d, e, g) };
     }
+    let sniffing = sniffed(header, index);
+    if sniffing {
+        sockets::watch();
+    }
     // SAFETY: as above.
     let ret = unsafe { f(a, b, c, d, e, g) };
     let latency_ns = now_ns().saturating_sub(start);
+    let io_fd = if sniffing { sockets::unwatch() } else { -1 };
     // What the caller will read after the return: left as the real function set it.
     // SAFETY: __errno_location returns this thread's errno.
     let errno = unsafe { *libc::__errno_location() };
@@ -148,7 +154,7 @@ unsafe fn call(index: usize, name: &CStr, real: &AtomicUsize, args: [usize; 6]) 
             .get(index)
             .map_or(Semantics::Positive, |f| f.semantics);
         count(header, slot, index, outcome(semantics, a, ret), latency_ns);
-        if header.sniff.load(Ordering::Relaxed) != 0 {
+        if sniffing {
             let call = Sniffed {
                 index,
                 semantics,
@@ -156,6 +162,7 @@ unsafe fn call(index: usize, name: &CStr, real: &AtomicUsize, args: [usize; 6]) 
                 ret,
                 start_ns: start,
                 latency_ns,
+                io_fd,
             };
             sniff::record(header, slot, &call);
         }
@@ -165,6 +172,16 @@ unsafe fn call(index: usize, name: &CStr, real: &AtomicUsize, args: [usize; 6]) 
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
     ret
+}
+
+/// Whether calls of function `index` are copied for sniff now.
+#[inline(always)]
+fn sniffed(header: &Header, index: usize) -> bool {
+    header.sniff.load(Ordering::Relaxed) != 0
+        && header
+            .sniff_kind
+            .get(index)
+            .is_some_and(|k| k.load(Ordering::Relaxed) != 0)
 }
 
 /// Whether function `index` is timed now.
@@ -180,7 +197,7 @@ fn on(header: &Header, index: usize) -> bool {
 /// A call whose real function this process does not have: answered with -1 and ENOSYS (no
 /// library defines it, so the program could not have called it without the wrapper).
 #[cold]
-fn unresolved() -> isize {
+pub(crate) fn unresolved() -> isize {
     // SAFETY: __errno_location returns this thread's errno.
     unsafe { *libc::__errno_location() = libc::ENOSYS };
     -1
