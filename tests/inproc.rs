@@ -618,6 +618,39 @@ fn issue_13_backend_misuse_gets_one_line_errors() {
     support::assert_one_line_error(&out, &["cannot start", "/nonexistent/program"]);
     let out = support::tlsscope(&["trace", "--backend", "bpf", "--", "/bin/true"]);
     support::assert_one_line_error(&out, &["bpf", "kernel, user, auto"]);
+    let out = support::tlsscope(&["sniff", "--ring-size", "4K", "--", "/bin/true"]);
+    support::assert_one_line_error(&out, &["--ring-size 4096", "65536"]);
+}
+
+/// `sniff --ring-size` sizes each thread's ring in process: curl reading a 1 MiB page through
+/// a 64 KiB ring (drained every 20 ms) loses records and says so; the default ring holds it.
+#[test]
+fn issue_13_the_in_process_ring_size_is_the_one_asked_for() {
+    let nginx = NginxDir::new();
+    std::fs::write(nginx.path("html/big.bin"), vec![b'x'; 1 << 20]).unwrap();
+    let _server = nginx.start();
+    let url = format!("https://{}/big.bin", nginx.addr);
+    let capture = nginx.path("capture.jsonl");
+    let sniff = |ring: &[&str]| {
+        let out = Command::new(support::bin())
+            .arg("sniff")
+            .args(ring)
+            .args(["--json", "-o"])
+            .arg(&capture)
+            .args(["--", "curl", "-sk", "-o", "/dev/null", &url])
+            .output()
+            .unwrap();
+        (out.status.code(), support::text(&out.stderr))
+    };
+    let (code, stderr) = sniff(&["--ring-size", "64K"]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("use a larger --ring-size"), "{stderr}");
+    let (code, stderr) = sniff(&[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("lost (ring buffer full): 0 calls"),
+        "{stderr}"
+    );
 }
 
 /// `tlsscope trace --backend user ARGS -- COMMAND`, output in `dir`.

@@ -325,8 +325,10 @@ pub struct SniffArgs {
     #[arg(long, default_value_t = 16384, value_name = "BYTES")]
     pub max_bytes: u32,
     /// Ring buffer size (power of two; suffixes K, M). Too small loses events, and says so.
-    #[arg(long, default_value = "16M", value_name = "SIZE", value_parser = parse_size)]
-    pub ring_size: u32,
+    /// Kernel backend: one ring, 16M unless given. In process: a ring per thread, 4M unless
+    /// given (64K to 256M).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub ring_size: Option<u32>,
     /// Also report handshake calls (no data).
     #[arg(long)]
     pub handshake: bool,

@@ -12,6 +12,9 @@ use anyhow::Context;
 use experiments::sniff::{Format, View, Writer};
 use probes::sniff::SniffConfig;
 use probes::{Edge, Selection};
+
+/// The kernel backend's ring buffer unless --ring-size says otherwise.
+const KERNEL_RING_BYTES: u32 = 16 << 20;
 use report::pcap::PcapWriter;
 
 use crate::args::SniffArgs;
@@ -63,7 +66,10 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         config: SniffConfig {
             threads: threads_of(&a.target),
             max_bytes,
-            ring_bytes: a.ring_size,
+            ring_bytes: a.ring_size.unwrap_or(KERNEL_RING_BYTES),
+            user_ring_bytes: a
+                .ring_size
+                .map_or(probes::user::DEFAULT_RING_BYTES, u64::from),
         },
     };
     let signals = StopFlags::install()?;

@@ -370,7 +370,13 @@ impl Run<'_> {
     /// wrappers calling straight through, then traced for the run.
     fn traced_in_process(&self, ctx: &ossl::Context, summary: &mut LabSummary) -> Result<Traced> {
         let everything = Selection::latency(Groups::all(), false);
-        let mut tracer = UserTracer::new(&everything, Buckets::Log2, false, Threads::default())?;
+        let mut tracer = UserTracer::new(
+            &everything,
+            Buckets::Log2,
+            false,
+            Threads::default(),
+            probes::user::MIN_RING_BYTES,
+        )?;
         if !summary.calibrated(LabBackend::User) {
             let c = tracer.calibrate(20_000)?;
             summary.calibrations.push((LabBackend::User, c));

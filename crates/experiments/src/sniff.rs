@@ -58,6 +58,7 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
             probes::Buckets::Log2,
             false,
             c.threads.clone(),
+            c.user_ring_bytes,
         )?;
         let child = crate::trace::spawn(request.command, &tracer)?;
         let targets = vec![format!("pid {}", child.id())];
@@ -84,6 +85,7 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
             probes::Buckets::Log2,
             false,
             &pids,
+            c.user_ring_bytes,
         ) {
             Ok(tracer) => {
                 let targets = crate::trace::attached_words(&tracer);

@@ -349,8 +349,14 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
         fail!("a command is its own target: leave out -p, --binary and --lib, or the command");
     }
     let c = &request.config;
-    let mut tracer =
-        probes::user::UserTracer::new(&request.selection, c.buckets, c.per_pid, c.threads.clone())?;
+    // Trace copies no calls: the smallest rings.
+    let mut tracer = probes::user::UserTracer::new(
+        &request.selection,
+        c.buckets,
+        c.per_pid,
+        c.threads.clone(),
+        probes::user::MIN_RING_BYTES,
+    )?;
     tracer.calibrate(request.calibration_calls)?;
     let child = spawn(request.command, &tracer)?;
     let words = request
@@ -382,7 +388,14 @@ fn attach(request: &Request<'_>) -> Result<Session> {
     };
     if try_user {
         let c = &request.config;
-        match probes::user::UserTracer::attach(&request.selection, c.buckets, c.per_pid, &pids) {
+        let rings = probes::user::MIN_RING_BYTES;
+        match probes::user::UserTracer::attach(
+            &request.selection,
+            c.buckets,
+            c.per_pid,
+            &pids,
+            rings,
+        ) {
             Ok(mut tracer) => {
                 tracer.calibrate(request.calibration_calls)?;
                 let targets = attached_words(&tracer);

@@ -14,7 +14,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 
 /// "TLSSCOP" and the layout's version: a reader refuses a region with any other.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x04");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x05");
 
 /// The environment variable that names the region for a program started under the library
 /// (`fd:N`, a descriptor it inherits, or a path).
@@ -170,6 +170,9 @@ pub struct Header {
     pub sniff_kind: [AtomicU8; MAX_FUNCTIONS],
     /// Per function: where the byte count is ([`COUNT_RETURN`] or [`COUNT_ARG4_POINTER`]).
     pub sniff_count: [AtomicU8; MAX_FUNCTIONS],
+    /// Data bytes of each thread's ring (a power of two, see [`valid_ring_bytes`]), written
+    /// before [`Header::magic`] and never changed: the region's layout depends on it.
+    pub ring_bytes: AtomicU64,
 }
 
 pub const SNIFF_READ: u8 = 1;
@@ -228,20 +231,38 @@ pub struct Record {
 /// Set in [`Record::size`] for the filler at the end of the ring.
 pub const PADDING: u32 = 1 << 31;
 
-/// Payload bytes a ring holds (records wrap around).
-pub const RING_DATA: usize = 4 << 20;
-/// A ring's header page, then its data.
-const RING_STRIDE: usize = PAGE + RING_DATA;
+/// A ring's data bytes unless tlsscope is told otherwise (`sniff --ring-size`).
+pub const DEFAULT_RING_BYTES: u64 = 4 << 20;
+/// The smallest ring: room for a few records of the largest payload (16 KiB TLS records).
+pub const MIN_RING_BYTES: u64 = 64 << 10;
+/// The largest ring (the region holds [`MAX_SLOTS`] of them, in address space).
+pub const MAX_RING_BYTES: u64 = 256 << 20;
 
-/// Where slot `i`'s ring starts: after all the slots, page-aligned.
-pub const fn ring_offset(i: usize) -> usize {
-    slot_offset(MAX_SLOTS).div_ceil(PAGE) * PAGE + i * RING_STRIDE
+/// Whether `n` can be a ring's data size: a power of two from [`MIN_RING_BYTES`] to
+/// [`MAX_RING_BYTES`].
+pub const fn valid_ring_bytes(n: u64) -> bool {
+    n.is_power_of_two() && n >= MIN_RING_BYTES && n <= MAX_RING_BYTES
+}
+
+/// Where slot `i`'s ring starts, for rings of `ring_bytes`: after all the slots,
+/// page-aligned; each ring is a header page and its data.
+pub const fn ring_offset(i: usize, ring_bytes: usize) -> usize {
+    slot_offset(MAX_SLOTS).div_ceil(PAGE) * PAGE + i * (PAGE + ring_bytes)
 }
 
 /// Where ring `i`'s data starts.
-pub const fn ring_data_offset(i: usize) -> usize {
-    ring_offset(i) + PAGE
+pub const fn ring_data_offset(i: usize, ring_bytes: usize) -> usize {
+    ring_offset(i, ring_bytes) + PAGE
 }
+
+/// The whole region's size, for rings of `ring_bytes` (a sparse file: only touched pages take
+/// memory).
+pub const fn region_bytes(ring_bytes: usize) -> usize {
+    ring_offset(MAX_SLOTS, ring_bytes)
+}
+
+/// The header's size, rounded to pages: what a reader maps first, to learn the ring size.
+pub const HEADER_BYTES: usize = SLOTS_START;
 
 /// One histogram cell.
 #[repr(C)]
@@ -268,9 +289,6 @@ pub const fn slot_offset(i: usize) -> usize {
 
 const PAGE: usize = 4096;
 const SLOTS_START: usize = core::mem::size_of::<Header>().div_ceil(PAGE) * PAGE;
-
-/// The region's size in bytes (a sparse file: only touched pages take memory).
-pub const REGION_BYTES: usize = ring_offset(MAX_SLOTS);
 
 /// The log2 bucket of a latency: 0 under 1 us, b for [2^(b-1), 2^b) us.
 pub fn log2_bucket(latency_ns: u64) -> usize {
@@ -314,7 +332,9 @@ mod tests {
         );
         assert!(core::mem::size_of::<Ring>() <= PAGE);
         assert_eq!(core::mem::size_of::<Record>() % 8, 0);
-        assert_eq!(ring_offset(0) % PAGE, 0);
+        assert_eq!(ring_offset(0, DEFAULT_RING_BYTES as usize) % PAGE, 0);
+        assert!(valid_ring_bytes(DEFAULT_RING_BYTES));
+        assert!(!valid_ring_bytes(3 << 20) && !valid_ring_bytes(4096));
     }
 
     #[test]

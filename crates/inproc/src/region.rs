@@ -3,7 +3,7 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 
-use inproc_abi::{Header, Ring, Slot, MAGIC, MAX_SLOTS, REGION_BYTES};
+use inproc_abi::{Header, Ring, Slot, HEADER_BYTES, MAGIC, MAX_SLOTS};
 
 /// The mapped region, or null.
 static REGION: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
@@ -68,40 +68,61 @@ pub fn map(path: &std::ffi::CStr) -> bool {
 
 /// Maps the region open at `fd` (left open: a program's children inherit it too).
 fn map_fd(fd: i32) -> bool {
+    let Some(ring_bytes) = region_ring_bytes(fd) else {
+        return false;
+    };
+    let size = inproc_abi::region_bytes(ring_bytes);
     // Only a file that is a whole region: touching a mapping past its end would kill the
     // program (SIGBUS), and an inherited descriptor may be anything by now.
     // SAFETY: fstat writes the stat it is given; a bad fd is an error, not undefined.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if unsafe { libc::fstat(fd, &mut st) } != 0 || (st.st_size as u64) < REGION_BYTES as u64 {
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || (st.st_size as u64) < size as u64 {
         return false;
     }
-    // SAFETY: a shared mapping of REGION_BYTES of the file (tlsscope sized it so); the result
-    // is checked against MAP_FAILED.
+    let Some(addr) = map_shared(fd, size) else {
+        return false;
+    };
+    // A region mapped before (an earlier tlsscope run attached to this process) stays mapped:
+    // a thread may be counting in it right now. Every thread takes a slot in the new one.
+    REGION.store(addr, Ordering::Release);
+    GENERATION.fetch_add(1, Ordering::Release);
+    true
+}
+
+/// The ring size of the region open at `fd`, read from its header (mapped alone for that):
+/// None unless the file starts with a tlsscope header with a valid ring size.
+fn region_ring_bytes(fd: i32) -> Option<usize> {
+    // SAFETY: fstat writes the stat it is given; a bad fd is an error, not undefined.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstat(fd, &mut st) } != 0 || (st.st_size as u64) < HEADER_BYTES as u64 {
+        return None;
+    }
+    let addr = map_shared(fd, HEADER_BYTES)?;
+    // SAFETY: the mapping is HEADER_BYTES long, page-aligned, and starts with a Header.
+    let header = unsafe { &*(addr as *const Header) };
+    let ring_bytes = (header.magic.load(Ordering::Acquire) == MAGIC)
+        .then(|| header.ring_bytes.load(Ordering::Relaxed))
+        .filter(|&n| inproc_abi::valid_ring_bytes(n));
+    // SAFETY: unmapping what was just mapped, never shared.
+    unsafe { libc::munmap(addr.cast(), HEADER_BYTES) };
+    ring_bytes.map(|n| n as usize)
+}
+
+/// A shared read-write mapping of the first `size` bytes of `fd`.
+fn map_shared(fd: i32, size: usize) -> Option<*mut u8> {
+    // SAFETY: a new shared mapping of a file the caller checked is at least `size` long; the
+    // result is checked against MAP_FAILED.
     let addr = unsafe {
         libc::mmap(
             std::ptr::null_mut(),
-            REGION_BYTES,
+            size,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_SHARED,
             fd,
             0,
         )
     };
-    if addr == libc::MAP_FAILED {
-        return false;
-    }
-    // SAFETY: the mapping is at least a Header long and page-aligned.
-    let header = unsafe { &*(addr as *const Header) };
-    if header.magic.load(Ordering::Acquire) != MAGIC {
-        // SAFETY: unmapping what was just mapped, never shared.
-        unsafe { libc::munmap(addr, REGION_BYTES) };
-        return false;
-    }
-    // A region mapped before (an earlier tlsscope run attached to this process) stays mapped:
-    // a thread may be counting in it right now. Every thread takes a slot in the new one.
-    REGION.store(addr.cast(), Ordering::Release);
-    GENERATION.fetch_add(1, Ordering::Release);
-    true
+    (addr != libc::MAP_FAILED).then_some(addr.cast())
 }
 
 /// The region's header, when one is mapped.
@@ -135,7 +156,7 @@ fn take(header: &'static Header) -> *mut Slot {
         return NO_SLOT;
     }
     let base = REGION.load(Ordering::Acquire);
-    // SAFETY: slot i < MAX_SLOTS lies within the REGION_BYTES mapping.
+    // SAFETY: slot i < MAX_SLOTS lies within the mapping (the slots precede the rings).
     let slot = unsafe { &*(base.add(inproc_abi::slot_offset(i)) as *const Slot) };
     // SAFETY: getpid and gettid cannot fail.
     let (pid, tid) = unsafe { (libc::getpid(), libc::gettid()) };
@@ -154,11 +175,22 @@ pub fn ring_of(slot: &'static Slot) -> Option<(&'static Ring, *mut u8)> {
     if i >= MAX_SLOTS {
         return None; // a slot of a region mapped before this one
     }
-    // SAFETY: ring i and its data lie within the REGION_BYTES mapping, never unmapped.
+    let ring_bytes = ring_bytes(base);
+    // SAFETY: ring i and its data lie within the region's mapping (sized for its ring size),
+    // never unmapped.
     unsafe {
         Some((
-            &*(base.add(inproc_abi::ring_offset(i)) as *const Ring),
-            base.add(inproc_abi::ring_data_offset(i)),
+            &*(base.add(inproc_abi::ring_offset(i, ring_bytes)) as *const Ring),
+            base.add(inproc_abi::ring_data_offset(i, ring_bytes)),
         ))
     }
+}
+
+/// The ring size of the region mapped at `base` (checked valid when it was mapped).
+#[inline(always)]
+pub fn ring_bytes(base: *const u8) -> usize {
+    // SAFETY: `base` is a live region mapping, which starts with its Header.
+    unsafe { &*(base as *const Header) }
+        .ring_bytes
+        .load(Ordering::Relaxed) as usize
 }

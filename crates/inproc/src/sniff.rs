@@ -5,8 +5,8 @@
 use std::sync::atomic::Ordering;
 
 use inproc_abi::{
-    Header, Record, Semantics, Slot, COUNT_ARG4_POINTER, GNUTLS_GET_FD, PADDING, RING_DATA,
-    SNIFF_HANDSHAKE, SSL_GET_FD,
+    Header, Record, Semantics, Slot, COUNT_ARG4_POINTER, GNUTLS_GET_FD, PADDING, SNIFF_HANDSHAKE,
+    SSL_GET_FD,
 };
 
 use crate::region;
@@ -50,14 +50,15 @@ pub fn record(header: &Header, slot: &'static Slot, call: &Sniffed) {
     let size = (head_size + len).next_multiple_of(8);
     let head = ring.head.load(Ordering::Relaxed);
     let tail = ring.tail.load(Ordering::Acquire);
-    let at = (head % RING_DATA as u64) as usize;
+    let ring_bytes = header.ring_bytes.load(Ordering::Relaxed) as usize;
+    let at = (head % ring_bytes as u64) as usize;
     // A record never wraps: the end of the ring is skipped with a filler when it is short.
-    let filler = if RING_DATA - at < size {
-        RING_DATA - at
+    let filler = if ring_bytes - at < size {
+        ring_bytes - at
     } else {
         0
     };
-    if (head - tail) as usize + filler + size > RING_DATA {
+    if (head - tail) as usize + filler + size > ring_bytes {
         ring.lost.fetch_add(1, Ordering::Relaxed);
         return;
     }
@@ -85,7 +86,7 @@ pub fn record(header: &Header, slot: &'static Slot, call: &Sniffed) {
         _pad: 0,
         ..ends_of(fd, call.args[0])
     };
-    // SAFETY: the ring's data is RING_DATA bytes of the region; every write below stays within
+    // SAFETY: the ring's data is `ring_bytes` bytes of the region; every write below stays within
     // it (checked above), in bytes tlsscope has consumed; `args[1]` is the call's buffer, of
     // which the call moved at least `len` bytes.
     unsafe {

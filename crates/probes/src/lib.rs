@@ -140,6 +140,8 @@ pub enum Error {
     NoUprobes,
     #[error("cannot attach the in-process backend to process {pid}: {reason}")]
     Attach { pid: u32, reason: String },
+    #[error("--ring-size {bytes}: the in-process backend's rings (one per thread) take a power of two from {min} to {max} bytes")]
+    RingSize { bytes: u64, min: u64, max: u64 },
     #[error("BPF: {what}: {detail}")]
     Bpf { what: String, detail: String },
 }

@@ -27,6 +27,8 @@ pub struct SniffConfig {
     pub max_bytes: u32,
     /// Ring buffer size in bytes (a power of two, at least a page).
     pub ring_bytes: u32,
+    /// The in-process backend's ring per thread, in bytes (`inproc_abi::valid_ring_bytes`).
+    pub user_ring_bytes: u64,
 }
 
 /// One sniffed call, its pieces put back together.

@@ -14,7 +14,9 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
-use inproc_abi::{Header, Slot, BUCKETS, FUNCTIONS, MAGIC, MAX_SLOTS, OUTCOMES, REGION_BYTES};
+use inproc_abi::{Header, Slot, BUCKETS, FUNCTIONS, MAGIC, MAX_SLOTS, OUTCOMES};
+/// Each thread's sniff ring, by default and at least (trace copies no calls: the smallest).
+pub use inproc_abi::{DEFAULT_RING_BYTES, MIN_RING_BYTES};
 
 use crate::attach;
 use crate::catalog::{self, Selection};
@@ -91,14 +93,17 @@ pub struct Region {
     base: *mut u8,
     /// The named file, until removed.
     path: Option<PathBuf>,
+    /// Data bytes of each thread's sniff ring (the layout's, see `inproc_abi::region_bytes`).
+    ring_bytes: usize,
 }
 
 // SAFETY: the mapping is shared memory read and written only through atomics.
 unsafe impl Send for Region {}
 
 impl Region {
-    /// Creates an anonymous region with the functions `enabled` timed.
-    pub fn create(enabled: &[usize], buckets: Buckets) -> Result<Region, Error> {
+    /// Creates an anonymous region with the functions `enabled` timed and sniff rings of
+    /// `ring_bytes` per thread.
+    pub fn create(enabled: &[usize], buckets: Buckets, ring_bytes: u64) -> Result<Region, Error> {
         let io = |source| Error::Read {
             path: "memfd:tlsscope-region".into(),
             source,
@@ -110,12 +115,16 @@ impl Region {
         }
         // SAFETY: raw is a new descriptor that nothing else owns.
         let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
-        Region::configure(std::fs::File::from(fd), None, enabled, buckets)
+        Region::configure(std::fs::File::from(fd), None, enabled, buckets, ring_bytes)
     }
 
     /// Creates a region in a file of its own (mode 0600) that running processes can open, in
     /// the library's directory; files that dead tlsscope runs left there are removed first.
-    pub fn create_file(enabled: &[usize], buckets: Buckets) -> Result<Region, Error> {
+    pub fn create_file(
+        enabled: &[usize],
+        buckets: Buckets,
+        ring_bytes: u64,
+    ) -> Result<Region, Error> {
         let dir = library_dir();
         remove_stale_regions(&dir);
         let nanos = std::time::SystemTime::now()
@@ -135,7 +144,7 @@ impl Region {
                 path: path.clone(),
                 source,
             })?;
-        Region::configure(file, Some(path), enabled, buckets)
+        Region::configure(file, Some(path), enabled, buckets, ring_bytes)
     }
 
     fn configure(
@@ -143,19 +152,28 @@ impl Region {
         path: Option<PathBuf>,
         enabled: &[usize],
         buckets: Buckets,
+        ring_bytes: u64,
     ) -> Result<Region, Error> {
+        if !inproc_abi::valid_ring_bytes(ring_bytes) {
+            return Err(Error::RingSize {
+                bytes: ring_bytes,
+                min: inproc_abi::MIN_RING_BYTES,
+                max: inproc_abi::MAX_RING_BYTES,
+            });
+        }
+        let size = inproc_abi::region_bytes(ring_bytes as usize);
         let io = |source| Error::Read {
             path: path
                 .clone()
                 .unwrap_or_else(|| "memfd:tlsscope-region".into()),
             source,
         };
-        file.set_len(REGION_BYTES as u64).map_err(io)?;
+        file.set_len(size as u64).map_err(io)?;
         // SAFETY: a shared mapping of the whole file, just sized; checked against MAP_FAILED.
         let base = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                REGION_BYTES,
+                size,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_SHARED,
                 std::os::fd::AsRawFd::as_raw_fd(&file),
@@ -169,6 +187,7 @@ impl Region {
             fd: file.into(),
             base: base.cast(),
             path,
+            ring_bytes: ring_bytes as usize,
         };
         let h = region.header();
         for &i in enabled {
@@ -189,6 +208,7 @@ impl Region {
         h.lease_until_ns
             .store(monotonic_ns() + inproc_abi::LEASE_NS, Ordering::Relaxed);
         h.active.store(1, Ordering::Relaxed);
+        h.ring_bytes.store(ring_bytes, Ordering::Relaxed);
         h.magic.store(MAGIC, Ordering::Release);
         Ok(region)
     }
@@ -235,8 +255,11 @@ impl Region {
         // SAFETY: i < MAX_SLOTS: the ring and its data lie within the mapping.
         unsafe {
             (
-                &*(self.base.add(inproc_abi::ring_offset(i)) as *const inproc_abi::Ring),
-                self.base.add(inproc_abi::ring_data_offset(i)).cast_const(),
+                &*(self.base.add(inproc_abi::ring_offset(i, self.ring_bytes))
+                    as *const inproc_abi::Ring),
+                self.base
+                    .add(inproc_abi::ring_data_offset(i, self.ring_bytes))
+                    .cast_const(),
             )
         }
     }
@@ -256,8 +279,8 @@ impl Drop for Region {
     fn drop(&mut self) {
         self.deactivate();
         self.unlink();
-        // SAFETY: unmapping our own mapping of REGION_BYTES.
-        unsafe { libc::munmap(self.base.cast(), REGION_BYTES) };
+        // SAFETY: unmapping our own mapping, of the region's size.
+        unsafe { libc::munmap(self.base.cast(), inproc_abi::region_bytes(self.ring_bytes)) };
     }
 }
 
@@ -420,6 +443,8 @@ pub struct UserTracer {
     per_pid: bool,
     threads: Threads,
     calibration: Option<Calibration>,
+    /// Thread names by (pid, tid), read once from /proc per thread for sniffed calls.
+    comms: std::sync::Mutex<std::collections::HashMap<(u32, u32), String>>,
 }
 
 impl UserTracer {
@@ -430,10 +455,11 @@ impl UserTracer {
         buckets: Buckets,
         per_pid: bool,
         threads: Threads,
+        ring_bytes: u64,
     ) -> Result<UserTracer, Error> {
         let library = library_file()?;
         let plan = plan(selection, &library)?;
-        let region = Region::create(&plan.indexes, buckets)?;
+        let region = Region::create(&plan.indexes, buckets, ring_bytes)?;
         Ok(UserTracer::with(region, library, plan, per_pid, threads))
     }
 
@@ -454,6 +480,7 @@ impl UserTracer {
             per_pid,
             threads,
             calibration: None,
+            comms: Default::default(),
         }
     }
 
@@ -489,6 +516,7 @@ impl UserTracer {
         buckets: Buckets,
         per_pid: bool,
         pids: &[u32],
+        ring_bytes: u64,
     ) -> Result<UserTracer, Error> {
         let library = attach::library_path(&library_file()?);
         let symbols = attach::LibrarySymbols::read(LIBRARY).map_err(|reason| Error::Attach {
@@ -501,7 +529,7 @@ impl UserTracer {
         for &pid in &processes {
             attach::check(pid).map_err(refused)?;
         }
-        let region = Region::create_file(&indexes, buckets)?;
+        let region = Region::create_file(&indexes, buckets, ring_bytes)?;
         let region_path = region.path().map(Path::to_path_buf).unwrap_or_default();
         // Every process the library is in is reported: respawned workers have new PIDs.
         let mut tracer = UserTracer::with(region, library, plan, per_pid, Threads::default());
@@ -577,7 +605,7 @@ impl UserTracer {
             what: "calibrating the in-process probe cost".into(),
             detail,
         };
-        let own = Region::create(&[], Buckets::Log2)?;
+        let own = Region::create(&[], Buckets::Log2, inproc_abi::MIN_RING_BYTES)?;
         let handle = dlopen(&self.library).map_err(fail)?;
         let map: unsafe extern "C" fn(*const libc::c_char) -> i32 =
             symbol(handle, c"tlsscope_inproc_map").map_err(fail)?;
@@ -641,7 +669,7 @@ impl UserTracer {
             let head = ring.head.load(Ordering::Acquire);
             let mut tail = ring.tail.load(Ordering::Relaxed);
             while tail < head {
-                let at = (tail % inproc_abi::RING_DATA as u64) as usize;
+                let at = (tail % self.region.ring_bytes as u64) as usize;
                 // SAFETY: [tail, head) holds records the thread finished writing (its Release
                 // store of head, read with Acquire above), within the ring's data.
                 let size = unsafe { std::ptr::read_unaligned(data.add(at).cast::<u32>()) };
@@ -653,7 +681,7 @@ impl UserTracer {
                 let r =
                     unsafe { std::ptr::read_unaligned(data.add(at).cast::<inproc_abi::Record>()) };
                 let payload = at + std::mem::size_of::<inproc_abi::Record>();
-                let len = (r.len as usize).min(inproc_abi::RING_DATA - payload);
+                let len = (r.len as usize).min(self.region.ring_bytes - payload);
                 // SAFETY: as above.
                 let bytes = unsafe { std::slice::from_raw_parts(data.add(payload), len) };
                 if (pid == 0 || self.wants(pid)) && r.size > 0 {
@@ -675,9 +703,7 @@ impl UserTracer {
             inproc_abi::SNIFF_WRITE => catalog::Direction::Write,
             _ => catalog::Direction::Handshake,
         };
-        let comm = std::fs::read_to_string(format!("/proc/{}/task/{}/comm", r.pid, r.tid))
-            .map(|c| c.trim_end().to_string())
-            .unwrap_or_default();
+        let comm = self.comm(r.pid, r.tid);
         crate::sniff::Call {
             start_ns: r.start_ns,
             latency_ns: r.latency_ns,
@@ -700,6 +726,23 @@ impl UserTracer {
             uncaptured_bytes: r.uncaptured,
             incomplete: false,
         }
+    }
+
+    /// Thread `tid`'s name, read from /proc the first time it is asked for (a few threads make
+    /// every call: reading it per call cost more than the rest of the reader).
+    fn comm(&self, pid: u32, tid: u32) -> String {
+        let mut comms = self.comms.lock().unwrap_or_else(|e| e.into_inner());
+        if comms.len() > 4096 {
+            comms.clear();
+        }
+        comms
+            .entry((pid, tid))
+            .or_insert_with(|| {
+                std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
+                    .map(|c| c.trim_end().to_string())
+                    .unwrap_or_default()
+            })
+            .clone()
     }
 
     /// The rings' counters, as the kernel sniffer's: every lost call is one lost record.
