@@ -517,6 +517,72 @@ fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addres
     assert_eq!(got(worker), before);
 }
 
+/// tstclnt (NSS) under in-process sniff: NSPR's `PR_Read`/`PR_Write`/`PR_Send`/`PR_Recv`
+/// also serve its request file and stdout, and only the calls on NSS's TLS layer are captured,
+/// each with the socket under it.
+#[test]
+fn issue_13_sniff_in_process_captures_an_nss_client_on_its_tls_socket_only() {
+    let serve = support::Serve::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let token = crate::sniff::token();
+    let request =
+        format!("GET /nss-{token} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    let request_file = dir.path().join("request");
+    std::fs::write(&request_file, &request).unwrap();
+    let capture = dir.path().join("capture.jsonl");
+    let port = serve.addr.port().to_string();
+    let out = Command::new(support::bin())
+        .args(["sniff", "--json", "-o"])
+        .arg(&capture)
+        .args([
+            "--",
+            "tstclnt",
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &port,
+            "-D",
+            "-o",
+            "-A",
+        ])
+        .arg(&request_file)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = support::text(&out.stdout);
+    let stderr = support::text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("HTTP/1.1 404"),
+        "tstclnt got no response: {stdout}"
+    );
+    assert!(!stderr.contains("not sniffed: PR_"), "{stderr}");
+    let calls = sniffed(&capture);
+    // The request was read from its file with PR_Read (not TLS), then sent (TLS): once.
+    let with_token: Vec<&Value> = calls
+        .iter()
+        .filter(|c| String::from_utf8_lossy(&crate::sniff::data(c)).contains(&token))
+        .collect();
+    assert_eq!(with_token.len(), 1, "{with_token:#?}");
+    let sent = with_token[0];
+    assert_eq!(sent["direction"], "write");
+    assert!(
+        sent["function"].as_str().unwrap().starts_with("PR_"),
+        "{sent:#}"
+    );
+    assert_eq!(sent["peer"], serve.addr.to_string(), "{sent:#}");
+    // The response was received once (printing it with PR_Write is not captured).
+    let responses = calls
+        .iter()
+        .filter(|c| String::from_utf8_lossy(&crate::sniff::data(c)).contains("HTTP/1.1 404"))
+        .count();
+    assert_eq!(responses, 1, "{calls:#?}");
+    let socket = sent["fd"].as_i64().unwrap();
+    for c in &calls {
+        assert_eq!(c["fd"].as_i64(), Some(socket), "{c:#}");
+    }
+}
+
 /// A program that links OpenSSL into its executable (a dynamic program with static TLS, as
 /// vendored builds are) and waits: compiled with Debian's gcc and libssl-dev.
 fn static_tls_program(dir: &Path) -> PathBuf {

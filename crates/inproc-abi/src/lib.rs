@@ -37,11 +37,13 @@ pub const HELPERS: &[&str] = &[
     "PR_GetError",
     "SSL_get_fd",
     "gnutls_transport_get_int",
+    "PR_FileDesc2NativeHandle",
 ];
 pub const SSL_GET_ERROR: usize = MAX_FUNCTIONS;
 pub const PR_GET_ERROR: usize = MAX_FUNCTIONS + 1;
 pub const SSL_GET_FD: usize = MAX_FUNCTIONS + 2;
 pub const GNUTLS_GET_FD: usize = MAX_FUNCTIONS + 3;
+pub const NSPR_GET_FD: usize = MAX_FUNCTIONS + 4;
 pub const REAL_SLOTS: usize = MAX_FUNCTIONS + HELPERS.len();
 
 /// How long the wrappers keep timing after tlsscope last renewed [`Header::lease_until_ns`]:
@@ -326,6 +328,10 @@ mod tests {
         assert_eq!(HELPERS[SSL_GET_ERROR - MAX_FUNCTIONS], "SSL_get_error");
         assert_eq!(HELPERS[PR_GET_ERROR - MAX_FUNCTIONS], "PR_GetError");
         assert_eq!(HELPERS[SSL_GET_FD - MAX_FUNCTIONS], "SSL_get_fd");
+        assert_eq!(
+            HELPERS[NSPR_GET_FD - MAX_FUNCTIONS],
+            "PR_FileDesc2NativeHandle"
+        );
         assert_eq!(
             HELPERS[GNUTLS_GET_FD - MAX_FUNCTIONS],
             "gnutls_transport_get_int"

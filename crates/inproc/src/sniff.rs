@@ -5,8 +5,8 @@
 use std::sync::atomic::Ordering;
 
 use inproc_abi::{
-    Header, Record, Semantics, Slot, COUNT_ARG4_POINTER, GNUTLS_GET_FD, PADDING, SNIFF_HANDSHAKE,
-    SSL_GET_FD,
+    Header, Record, Semantics, Slot, COUNT_ARG4_POINTER, GNUTLS_GET_FD, NSPR_GET_FD, PADDING,
+    SNIFF_HANDSHAKE, SSL_GET_FD,
 };
 
 use crate::region;
@@ -34,6 +34,11 @@ pub fn record(header: &Header, slot: &'static Slot, call: &Sniffed) {
     else {
         return;
     };
+    // NSPR's calls serve every kind of file: only NSS's TLS layer carries plaintext.
+    // SAFETY: the program just passed args[0] to an NSPR I/O call: a live PRFileDesc.
+    if call.semantics == Semantics::NsprIo && !unsafe { nss_tls_layer(call.args[0]) } {
+        return;
+    }
     let Some((ring, data)) = region::ring_of(slot) else {
         return;
     };
@@ -224,6 +229,7 @@ unsafe fn fd_of(semantics: Semantics, connection: usize) -> i32 {
     let (name, slot) = match semantics {
         Semantics::OpensslIo | Semantics::OpensslShutdown => (c"SSL_get_fd", SSL_GET_FD),
         Semantics::GnuTls => (c"gnutls_transport_get_int", GNUTLS_GET_FD),
+        Semantics::NsprIo => (c"PR_FileDesc2NativeHandle", NSPR_GET_FD),
         _ => return -1,
     };
     let Some(f) = resolve(name, &tlsscope_inproc_real[slot]) else {
@@ -232,4 +238,51 @@ unsafe fn fd_of(semantics: Semantics, connection: usize) -> i32 {
     type GetFd = unsafe extern "C" fn(usize) -> i32;
     // SAFETY: both take the connection object and only read it.
     unsafe { std::mem::transmute::<usize, GetFd>(f)(connection) }
+}
+
+/// Method tables checked lately on this thread, and whether each is NSS's TLS layer's: a
+/// program has a handful (sockets, files, the SSL layer), so `dladdr` runs once per table.
+const CHECKED: usize = 4;
+
+thread_local! {
+    static LAYERS: std::cell::Cell<([(usize, bool); CHECKED], usize)> =
+        const { std::cell::Cell::new(([(0, false); CHECKED], 0)) };
+}
+
+/// Whether NSPR file `fd` is NSS's TLS layer: its method table (a `PRFileDesc` starts with a
+/// pointer to it, nspr/pr/include/prio.h) lies in NSS's libssl3, as the kernel backend checks.
+///
+/// # Safety
+/// `fd` is a live `PRFileDesc` (one the program just passed to NSPR).
+unsafe fn nss_tls_layer(fd: usize) -> bool {
+    if fd == 0 {
+        return false;
+    }
+    // SAFETY: the caller guarantees fd points to a PRFileDesc, whose first field is this.
+    let methods = unsafe { *(fd as *const usize) };
+    LAYERS
+        .try_with(|cell| {
+            let (mut known, next) = cell.get();
+            if let Some(&(_, tls)) = known.iter().find(|(m, _)| *m == methods && methods != 0) {
+                return tls;
+            }
+            let tls = in_libssl3(methods);
+            known[next] = (methods, tls);
+            cell.set((known, (next + 1) % CHECKED));
+            tls
+        })
+        .unwrap_or(false)
+}
+
+/// Whether address `p` lies in NSS's `libssl3.so`.
+fn in_libssl3(p: usize) -> bool {
+    // SAFETY: Dl_info is plain data, valid all zeroes; dladdr only fills it for any address.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    if unsafe { libc::dladdr(p as *const libc::c_void, &mut info) } == 0 || info.dli_fname.is_null()
+    {
+        return false;
+    }
+    // SAFETY: dli_fname is the loader's NUL-terminated path of the object.
+    let path = unsafe { std::ffi::CStr::from_ptr(info.dli_fname) }.to_bytes();
+    path.rsplit(|&b| b == b'/').next() == Some(b"libssl3.so".as_slice())
 }

@@ -372,7 +372,6 @@ pub struct UserPlan {
 pub fn plan(selection: &Selection, library: &Path) -> Result<UserPlan, Error> {
     selection.check()?;
     let (mut attached, mut indexes, mut missing) = (Vec::new(), Vec::new(), Vec::new());
-    let sniffing = matches!(selection, Selection::Plaintext { .. });
     for kind in LibraryKind::ALL {
         for (id, function) in selection.functions(kind) {
             // SSL_get_error is asked directly, in process: no wrapper needed.
@@ -380,11 +379,6 @@ pub fn plan(selection: &Selection, library: &Path) -> Result<UserPlan, Error> {
                 continue;
             }
             match inproc_abi::index_of(function.name) {
-                Some(_) if sniffing && kind == LibraryKind::Nspr => missing.push(Missing {
-                    function: function.name,
-                    path: PathBuf::from(family_file(kind)),
-                    reason: "in-process sniffing does not tell NSPR's TLS sockets from plain ones yet: sniff NSS programs with --backend kernel".into(),
-                }),
                 Some(index) => {
                     indexes.push(index);
                     attached.push(Attached {
