@@ -686,6 +686,44 @@ fn issue_13_backend_misuse_gets_one_line_errors() {
     support::assert_one_line_error(&out, &["bpf", "kernel, user, auto"]);
     let out = support::tlsscope(&["sniff", "--ring-size", "4K", "--", "/bin/true"]);
     support::assert_one_line_error(&out, &["--ring-size 4096", "65536"]);
+    for verb in ["trace", "sniff"] {
+        let out = support::tlsscope(&[verb, "--lib", "/bin/true", "--", "/bin/true"]);
+        support::assert_one_line_error(&out, &["--binary and --lib", "own target"]);
+    }
+    let out = support::tlsscope(&["trace", "--attach-all", "--", "/bin/true"]);
+    support::assert_one_line_error(&out, &["--attach-all", "its own processes"]);
+}
+
+/// --comm narrows a started program's threads in process: curl's calls are reported only
+/// under its own name.
+#[test]
+fn issue_13_comm_narrows_a_command_s_threads_in_process() {
+    let nginx = NginxDir::new();
+    let _server = nginx.start();
+    let url = format!("https://{}/", nginx.addr);
+    let json = nginx.path("trace.json");
+    let trace = |comm: &str| {
+        let out = Command::new(support::bin())
+            .args([
+                "trace",
+                "--probes",
+                "handshake,io",
+                "--comm",
+                comm,
+                "--json",
+            ])
+            .arg(&json)
+            .args(["--", "curl", "-sk", "-o", "/dev/null", &url])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", support::text(&out.stderr));
+        serde_json::from_str::<Value>(&read(&json)).unwrap()
+    };
+    assert_eq!(calls(&trace("curl"), "SSL_do_handshake", "success"), 1);
+    assert_eq!(
+        calls(&trace("nothing-such"), "SSL_do_handshake", "success"),
+        0
+    );
 }
 
 /// `sniff --ring-size` sizes each thread's ring in process: curl reading a 1 MiB page through

@@ -47,6 +47,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         probes::latency::check_can_trace()?;
         targets_of(&a.target, "sniff")?
     } else {
+        crate::trace_cmd::with_command(&a.target)?;
         Vec::new()
     };
     anyhow::ensure!(a.max_bytes > 0, "--max-bytes must be at least 1");

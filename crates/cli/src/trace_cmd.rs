@@ -25,6 +25,11 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
         probes::latency::check_can_trace()?;
         targets_of(&a.target, "trace")?
     } else {
+        with_command(&a.target)?;
+        anyhow::ensure!(
+            !a.attach_all,
+            "--attach-all attaches in every process: a command (after --) is traced in its own processes only; leave one out"
+        );
         Vec::new()
     };
     let config = TraceConfig {
@@ -132,6 +137,16 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
 
 /// -p/--binary/--lib/--comm (shared by trace and sniff) as targets.
 /// The threads `-p` and `--comm` choose.
+/// The target options a command (after --) leaves meaningful: -p narrows its processes and
+/// --comm its threads; --binary and --lib name what to attach to instead.
+pub fn with_command(t: &crate::args::TargetArgs) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        t.binary.is_empty() && t.lib.is_empty(),
+        "--binary and --lib name what to attach to: a command (after --) is its own target; leave one out"
+    );
+    Ok(())
+}
+
 pub fn threads_of(t: &crate::args::TargetArgs) -> Threads {
     Threads {
         pids: t.pids.clone(),

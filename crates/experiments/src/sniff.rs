@@ -85,6 +85,7 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
             probes::Buckets::Log2,
             false,
             &pids,
+            c.threads.comm.clone(),
             c.user_ring_bytes,
         ) {
             Ok(tracer) => {

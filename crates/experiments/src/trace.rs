@@ -394,6 +394,7 @@ fn attach(request: &Request<'_>) -> Result<Session> {
             c.buckets,
             c.per_pid,
             &pids,
+            c.threads.comm.clone(),
             rings,
         ) {
             Ok(mut tracer) => {

@@ -510,6 +510,7 @@ impl UserTracer {
         buckets: Buckets,
         per_pid: bool,
         pids: &[u32],
+        comm: Option<String>,
         ring_bytes: u64,
     ) -> Result<UserTracer, Error> {
         let library = attach::library_path(&library_file()?);
@@ -526,7 +527,12 @@ impl UserTracer {
         let region = Region::create_file(&indexes, buckets, ring_bytes)?;
         let region_path = region.path().map(Path::to_path_buf).unwrap_or_default();
         // Every process the library is in is reported: respawned workers have new PIDs.
-        let mut tracer = UserTracer::with(region, library, plan, per_pid, Threads::default());
+        // Every attached process and its descendants count; --comm still narrows the threads.
+        let threads = Threads {
+            pids: Vec::new(),
+            comm,
+        };
+        let mut tracer = UserTracer::with(region, library, plan, per_pid, threads);
         for pid in processes {
             tracer.region.give_to(pid);
             let request = attach::Request {
@@ -678,7 +684,7 @@ impl UserTracer {
                 let len = (r.len as usize).min(self.region.ring_bytes - payload);
                 // SAFETY: as above.
                 let bytes = unsafe { std::slice::from_raw_parts(data.add(payload), len) };
-                if (pid == 0 || self.wants(pid)) && r.size > 0 {
+                if (pid == 0 || self.wants(pid, r.tid)) && r.size > 0 {
                     calls.push(self.call_of(&r, bytes));
                 }
                 tail += u64::from(r.size.max(8));
@@ -766,7 +772,7 @@ impl UserTracer {
         for i in 0..taken {
             let slot = self.region.slot(i);
             let pid = slot.pid.load(Ordering::Acquire);
-            if pid == 0 || !self.wants(pid) {
+            if pid == 0 || !self.wants(pid, slot.tid.load(Ordering::Relaxed)) {
                 continue;
             }
             snap.calls += slot.calls.load(Ordering::Relaxed);
@@ -794,9 +800,15 @@ impl UserTracer {
         Ok(snap)
     }
 
-    /// Whether a process's counts are reported (-p narrows a started program's processes).
-    fn wants(&self, pid: u32) -> bool {
-        self.threads.pids.is_empty() || self.threads.pids.contains(&pid)
+    /// Whether a thread's counts and calls are reported (-p narrows a started program's
+    /// processes; --comm, the threads by name).
+    fn wants(&self, pid: u32, tid: u32) -> bool {
+        (self.threads.pids.is_empty() || self.threads.pids.contains(&pid))
+            && self
+                .threads
+                .comm
+                .as_ref()
+                .is_none_or(|comm| *comm == self.comm(pid, tid))
     }
 }
 
