@@ -127,3 +127,125 @@ fn openssl_111w_data_calls_are_probed_at_their_callees() {
 fn openssl_302_data_calls_are_probed_at_their_callees() {
     assert_openssl_placements(&libssl_of(support::openssl_302(), "libssl.so.3"));
 }
+
+/// Counts of one traced run: (function, outcome) -> calls, for the outcomes the load decides
+/// (retries depend on when the client's bytes arrive, so they are left out).
+fn settled_counts(doc: &serde_json::Value) -> Vec<(String, String, u64)> {
+    let mut out: Vec<(String, String, u64)> = doc["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["outcome"] != "retry")
+        .map(|f| {
+            (
+                f["function"].as_str().unwrap().to_string(),
+                f["outcome"].as_str().unwrap().to_string(),
+                f["summary"]["count"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn placement_at(doc: &serde_json::Value, function: &str) -> String {
+    doc["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["function"] == function)
+        .unwrap_or_else(|| panic!("{function} not attached"))["placement"]["at"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+/// Traces the built-in server (on `global`'s OpenSSL) at `placement` under a fixed load;
+/// checks the counts against the server's own, and returns the settled counts.
+fn traced_run(global: &[&str], placement: &str) -> Vec<(String, String, u64)> {
+    let serve = Serve::start_with(global, &["--threads", "1"]);
+    let pid = serve.pid().to_string();
+    let trace = Trace::start(&[
+        "--backend",
+        "kernel",
+        "-p",
+        &pid,
+        "--probes",
+        "handshake,io",
+        "--exact-outcomes",
+        "--placement",
+        placement,
+    ]);
+    bench(serve.addr, &["--mode", "keepalive", "-n", "400", "-c", "4"]);
+    bench(
+        serve.addr,
+        &["--mode", "full", "-n", "60", "-c", "2", "--request", "/"],
+    );
+    let (ok, stdout, stderr, doc) = trace.stop();
+    let stats = serve.stop();
+    assert!(ok, "{stderr}");
+    let expected_at = if placement == "entry" {
+        "entry"
+    } else {
+        "callee"
+    };
+    assert_eq!(placement_at(&doc, "SSL_read"), expected_at, "{stdout}");
+    assert_eq!(placement_at(&doc, "SSL_write"), expected_at, "{stdout}");
+    let handshakes: u64 = ["full", "resumed_session_id", "resumed_ticket"]
+        .iter()
+        .map(|k| stats["handshakes"][k].as_u64().unwrap_or(0))
+        .sum();
+    let requests = stats["requests"].as_u64().unwrap();
+    // 400 keep-alive requests and 60 with a connection each, plus bench's checks.
+    assert!(requests > 400 + 60, "{stats}");
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        handshakes,
+        "{stdout}"
+    );
+    let success = |f: &str| calls(&doc, f, "success");
+    assert_eq!(
+        success("SSL_write") + success("SSL_write_ex"),
+        requests,
+        "{stdout}"
+    );
+    assert_eq!(
+        success("SSL_read") + success("SSL_read_ex"),
+        requests,
+        "{stdout}"
+    );
+    assert!(stdout.contains("placement: "), "{stdout}");
+    settled_counts(&doc)
+}
+
+/// The same load counted at the entries and at emulated placements: the same calls, with
+/// the same outcomes (SSL_get_error settling them, through the callee's SSL pointer).
+fn same_counts_at_both_placements(global: &[&str]) {
+    let _one = one_at_a_time();
+    let emulated = traced_run(global, "emulated");
+    let entry = traced_run(global, "entry");
+    assert_eq!(emulated, entry, "emulated vs entry placement");
+    assert!(
+        emulated
+            .iter()
+            .any(|(f, o, _)| f == "SSL_read" && o == "closed"),
+        "the clients' close_notify is seen: {emulated:?}"
+    );
+}
+
+#[test]
+fn emulated_and_entry_placements_count_the_same_on_debian_s_libssl() {
+    same_counts_at_both_placements(&[]);
+}
+
+#[test]
+fn emulated_and_entry_placements_count_the_same_on_openssl_111w() {
+    let prefix = support::openssl_111w().to_str().unwrap();
+    same_counts_at_both_placements(&["--openssl", prefix]);
+}
+
+#[test]
+fn emulated_and_entry_placements_count_the_same_on_openssl_302() {
+    let prefix = support::openssl_302().to_str().unwrap();
+    same_counts_at_both_placements(&["--openssl", prefix]);
+}
