@@ -11,6 +11,7 @@ mod inproc;
 mod openssl_build;
 mod ossl_api;
 mod peers;
+mod placement;
 mod probes;
 mod serve;
 mod sniff;

@@ -340,26 +340,35 @@ pub fn curl(cert: &Path, url: &str, extra: &[&str]) -> Output {
 /// per machine (cached in the build cache; built here when the cache does not have it).
 pub fn openssl_111w() -> &'static Path {
     static PREFIX: OnceLock<PathBuf> = OnceLock::new();
-    PREFIX.get_or_init(|| {
-        let out = tlsscope(&["openssl", "build", "1.1.1w"]);
-        assert!(
-            out.status.success(),
-            "tlsscope openssl build 1.1.1w failed: {}{}",
-            text(&out.stdout),
-            text(&out.stderr)
-        );
-        let listing = tlsscope(&["openssl", "list"]);
-        let listing = text(&listing.stdout);
-        let line = listing
-            .lines()
-            .find(|l| l.contains("1.1.1w"))
-            .unwrap_or_else(|| panic!("1.1.1w not in `openssl list`: {listing}"));
-        let prefix = line
-            .split_whitespace()
-            .find(|w| w.starts_with('/'))
-            .unwrap_or_else(|| panic!("no prefix in {line:?}"));
-        PathBuf::from(prefix)
-    })
+    PREFIX.get_or_init(|| openssl_build("1.1.1w"))
+}
+
+/// The OpenSSL 3.0.2 build (Ubuntu 22.04's version), as [`openssl_111w`].
+pub fn openssl_302() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| openssl_build("3.0.2"))
+}
+
+/// The install prefix of OpenSSL `version`, built by `tlsscope openssl build` unless cached.
+fn openssl_build(version: &str) -> PathBuf {
+    let out = tlsscope(&["openssl", "build", version]);
+    assert!(
+        out.status.success(),
+        "tlsscope openssl build {version} failed: {}{}",
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+    let listing = tlsscope(&["openssl", "list"]);
+    let listing = text(&listing.stdout);
+    let line = listing
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(version))
+        .unwrap_or_else(|| panic!("{version} not in `openssl list`: {listing}"));
+    let prefix = line
+        .split_whitespace()
+        .find(|w| w.starts_with('/'))
+        .unwrap_or_else(|| panic!("no prefix in {line:?}"));
+    PathBuf::from(prefix)
 }
 
 /// Asserts `doc` matches the committed JSON schema `schemas/<name>.schema.json`.

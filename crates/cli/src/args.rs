@@ -460,6 +460,12 @@ pub struct TraceArgs {
     /// library pays the breakpoint. Default: attach in the traced processes only.
     #[arg(long)]
     pub attach_all: bool,
+    /// Where the kernel backend's probes go: emulated (on an instruction the kernel emulates
+    /// where one is as good as the entry: a push or NOP entry, the one after endbr64, or the
+    /// first callee for calls from the function; cheaper per call) or entry (always the
+    /// function's first instruction).
+    #[arg(long, default_value = "emulated", value_name = "PLACEMENT")]
+    pub placement: probes::PlacementMode,
     /// Only the stats table at the end, no histograms.
     #[arg(long)]
     pub no_histograms: bool,

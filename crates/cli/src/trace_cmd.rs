@@ -48,6 +48,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
             exact: a.exact_outcomes,
         },
         config: config.clone(),
+        placement: a.placement,
         calibration_calls: CALIBRATION_CALLS,
     };
     let signals = StopFlags::install()?;

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use probes::latency::SYSCALL_EXITS_EFFECT;
 use probes::{catalog, Buckets, Edge, Outcome, Snapshot, Target, Trace};
 use report::trace::{
-    BucketScheme, FunctionStats, KernelHookDoc, MissingDoc, Overhead, ProbeDoc, TraceDocument,
+    BucketScheme, FunctionStats, KernelHookDoc, MissingDoc, Overhead, PlacementDoc, ProbeDoc,
+    TraceDocument,
 };
 use stats::buckets::{summarize, Bucket};
 
@@ -119,6 +120,7 @@ pub fn document(
         },
     };
     doc.duration_s = elapsed.as_secs_f64();
+    let kernel = tracer.backend() == probes::Backend::Kernel;
     doc.attached = tracer
         .attached()
         .iter()
@@ -128,6 +130,7 @@ pub fn document(
             path: a.point.path.display().to_string(),
             offset: a.point.offset,
             pid: i64::from(a.point.pid),
+            placement: kernel.then(|| placement_doc(&a.point)),
         })
         .collect();
     doc.not_attached = tracer
@@ -163,6 +166,20 @@ pub fn document(
         };
     }
     doc
+}
+
+/// Where a kernel probe sits, for the document.
+fn placement_doc(point: &probes::AttachPoint) -> PlacementDoc {
+    let unseen = match &point.placement {
+        probes::Placement::Callee(site) => site.unseen.clone(),
+        _ => None,
+    };
+    PlacementDoc {
+        at: point.placement.name().to_string(),
+        emulated: point.placement.emulated(),
+        probe_offset: point.probe_offset(),
+        unseen,
+    }
 }
 
 /// Groups the kernel's cells into one entry per (process, function, outcome), in catalog
@@ -323,6 +340,8 @@ pub struct Request<'a> {
     pub backend: BackendChoice,
     pub selection: probes::Selection,
     pub config: probes::TraceConfig,
+    /// Where the kernel backend's probes go.
+    pub placement: probes::PlacementMode,
     /// Calls of a function in tlsscope used to measure what a probed call costs.
     pub calibration_calls: u64,
 }
@@ -413,7 +432,8 @@ fn attach(request: &Request<'_>) -> Result<Session> {
             Err(e) => return Err(e.into()),
         }
     }
-    let plan = probes::Plan::new(&request.targets, request.selection.clone())?;
+    let plan = probes::Plan::new(&request.targets, request.selection.clone())?
+        .with_placement(request.placement);
     let mut tracer = probes::Tracer::start(&request.config, &plan)?;
     tracer.calibrate(request.calibration_calls)?;
     Ok(Session {

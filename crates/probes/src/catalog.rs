@@ -311,8 +311,15 @@ pub fn function(id: u16) -> Option<&'static Function> {
 }
 
 /// The attach cookie of function `id`: its id, then every field of `enum ts_cookie_field`
-/// (`bpf/common.h`), whichever program it is for: each reads the fields it needs.
+/// (`bpf/common.h`), whichever program it is for: each reads the fields it needs. No callee
+/// placement (see [`cookie_at_site`]).
 pub fn cookie(id: u16, function: &Function) -> u64 {
+    cookie_at_site(id, function, 0)
+}
+
+/// Like [`cookie`], for a function probed at its callee: `site` indexes the latency
+/// program's `cfg.sites` (0: not a callee placement).
+pub fn cookie_at_site(id: u16, function: &Function, site: u8) -> u64 {
     let mut fields = [0u8; ts_cookie_field_count()];
     let mut set = |field: ts_cookie_field, value: u8| fields[field.0 as usize] = value;
     set(
@@ -327,6 +334,7 @@ pub fn cookie(id: u16, function: &Function) -> u64 {
         ts_cookie_field::TS_FIELD_TLS_LAYER_ONLY,
         u8::from(function.tls_layer_only()),
     );
+    set(ts_cookie_field::TS_FIELD_SITE, site);
     crate::loader::cookie(id, &fields)
 }
 

@@ -10,7 +10,6 @@ use std::path::Path;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut, UprobeOpts};
 
-use crate::catalog;
 use crate::plan::{AttachPoint, Missing, Threads};
 use crate::skel::latency::types::ts_cookie;
 use crate::skel::{latency, sniff};
@@ -194,12 +193,14 @@ pub(crate) struct Attachment {
     pub refused: Vec<Missing>,
 }
 
-/// Attaches `uprobes` at every point, with its function's cookie, in the point's process or,
-/// with `attach_all`, in every process. An error only when the kernel refuses them all.
+/// Attaches `uprobes` at every point, where and with the cookie `at` says (file offset,
+/// cookie), in the point's process or, with `attach_all`, in every process. An error only when
+/// the kernel refuses them all.
 pub(crate) fn attach_points(
     uprobes: &Uprobes<'_, '_>,
     points: &[AttachPoint],
     attach_all: bool,
+    at: &dyn Fn(&AttachPoint) -> (u64, u64),
 ) -> Result<Attachment, Error> {
     let mut out = Attachment {
         links: Vec::new(),
@@ -208,8 +209,8 @@ pub(crate) fn attach_points(
     };
     for point in points {
         let pid = if attach_all { -1 } else { point.pid };
-        let cookie = catalog::cookie(point.id, point.function);
-        match uprobes.attach(pid, &point.path, point.offset, cookie) {
+        let (offset, cookie) = at(point);
+        match uprobes.attach(pid, &point.path, offset, cookie) {
             Ok(links) => {
                 out.links.extend(links);
                 out.attached.push(AttachPoint {

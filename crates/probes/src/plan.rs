@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use crate::catalog::{Function, Selection, CATALOG};
 use crate::maps::{tls_libraries, LibraryKind};
+use crate::placement::{self, Files, Kernel, Placement, PlacementMode};
 use crate::symbols::SymbolTable;
 use crate::Error;
 
@@ -40,9 +41,19 @@ pub struct AttachPoint {
     /// The symbol found (one of the function's spellings).
     pub symbol: &'static str,
     pub path: PathBuf,
+    /// The function's own file offset (its first instruction).
     pub offset: u64,
     /// The process to attach in (the kernel installs the breakpoint only there), or -1: all.
     pub pid: i32,
+    /// Where on the function the probes go (see [`AttachPoint::probe_offset`]).
+    pub placement: Placement,
+}
+
+impl AttachPoint {
+    /// The file offset the uprobe and uretprobe attach at.
+    pub fn probe_offset(&self) -> u64 {
+        self.placement.probe_offset(self.offset)
+    }
 }
 
 /// A function that was looked for and is not traced, with why.
@@ -102,7 +113,51 @@ impl Plan {
                 reasons: plan.why_nothing(),
             });
         }
+        plan.place(PlacementMode::Entry);
         Ok(plan)
+    }
+
+    /// The plan with its probes placed as `mode` says (a new plan has them at the entries).
+    pub fn with_placement(mut self, mode: PlacementMode) -> Plan {
+        self.place(mode);
+        self
+    }
+
+    /// Decides every point's placement from the code of its file.
+    fn place(&mut self, mode: PlacementMode) {
+        let kernel = Kernel::running();
+        let mut files = Files::default();
+        for p in &mut self.points {
+            p.placement = match (files.code(&p.path), mode) {
+                (None, _) => Placement::Entry { emulated: false },
+                (Some(code), PlacementMode::Entry) => Placement::Entry {
+                    emulated: placement::entry_emulated(code, p.offset, kernel),
+                },
+                (Some(code), PlacementMode::Emulated) => {
+                    placement::place(code, p.offset, p.function.semantics, kernel)
+                }
+            };
+        }
+        self.keep_shared_breakpoints_apart();
+    }
+
+    /// A callee that another point probes as itself (or at its own entry): both programs would
+    /// run at the one breakpoint in either order, and their call frames with them. The function
+    /// probed through that callee goes back to its entry.
+    fn keep_shared_breakpoints_apart(&mut self) {
+        let own: Vec<(PathBuf, u64)> = self
+            .points
+            .iter()
+            .filter(|p| !matches!(p.placement, Placement::Callee(_)))
+            .map(|p| (p.path.clone(), p.probe_offset()))
+            .collect();
+        for p in &mut self.points {
+            if let Placement::Callee(site) = &p.placement {
+                if own.contains(&(p.path.clone(), site.probe_offset)) {
+                    p.placement = Placement::Entry { emulated: false };
+                }
+            }
+        }
     }
 
     /// Whether `SSL_get_error` settles OpenSSL's <= 0 returns.
@@ -256,6 +311,7 @@ fn point(
         path: table.path().to_path_buf(),
         offset,
         pid,
+        placement: Placement::Entry { emulated: false },
     }
 }
 

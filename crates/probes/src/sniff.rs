@@ -8,7 +8,7 @@ use std::time::Duration;
 use libbpf_rs::Link;
 
 pub use crate::catalog::Direction;
-use crate::catalog::CATALOG;
+use crate::catalog::{self, CATALOG};
 use crate::loader::{self, Uprobes};
 use crate::plan::{AttachPoint, Missing, Plan, Threads};
 use crate::skel::sniff::types::{sn_counter, sn_endpoints, sn_event, sn_flags};
@@ -129,7 +129,10 @@ impl Sniffer {
             entry: &skel.progs.sniff_enter,
             ret: &skel.progs.sniff_return,
         };
-        let attachment = loader::attach_points(&uprobes, &plan.points, false)?;
+        // Always at the entries: the program reads the buffer and count where the function
+        // gets them, which a callee placement would change.
+        let at_entry = |p: &AttachPoint| (p.offset, catalog::cookie(p.id, p.function));
+        let attachment = loader::attach_points(&uprobes, &plan.points, false, &at_entry)?;
         let mut links = attachment.links;
         let mut not_attached = plan.missing.clone();
         not_attached.extend(attachment.refused);

@@ -389,6 +389,7 @@ pub fn plan(selection: &Selection, library: &Path) -> Result<UserPlan, Error> {
                             path: library.to_path_buf(),
                             offset: 0,
                             pid: -1,
+                            placement: crate::Placement::Entry { emulated: false },
                         },
                     });
                 }

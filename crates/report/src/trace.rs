@@ -69,6 +69,27 @@ pub struct ProbeDoc {
     pub offset: u64,
     /// The process it was attached in; -1 for every process.
     pub pid: i64,
+    /// Where on the function the kernel's probes are; absent for the in-process backend and in
+    /// documents written before placements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementDoc>,
+}
+
+/// Where a function's uprobe + uretprobe pair sits.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlacementDoc {
+    /// "entry", "entry+4" (after endbr64) or "callee" (the function's first callee, for calls
+    /// from the function).
+    pub at: String,
+    /// Whether the kernel emulates the probed instruction (else it single-steps it: a second
+    /// trap per hit).
+    pub emulated: bool,
+    /// The file offset the probes are at.
+    pub probe_offset: u64,
+    /// The calls the probes cannot see, if any (e.g. an argument check failing before the
+    /// callee is called).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unseen: Option<String>,
 }
 
 /// A function that is not traced, and why.
@@ -152,8 +173,11 @@ pub fn trace_text(w: &mut impl Write, doc: &TraceDocument, histograms: bool) -> 
     Ok(())
 }
 
-/// The trailer: what is not traced, and what tracing cost.
+/// The trailer: where the probes are, what is not traced, and what tracing cost.
 pub fn trace_footer(w: &mut impl Write, doc: &TraceDocument) -> io::Result<()> {
+    if let Some(line) = placement_line(&doc.attached) {
+        writeln!(w, "{line}")?;
+    }
     for m in &doc.not_attached {
         writeln!(w, "not traced: {} in {}: {}", m.function, m.path, m.reason)?;
     }
@@ -184,6 +208,45 @@ pub fn trace_footer(w: &mut impl Write, doc: &TraceDocument) -> io::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// "placement: 8 of 11 functions on emulated instructions (4 entry, 4 callee); single-stepped:
+/// SSL_connect, SSL_accept, SSL_get_error", when the probes have placements (kernel backend).
+pub fn placement_line(attached: &[ProbeDoc]) -> Option<String> {
+    let placed: Vec<(&str, &PlacementDoc)> = attached
+        .iter()
+        .filter_map(|a| Some((a.function.as_str(), a.placement.as_ref()?)))
+        .collect();
+    if placed.is_empty() {
+        return None;
+    }
+    let emulated = placed.iter().filter(|(_, p)| p.emulated).count();
+    let mut kinds: Vec<String> = Vec::new();
+    for at in ["entry", "entry+4", "callee"] {
+        let n = placed
+            .iter()
+            .filter(|(_, p)| p.emulated && p.at == at)
+            .count();
+        if n > 0 {
+            kinds.push(format!("{n} {at}"));
+        }
+    }
+    let stepped: Vec<&str> = placed
+        .iter()
+        .filter(|(_, p)| !p.emulated)
+        .map(|(f, _)| *f)
+        .collect();
+    let mut line = format!(
+        "placement: {emulated} of {} functions on emulated instructions",
+        placed.len()
+    );
+    if !kinds.is_empty() {
+        line.push_str(&format!(" ({})", kinds.join(", ")));
+    }
+    if !stepped.is_empty() {
+        line.push_str(&format!("; single-stepped: {}", stepped.join(", ")));
+    }
+    Some(line)
 }
 
 /// Columns: function, outcome, count, average, total, p50, p99 (estimated from buckets).

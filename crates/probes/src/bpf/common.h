@@ -8,13 +8,13 @@
 #define TS_MAX_PIDS 1024
 
 /* Every uprobe's attach cookie: the function's index in the one catalog (bits 0-15), then
- * TS_COOKIE_FIELDS one-byte fields, what the catalog says of the function (bits 16-23, 24-31,
- * ...). Every program gets the same cookie and reads the fields it needs. An enum, not
+ * TS_COOKIE_FIELDS one-byte fields, what the catalog says of the function and where it is
+ * probed (bits 16-23, 24-31, ...). Every program gets the same cookie and reads the fields it needs. An enum, not
  * defines, so that the Rust loader encodes cookies with these very numbers. */
 enum ts_cookie {
 	TS_COOKIE_FUNC_BITS = 16,
 	TS_COOKIE_FIELD_BITS = 8,
-	TS_COOKIE_FIELDS = 4,
+	TS_COOKIE_FIELDS = 5,
 };
 
 /* The cookie's fields, by position. */
@@ -23,6 +23,7 @@ enum ts_cookie_field {
 	TS_FIELD_KIND = 1,           /* enum sn_kind (sniff.h): read, write or handshake */
 	TS_FIELD_COUNT = 2,          /* enum sn_count (sniff.h): where the byte count is */
 	TS_FIELD_TLS_LAYER_ONLY = 3, /* nonzero for NSPR's generic I/O (see sniff.h) */
+	TS_FIELD_SITE = 4,	     /* latency: index in cfg.sites of a callee placement, or 0 */
 };
 
 #define TS_COOKIE_FUNC(c) ((__u16)((c) & 0xffff))

@@ -21,6 +21,8 @@ TS_EXPORT_ENUM(ts_outcome);
 TS_EXPORT_ENUM(ts_semantics);
 TS_EXPORT_ENUM(ts_counter);
 TS_EXPORT_ENUM(ts_linear);
+TS_EXPORT_ENUM(ts_result_rule);
+TS_EXPORT_ENUM(ts_sites);
 
 TS_PER_THREAD_MAP(threads, struct ts_thread);
 TS_PER_THREAD_MAP(pending, struct ts_pending);
@@ -150,12 +152,58 @@ static __always_inline __u8 outcome_of_syscall(__s64 last)
 	return TS_FAILURE; /* EOF without close_notify, ECONNRESET, EPIPE, ... */
 }
 
+static __always_inline const volatile struct ts_site *site_of(__u8 site)
+{
+	return &cfg.sites[site & (TS_MAX_SITES - 1)];
+}
+
+/* At a callee placement's entry: whether this call of the callee comes from the function the
+ * probe stands for, by its return address. The handler runs with ip at the probed instruction
+ * and the return address at (%rsp) (kernel/events/uprobes.c, handle_swbp). */
+static __always_inline int called_from_function(struct pt_regs *ctx, __u8 site)
+{
+	__u64 ret = 0;
+
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)))
+		return 0;
+	return (__s64)(ret - PT_REGS_IP(ctx)) == site_of(site)->return_delta;
+}
+
+/* At a callee placement's return: the function's result, from the callee's. */
+static __always_inline int function_result(__u8 site, int rc, __u64 out_ptr)
+{
+	const volatile struct ts_site *s = site_of(site);
+	__u8 rule;
+	int value, out;
+
+	if (rc > 0) {
+		rule = s->rule[0];
+		value = s->value[0];
+	} else if (rc == 0) {
+		rule = s->rule[1];
+		value = s->value[1];
+	} else {
+		rule = s->rule[2];
+		value = s->value[2];
+	}
+	if (rule == TS_RESULT_CONSTANT)
+		return value;
+	if (rule == TS_RESULT_OUT_INT && !bpf_probe_read_user(&out, sizeof(out), (void *)out_ptr))
+		return out;
+	return rc;
+}
+
 SEC("uprobe")
 int BPF_KPROBE(tls_enter)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u8 site = TS_COOKIE_SITE(cookie);
 
+	/* A callee placement sees every call of the callee: only the function's count. */
+	if (site && !called_from_function(ctx, site))
+		return 0;
 	count(TS_CALLS);
 	if (!wanted(pid_tgid))
 		return 0;
@@ -170,14 +218,19 @@ int BPF_KPROBE(tls_enter)
 	}
 	__u32 depth = t->depth;
 
+	/* Too deep to be timed: counted in depth so that returns pair up, except at a callee
+	 * placement, whose return only pairs with a frame of its own. */
+	if (depth >= TS_MAX_DEPTH && site)
+		return 0;
 	t->depth = depth + 1;
 	if (depth >= TS_MAX_DEPTH)
 		return 0;
-	__u64 cookie = bpf_get_attach_cookie(ctx);
 	struct ts_frame *f = &t->frames[depth & (TS_MAX_DEPTH - 1)];
 
 	f->func = TS_COOKIE_FUNC(cookie);
 	f->arg0 = PT_REGS_PARM1(ctx);
+	f->out_ptr = PT_REGS_PARM4(ctx);
+	f->sp_low = (__u32)PT_REGS_SP(ctx);
 	if (settled_by_syscalls(TS_COOKIE_SEM(cookie)))
 		t->last_syscall_ret = TS_NO_SYSCALL;
 	f->start_ns = bpf_ktime_get_ns();
@@ -192,17 +245,25 @@ int BPF_KRETPROBE(tls_return)
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u32 tid = (__u32)pid_tgid, pid = pid_tgid >> 32;
 	__u16 func = TS_COOKIE_FUNC(cookie);
+	__u8 site = TS_COOKIE_SITE(cookie);
 	struct ts_thread *t = bpf_map_lookup_elem(&threads, &tid);
 
 	if (!t || t->depth == 0)
 		return 0; /* entered before the probes attached, or filtered out */
 	__u32 depth = t->depth - 1;
+	struct ts_frame *f = &t->frames[depth & (TS_MAX_DEPTH - 1)];
 
+	if (site) {
+		/* A callee placement's return pairs only with its own frame: the same function,
+		 * entered with %rsp just below where it is now that the return address is popped
+		 * (handle_trampoline). Other returns of the callee are other callers'. */
+		if (depth >= TS_MAX_DEPTH || f->func != func ||
+		    f->sp_low != (__u32)(PT_REGS_SP(ctx) - 8))
+			return 0;
+	}
 	t->depth = depth;
 	if (depth >= TS_MAX_DEPTH)
 		return 0; /* too deep to have been timed */
-	struct ts_frame *f = &t->frames[depth & (TS_MAX_DEPTH - 1)];
-
 	if (f->func != func) {
 		/* A return without its entry (a longjmp out of a traced call, or attached
 		 * mid-call): the stack is not to be trusted any more. */
@@ -212,7 +273,7 @@ int BPF_KRETPROBE(tls_return)
 	__u64 latency_ns = now - f->start_ns;
 	__u64 arg0 = f->arg0;
 	long rc = PT_REGS_RC(ctx);
-	int rc32 = (int)rc;
+	int rc32 = site ? function_result(site, (int)rc, f->out_ptr) : (int)rc;
 	__u8 sem = TS_COOKIE_SEM(cookie);
 	__s64 last_syscall = t->last_syscall_ret;
 
