@@ -199,7 +199,12 @@ pub fn run(
         let server = start_server(config, cert, None)?;
         let plan = if config.backends.contains(&LabBackend::Kernel) {
             let everything = Selection::latency(Groups::all(), false);
-            Some(Plan::new(&[Target::Pid(server.pid())], everything)?)
+            // As trace does by default: probes on instructions the kernel emulates where the
+            // function allows.
+            Some(
+                Plan::new(&[Target::Pid(server.pid())], everything)?
+                    .with_placement(probes::PlacementMode::Emulated),
+            )
         } else {
             None
         };
