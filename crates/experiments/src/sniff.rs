@@ -76,7 +76,12 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
             fail!("--backend user sniffs processes: give -p PID (--binary and --lib need --backend kernel), or start the program: tlsscope sniff -- COMMAND")
         }
         BackendChoice::User => true,
-        BackendChoice::Auto => !pids.is_empty() && covers_all(&request.selection),
+        // A --ring-size only the kernel's ring takes (4K, 8K...) asks for the kernel backend.
+        BackendChoice::Auto => {
+            !pids.is_empty()
+                && covers_all(&request.selection)
+                && probes::user::valid_ring_bytes(c.user_ring_bytes)
+        }
     };
     let mut notes = Vec::new();
     if try_user {

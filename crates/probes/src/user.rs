@@ -14,9 +14,10 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
+// Each thread's sniff ring: by default, at least (trace copies no calls: the smallest), and
+// which sizes are valid.
+pub use inproc_abi::{valid_ring_bytes, DEFAULT_RING_BYTES, MIN_RING_BYTES};
 use inproc_abi::{Header, Slot, BUCKETS, FUNCTIONS, MAGIC, MAX_SLOTS, OUTCOMES};
-/// Each thread's sniff ring, by default and at least (trace copies no calls: the smallest).
-pub use inproc_abi::{DEFAULT_RING_BYTES, MIN_RING_BYTES};
 
 use crate::attach;
 use crate::catalog::{self, Selection};
