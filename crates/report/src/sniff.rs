@@ -123,7 +123,8 @@ fn push_u64(line: &mut String, mut n: u64) {
             break;
         }
     }
-    line.extend(digits[at..].iter().map(|&d| char::from(d)));
+    // Only ASCII digits were written.
+    line.push_str(std::str::from_utf8(&digits[at..]).unwrap_or_default());
 }
 
 /// `n` in decimal, with its sign.
@@ -134,6 +135,18 @@ fn push_i64(line: &mut String, n: i64) {
     push_u64(line, n.unsigned_abs());
 }
 
+/// Bytes the text output shows as they are: printable ASCII but the backslash, and tab.
+const SHOWN_AS_IS: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0x20;
+    while b <= 0x7e {
+        table[b] = b != b'\\' as usize;
+        b += 1;
+    }
+    table[b'\t' as usize] = true;
+    table
+};
+
 /// Header line, then the payload: printable ASCII as is, line ends kept, other bytes as \xHH.
 pub fn write_text(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<()> {
     writeln!(w, "{}", header(r))?;
@@ -141,7 +154,7 @@ pub fn write_text(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<(
         return Ok(());
     }
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let plain = |b: u8| (0x20..=0x7e).contains(&b) && b != b'\\' || b == b'\t';
+    let plain = |b: u8| SHOWN_AS_IS[usize::from(b)];
     let mut out = Vec::with_capacity(r.data.len() + 16);
     let mut rest = r.data;
     while !rest.is_empty() {
