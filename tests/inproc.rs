@@ -880,3 +880,24 @@ fn issue_13_a_program_with_a_locally_loaded_libssl_works_under_the_user_backend(
     assert_eq!(calls(&doc, "SSL_write_ex", "success"), 1, "{stdout}");
     assert!(calls(&doc, "SSL_read_ex", "success") >= 1, "{stdout}");
 }
+
+/// Attached to tlsscope's built-in server, which calls OpenSSL through dlsym pointers: only
+/// libssl's own GOT calls into libcrypto can be redirected, and the SSL_* functions are said
+/// not to be traced instead of being counted as wrapped and silently missed.
+#[test]
+fn issue_13_functions_no_got_entry_reaches_are_not_claimed_as_traced() {
+    let serve = support::Serve::start(&["--threads", "1"]);
+    let pid = serve.pid().to_string();
+    let out = support::tlsscope(&["trace", "--backend", "user", "-p", &pid, "-d", "1s"]);
+    let stderr = support::text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for f in ["SSL_read", "SSL_write", "SSL_do_handshake"] {
+        assert!(
+            stderr.contains(&format!(
+                "not traced: {f} in libssl: the attached processes call it through no GOT entry"
+            )),
+            "{f}: {stderr}"
+        );
+    }
+    assert!(stderr.contains("dlsym pointers"), "{stderr}");
+}

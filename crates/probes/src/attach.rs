@@ -26,6 +26,9 @@ pub struct Attachment {
     pub swapped: Vec<Swapped>,
     /// Whether tlsscope loaded the library now (else an earlier run had).
     pub loaded_now: bool,
+    /// The functions (`inproc_abi::FUNCTIONS` indexes) the program calls through a GOT entry
+    /// of its own: the only ones whose calls the wrappers see.
+    pub called: Vec<usize>,
 }
 
 /// A refusal or failure, for the process it concerns.
@@ -299,6 +302,7 @@ pub fn attach(pid: u32, request: &Request<'_>) -> Result<Attachment, Refused> {
         pid,
         swapped,
         loaded_now,
+        called: redirect.called,
     })
 }
 

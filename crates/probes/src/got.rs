@@ -76,6 +76,8 @@ pub struct Redirect {
     /// rest are a TLS library's calls of its own functions (`SSL_accept` calling
     /// `SSL_do_handshake`), which alone would show only part of the traffic.
     pub from_callers: usize,
+    /// The functions (indexes) with at least one such entry: the ones the program's calls reach.
+    pub called: Vec<usize>,
     /// The executable, if it defines a wanted function itself (TLS linked in statically).
     pub defining_executable: Option<(PathBuf, &'static str)>,
 }
@@ -209,11 +211,16 @@ pub fn find(
             real.is_some() && !elsewhere
         })
         .collect();
-    redirect.from_callers = redirect
+    let from_callers: Vec<usize> = redirect
         .entries
         .iter()
         .filter(|e| !definers.contains(&(e.index, e.object.as_path())))
-        .count();
+        .map(|e| e.index)
+        .collect();
+    redirect.from_callers = from_callers.len();
+    redirect.called = from_callers;
+    redirect.called.sort_unstable();
+    redirect.called.dedup();
     Ok(redirect)
 }
 

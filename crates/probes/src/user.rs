@@ -548,7 +548,30 @@ impl UserTracer {
             tracer.attachments.push(attachment);
         }
         tracer.region.unlink();
+        tracer.keep_called();
         Ok(tracer)
+    }
+
+    /// After attaching: a function no attached process calls through a GOT entry of its own is
+    /// not traced (its calls, if any, bypass the wrappers: through dlsym pointers, or from
+    /// inside its library), and says so.
+    fn keep_called(&mut self) {
+        let called: Vec<usize> = self
+            .attachments
+            .iter()
+            .flat_map(|a| a.called.iter().copied())
+            .collect();
+        let (kept, bypassed): (Vec<Attached>, Vec<Attached>) = std::mem::take(&mut self.attached)
+            .into_iter()
+            .partition(|a| {
+                inproc_abi::index_of(a.point.function.name).is_some_and(|i| called.contains(&i))
+            });
+        self.attached = kept;
+        self.not_attached.extend(bypassed.into_iter().map(|a| Missing {
+            function: a.point.function.name,
+            path: PathBuf::from(family_file(a.point.function.library)),
+            reason: "the attached processes call it through no GOT entry of their own (not at all, or through dlsym pointers as tlsscope's built-in server does: start such a program under tlsscope, trace -- COMMAND)".into(),
+        }));
     }
 
     /// The running processes the library was put into, and what was swapped in each.
