@@ -264,6 +264,143 @@ fn curl_to_nginx_both_sides_with_sockets_and_ports() {
     }
 }
 
+/// What one side's calls of one function in one direction did: calls that moved data, their
+/// bytes, and calls that moved none.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Moved {
+    calls: u64,
+    bytes: u64,
+    empty_calls: u64,
+}
+
+/// curl (SSL_read, SSL_write) and Python (SSL_read_ex, SSL_write_ex) to the built-in server,
+/// sniffed in the kernel with the probes at `placement`: per (side, function, direction), what
+/// moved, after checking every call's socket, count and result, and that the server read each
+/// request with its token.
+fn sniffed_exchange(placement: &str) -> (std::collections::BTreeMap<String, Moved>, String) {
+    let serve = Serve::start(&[]);
+    let libssl = support::system_libssl();
+    let sniff = Sniff::start(&[
+        "--lib",
+        libssl.to_str().unwrap(),
+        "--backend",
+        "kernel",
+        "--placement",
+        placement,
+    ]);
+    // The same length in both runs, so that the byte counts can be compared.
+    let token = format!("tok{:010}{placement:_>8}", std::process::id());
+    let urls: Vec<String> = (0..4)
+        .map(|i| format!("https://{}/r{i}-{token}", serve.addr))
+        .collect();
+    let mut args = vec!["--http1.1"];
+    args.extend(urls[..3].iter().map(String::as_str));
+    let out = support::curl(&serve.cert(), &urls[3], &args);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    python_post(serve.addr, &serve.cert(), &token, 3000);
+    let (code, stderr, calls) = sniff.stop();
+    assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{stderr}");
+    let addr = |c: &Value, k: &str| -> Option<SocketAddr> { c[k].as_str()?.parse().ok() };
+    let server = serve.pid();
+    // Libssl is probed in every process: keep the server and its clients.
+    let ours: Vec<&Value> = calls
+        .iter()
+        .filter(|c| c["pid"] == server || addr(c, "peer") == Some(serve.addr))
+        .collect();
+    let clients: Vec<SocketAddr> = ours
+        .iter()
+        .filter(|c| c["pid"] != server)
+        .filter_map(|c| addr(c, "local"))
+        .collect();
+    let mut moved = std::collections::BTreeMap::<String, Moved>::new();
+    for c in &ours {
+        // The socket: the server's end of a client's connection, or the client's.
+        let fd = c["fd"].as_i64().unwrap_or_else(|| panic!("no fd: {c}"));
+        assert!(fd > 2, "{c}");
+        if c["pid"] == server {
+            assert_eq!(addr(c, "local"), Some(serve.addr), "{c}");
+            let peer = addr(c, "peer").unwrap_or_else(|| panic!("no peer: {c}"));
+            assert!(clients.contains(&peer), "{peer} is no client's: {c}");
+        }
+        // The count and the result: what the function returned, not its callee.
+        let (total, ret) = (n(&c["total_bytes"]), c["ret"].as_i64().unwrap());
+        let function = c["function"].as_str().unwrap();
+        if total > 0 {
+            assert_eq!(data(c).len() as u64, total, "{c}");
+            let want = if function.ends_with("_ex") {
+                1
+            } else {
+                total as i64
+            };
+            assert_eq!(ret, want, "{c}");
+        } else {
+            assert!(ret <= 0, "{c}");
+        }
+        let side = if c["pid"] == server {
+            "server"
+        } else {
+            c["comm"].as_str().unwrap()
+        };
+        let key = format!("{side} {function} {}", c["direction"].as_str().unwrap());
+        let m = moved.entry(key).or_default();
+        if total > 0 {
+            m.calls += 1;
+            m.bytes += total;
+        } else {
+            m.empty_calls += 1;
+        }
+    }
+    // The server read every request, token and all.
+    for i in 0..4 {
+        let line = format!("GET /r{i}-{token} HTTP/1.1");
+        assert!(
+            ours.iter().any(|c| c["pid"] == server
+                && c["direction"] == "read"
+                && contains(&data(c), &line)),
+            "no read of {line:?}: {ours:#?}"
+        );
+    }
+    // And Python's request and body (its token repeated).
+    let with_token = ours
+        .iter()
+        .filter(|c| c["pid"] == server && c["direction"] == "read" && contains(&data(c), &token))
+        .count();
+    assert!(with_token >= 5, "{ours:#?}");
+    (moved, stderr)
+}
+
+#[test]
+fn callee_and_entry_placements_capture_the_same_calls() {
+    let _one = one_at_a_time();
+    let (entry, _) = sniffed_exchange("entry");
+    let (emulated, stderr) = sniffed_exchange("emulated");
+    // The exchange covers all four functions, on both sides.
+    for key in [
+        "server SSL_read read",
+        "server SSL_write write",
+        "curl SSL_write write",
+        "python3 SSL_write_ex write",
+        "python3 SSL_read_ex read",
+    ] {
+        assert!(
+            entry.get(key).is_some_and(|m| m.calls > 0),
+            "{key}: {entry:#?}"
+        );
+    }
+    // Calls that moved no data (would-block retries) depend on timing; those that did not.
+    let moving = |m: &std::collections::BTreeMap<String, Moved>| -> Vec<(String, u64, u64)> {
+        m.iter()
+            .map(|(k, v)| (k.clone(), v.calls, v.bytes))
+            .collect()
+    };
+    assert_eq!(moving(&emulated), moving(&entry), "{stderr}");
+    // The callee placement says which calls it cannot see (SSL_read's negative length check).
+    assert!(
+        stderr.contains("SSL_read is probed at its callee"),
+        "{stderr}"
+    );
+}
+
 /// Waits for `child` to exit on its own; panics after `limit`.
 fn exits_within(child: &mut Child, limit: Duration, what: &str) -> std::process::ExitStatus {
     let start = Instant::now();
@@ -622,6 +759,10 @@ fn bad_inputs_get_one_line_errors() {
     support::assert_one_line_error(&run(&["-p", "1", "--ring-size", "1000"]), &["power of two"]);
     support::assert_one_line_error(&run(&["-p", "1", "--max-bytes", "0"]), &["--max-bytes"]);
     support::assert_one_line_error(&run(&["-p", "1", "--hex", "--json"]), &["--json"]);
+    support::assert_one_line_error(
+        &run(&["-p", "1", "--placement", "callee"]),
+        &["unknown placement 'callee'"],
+    );
     let out = support::run_with_timeout(
         Command::new("setpriv")
             .args(["--reuid=65534", "--regid=65534", "--clear-groups"])

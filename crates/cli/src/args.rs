@@ -363,6 +363,12 @@ pub struct SniffArgs {
     /// ptrace), or auto (user for a command, kernel otherwise).
     #[arg(long, default_value = "auto", value_name = "BACKEND")]
     pub backend: experiments::trace::BackendChoice,
+    /// Where the kernel backend's probes go: emulated (on an instruction the kernel emulates
+    /// where one is as good as the entry: a push or NOP entry, the one after endbr64, or the
+    /// first callee for calls from the function when it gets the function's buffer; cheaper
+    /// per call) or entry (always the function's first instruction).
+    #[arg(long, default_value = "emulated", value_name = "PLACEMENT")]
+    pub placement: probes::PlacementMode,
     /// A program to start and sniff, with its arguments (after --); the capture ends when it
     /// exits, and ending the capture ends it (SIGTERM).
     #[arg(last = true, value_name = "COMMAND")]

@@ -65,6 +65,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         targets,
         command: &a.command,
         backend: a.backend,
+        placement: a.placement,
         selection: Selection::Plaintext {
             handshake: a.handshake,
         },

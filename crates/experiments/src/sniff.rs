@@ -26,6 +26,8 @@ pub struct Request<'a> {
     pub backend: BackendChoice,
     pub selection: probes::Selection,
     pub config: SniffConfig,
+    /// Where the kernel backend's probes go (`--placement`).
+    pub placement: probes::PlacementMode,
 }
 
 /// A running capture, and the program tlsscope started, if it did.
@@ -108,13 +110,31 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
             Err(e) => return Err(e.into()),
         }
     }
-    let plan = probes::Plan::new(&request.targets, request.selection.clone())?;
+    let plan = probes::Plan::new(&request.targets, request.selection.clone())?
+        .with_placement(request.placement);
+    let sniffer = Sniffer::start(c, &plan)?;
+    notes.extend(unseen_notes(sniffer.attached()));
     Ok(Session {
-        capture: Box::new(Sniffer::start(c, &plan)?),
+        capture: Box::new(sniffer),
         child: None,
         targets: Vec::new(),
         notes,
     })
+}
+
+/// The calls a callee placement does not see (they return before the callee is called, having
+/// moved no data), one line per function.
+fn unseen_notes(attached: &[probes::AttachPoint]) -> Vec<String> {
+    attached
+        .iter()
+        .filter_map(|p| match &p.placement {
+            probes::Placement::Callee(site) => site
+                .unseen
+                .as_ref()
+                .map(|unseen| format!("{} is probed at its callee: {unseen}", p.function.name)),
+            _ => None,
+        })
+        .collect()
 }
 
 /// How calls are shown.

@@ -7,12 +7,10 @@ use std::time::{Duration, Instant};
 use libbpf_rs::{Link, MapCore, MapFlags};
 
 use crate::catalog::{self, Function, Semantics};
-use crate::loader::{self, Uprobes};
-use crate::placement::{Placement, ResultRule};
+use crate::loader::{self, Sites, Uprobes};
 use crate::plan::{AttachPoint, Missing, Plan, Threads};
 use crate::skel::latency::types::{
-    ts_counter, ts_hist_key, ts_hist_value, ts_linear, ts_outcome, ts_pending, ts_result_rule,
-    ts_site, ts_sites,
+    ts_counter, ts_hist_key, ts_hist_value, ts_linear, ts_outcome, ts_pending,
 };
 use crate::skel::latency::{LatencySkel, LatencySkelBuilder};
 use crate::symbols::SymbolTable;
@@ -554,67 +552,6 @@ pub fn loaded_programs() -> Vec<(u32, String)> {
                 .then_some((info.id, name))
         })
         .collect()
-}
-
-/// The callee placements of a plan, numbered from 1 as the program's `cfg.sites` holds them.
-struct Sites<'a> {
-    points: Vec<&'a AttachPoint>,
-}
-
-impl<'a> Sites<'a> {
-    /// Most callee placements (`TS_MAX_SITES` in `bpf/latency.h`, index 0 unused).
-    const ROOM: usize = ts_sites::TS_MAX_SITES.0 as usize - 1;
-
-    /// The points, with the callee placements past the program's room back at their entries.
-    fn fitted(points: &[AttachPoint]) -> Vec<AttachPoint> {
-        let mut callees = 0;
-        let mut out = points.to_vec();
-        for p in &mut out {
-            if matches!(p.placement, Placement::Callee(_)) {
-                callees += 1;
-                if callees > Sites::ROOM {
-                    p.placement = Placement::Entry { emulated: false };
-                }
-            }
-        }
-        out
-    }
-
-    fn of(points: &'a [AttachPoint]) -> Sites<'a> {
-        Sites {
-            points: points
-                .iter()
-                .filter(|p| matches!(p.placement, Placement::Callee(_)))
-                .collect(),
-        }
-    }
-
-    /// The point's site number, or 0 when it is not a callee placement.
-    fn index_of(&self, point: &AttachPoint) -> u8 {
-        self.points
-            .iter()
-            .position(|p| *p == point)
-            .map_or(0, |i| u8::try_from(i + 1).unwrap_or(0))
-    }
-
-    /// Fills the program's table.
-    fn write(&self, table: &mut [ts_site]) {
-        for (slot, point) in table.iter_mut().skip(1).zip(&self.points) {
-            let Placement::Callee(site) = &point.placement else {
-                continue;
-            };
-            slot.return_delta = site.return_delta;
-            for (class, rule) in site.results.iter().enumerate() {
-                let (number, value) = match *rule {
-                    ResultRule::Callee => (ts_result_rule::TS_RESULT_CALLEE, 0),
-                    ResultRule::Constant(c) => (ts_result_rule::TS_RESULT_CONSTANT, c),
-                    ResultRule::OutInt => (ts_result_rule::TS_RESULT_OUT_INT, 0),
-                };
-                slot.rule[class] = number.0 as u8;
-                slot.value[class] = value;
-            }
-        }
-    }
 }
 
 /// The latency program's entry and return uprobes.

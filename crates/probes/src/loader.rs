@@ -1,8 +1,8 @@
 //! What the latency tracer and the sniffer share in loading their BPF programs: opening and
 //! loading a skeleton, the thread filter in each program's configuration and its PID filter map,
-//! the attach cookie, attaching a uprobe + uretprobe pair at each attach point, the error when
-//! the kernel refuses every probe, and reading per-CPU counters. Each tracer keeps only its own
-//! skeleton, maps and read-out.
+//! the attach cookie and the callee placements' table, attaching a uprobe + uretprobe pair at
+//! each attach point, the error when the kernel refuses every probe, and reading per-CPU
+//! counters. Each tracer keeps only its own skeleton, maps and read-out.
 
 use std::mem::MaybeUninit;
 use std::path::Path;
@@ -10,8 +10,9 @@ use std::path::Path;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut, UprobeOpts};
 
+use crate::placement::{Placement, ResultRule};
 use crate::plan::{AttachPoint, Missing, Threads};
-use crate::skel::latency::types::ts_cookie;
+use crate::skel::latency::types::{ts_cookie, ts_result_rule, ts_sites};
 use crate::skel::{latency, sniff};
 use crate::Error;
 
@@ -254,6 +255,88 @@ pub(crate) fn counter(counters: &dyn MapCore, index: u32, what: &str) -> Result<
         .unwrap_or_default();
     Ok(values.iter().map(|v| crate::read_pod::<u64>(v)).sum())
 }
+
+/// The callee placements of a plan, numbered from 1 as the program's `cfg.sites` holds them.
+pub(crate) struct Sites<'a> {
+    points: Vec<&'a AttachPoint>,
+}
+
+impl<'a> Sites<'a> {
+    /// Most callee placements (`TS_MAX_SITES` in `bpf/common.h`, index 0 unused).
+    const ROOM: usize = ts_sites::TS_MAX_SITES.0 as usize - 1;
+
+    /// The points, with the callee placements past the program's room back at their entries.
+    pub(crate) fn fitted(points: &[AttachPoint]) -> Vec<AttachPoint> {
+        let mut callees = 0;
+        let mut out = points.to_vec();
+        for p in &mut out {
+            if matches!(p.placement, Placement::Callee(_)) {
+                callees += 1;
+                if callees > Sites::ROOM {
+                    p.placement = Placement::Entry { emulated: false };
+                }
+            }
+        }
+        out
+    }
+
+    pub(crate) fn of(points: &'a [AttachPoint]) -> Sites<'a> {
+        Sites {
+            points: points
+                .iter()
+                .filter(|p| matches!(p.placement, Placement::Callee(_)))
+                .collect(),
+        }
+    }
+
+    /// The point's site number, or 0 when it is not a callee placement.
+    pub(crate) fn index_of(&self, point: &AttachPoint) -> u8 {
+        self.points
+            .iter()
+            .position(|p| *p == point)
+            .map_or(0, |i| u8::try_from(i + 1).unwrap_or(0))
+    }
+
+    /// Fills a program's table (`cfg.sites`).
+    pub(crate) fn write<T: SiteSlot>(&self, table: &mut [T]) {
+        for (slot, point) in table.iter_mut().skip(1).zip(&self.points) {
+            let Placement::Callee(site) = &point.placement else {
+                continue;
+            };
+            let mut rules = [0u8; 3];
+            let mut values = [0i32; 3];
+            for (class, rule) in site.results.iter().enumerate() {
+                let (number, value) = match *rule {
+                    ResultRule::Callee => (ts_result_rule::TS_RESULT_CALLEE, 0),
+                    ResultRule::Constant(c) => (ts_result_rule::TS_RESULT_CONSTANT, c),
+                    ResultRule::OutInt => (ts_result_rule::TS_RESULT_OUT_INT, 0),
+                };
+                rules[class] = number.0 as u8;
+                values[class] = value;
+            }
+            slot.set(site.return_delta, rules, values);
+        }
+    }
+}
+
+/// A program's `struct ts_site` (`bpf/common.h`), which each skeleton declares as its own type.
+pub(crate) trait SiteSlot {
+    fn set(&mut self, return_delta: i64, rules: [u8; 3], values: [i32; 3]);
+}
+
+macro_rules! site_slot {
+    ($skel:ident) => {
+        impl SiteSlot for $skel::types::ts_site {
+            fn set(&mut self, return_delta: i64, rules: [u8; 3], values: [i32; 3]) {
+                self.return_delta = return_delta;
+                self.rule = rules;
+                self.value = values;
+            }
+        }
+    };
+}
+site_slot!(latency);
+site_slot!(sniff);
 
 #[cfg(test)]
 mod tests {

@@ -104,6 +104,16 @@ pub struct CalleeSite {
     /// The calls that return before the callee is called, and so are not seen (an argument
     /// check failing), if any.
     pub unseen: Option<String>,
+    /// Whether the callee gets the function's argument n (0: rdi ... 5: r9) as its own
+    /// argument n: what a probe reading the function's arguments at the callee relies on.
+    pub passes_on: [bool; 6],
+}
+
+impl CalleeSite {
+    /// Whether the callee gets the function's argument `n` (from 0) as its own argument `n`.
+    pub fn passes_on(&self, n: usize) -> bool {
+        self.passes_on.get(n).copied().unwrap_or(false)
+    }
 }
 
 /// What a function returns, given its callee's result.
@@ -335,6 +345,9 @@ enum Width {
     Low32,
 }
 
+/// The registers of arguments 0 to 5 (rdi, rsi, rdx, rcx, r8, r9), by hardware number.
+const ARG_REGS: [usize; 6] = [7, 6, 2, 1, 8, 9];
+
 const RAX: usize = 0;
 const RCX: usize = 1;
 const RSP: usize = 4;
@@ -360,6 +373,8 @@ struct FirstCall {
     /// Where the fourth argument points, from %rsp at the entry, if on the stack.
     out_slot: Option<i64>,
     unseen: Option<String>,
+    /// Which of the function's arguments the call gets in the same registers.
+    passes_on: [bool; 6],
 }
 
 /// The callee placement of the function at `address`, if it has one.
@@ -377,6 +392,7 @@ fn callee_site(code: &Code, address: u64, kernel: Kernel) -> Option<CalleeSite> 
         return_delta: call.return_address.wrapping_sub(probe_address) as i64,
         results: [positive, zero, negative],
         unseen: call.unseen,
+        passes_on: call.passes_on,
     })
 }
 
@@ -385,15 +401,11 @@ fn callee_site(code: &Code, address: u64, kernel: Kernel) -> Option<CalleeSite> 
 /// moves, and at most argument checks that branch away for good.
 fn first_call(code: &Code, address: u64) -> Option<FirstCall> {
     let mut decoder = code.decoder_at(code.offset_of(address)?)?;
-    let mut regs: [Before; 16] = std::array::from_fn(|i| match i {
-        7 => Before::Arg(0),
-        6 => Before::Arg(1),
-        2 => Before::Arg(2),
-        1 => Before::Arg(3),
-        8 => Before::Arg(4),
-        9 => Before::Arg(5),
-        _ => Before::Other,
-    });
+    let mut regs: [Before; 16] =
+        std::array::from_fn(|i| match ARG_REGS.iter().position(|&r| r == i) {
+            Some(n) => Before::Arg(n as u8),
+            None => Before::Other,
+        });
     let mut rsp = 0i64;
     let mut tested: Option<Before> = None;
     let mut exits: Vec<(u64, u64, u8)> = Vec::new();
@@ -423,6 +435,7 @@ fn first_call(code: &Code, address: u64) -> Option<FirstCall> {
                         _ => None,
                     },
                     unseen: unseen_words(address, &exits),
+                    passes_on: std::array::from_fn(|n| regs[ARG_REGS[n]] == Before::Arg(n as u8)),
                 });
             }
             m if is_jcc(m) => match tested {

@@ -8,8 +8,9 @@ use std::time::Duration;
 use libbpf_rs::Link;
 
 pub use crate::catalog::Direction;
-use crate::catalog::{self, CATALOG};
-use crate::loader::{self, Uprobes};
+use crate::catalog::{self, Count, CATALOG};
+use crate::loader::{self, Sites, Uprobes};
+use crate::placement::Placement;
 use crate::plan::{AttachPoint, Missing, Plan, Threads};
 use crate::skel::sniff::types::{sn_counter, sn_endpoints, sn_event, sn_flags};
 use crate::skel::sniff::{SniffSkel, SniffSkelBuilder};
@@ -108,6 +109,10 @@ impl Sniffer {
         if let Some(file) = plan.tls_layer_file() {
             cfg.tls_layer_file = loader::c_name(file);
         }
+        let points: Vec<AttachPoint> = plan.points.iter().map(sniffable).collect();
+        let points = Sites::fitted(&points);
+        let sites = Sites::of(&points);
+        sites.write(&mut cfg.sites);
         let skel = loader::load(open, PROGRAM)?;
         let records = std::rc::Rc::new(std::cell::RefCell::new(Records::default()));
         let sink = records.clone();
@@ -129,10 +134,11 @@ impl Sniffer {
             entry: &skel.progs.sniff_enter,
             ret: &skel.progs.sniff_return,
         };
-        // Always at the entries: the program reads the buffer and count where the function
-        // gets them, which a callee placement would change.
-        let at_entry = |p: &AttachPoint| (p.offset, catalog::cookie(p.id, p.function));
-        let attachment = loader::attach_points(&uprobes, &plan.points, false, &at_entry)?;
+        let at = |p: &AttachPoint| {
+            let cookie = catalog::cookie_at_site(p.id, p.function, sites.index_of(p));
+            (p.probe_offset(), cookie)
+        };
+        let attachment = loader::attach_points(&uprobes, &points, false, &at)?;
         let mut links = attachment.links;
         let mut not_attached = plan.missing.clone();
         not_attached.extend(attachment.refused);
@@ -207,6 +213,22 @@ impl Sniffer {
         records.ends.clear();
         Ok(calls)
     }
+}
+
+/// The point as the sniff program can probe it: a callee placement goes back to the entry
+/// unless the callee gets the function's buffer (argument 1) and, for the `_ex` functions, its
+/// count pointer (argument 3) in the same registers, where `sniff_enter` reads them. The
+/// connection object (argument 0) always is: the placement requires it.
+fn sniffable(point: &AttachPoint) -> AttachPoint {
+    let mut point = point.clone();
+    if let (Placement::Callee(site), Some(sniffed)) = (&point.placement, point.function.sniffed) {
+        let data = sniffed.direction == Direction::Handshake || site.passes_on(1);
+        let count = sniffed.count != Count::Arg4Pointer || site.passes_on(3);
+        if !(data && count) {
+            point.placement = Placement::Entry { emulated: false };
+        }
+    }
+    point
 }
 
 /// A running capture, whichever backend copies the calls: what `sniff` reads.
@@ -411,6 +433,53 @@ pub(crate) fn socket_pair(
 mod tests {
     use super::*;
     use crate::skel::sniff::types::sn_limits;
+
+    #[test]
+    fn openssl_data_calls_are_sniffed_at_callees_that_get_their_buffers() {
+        use crate::catalog::Selection;
+        use crate::placement::PlacementMode;
+        use crate::plan::Target;
+        let libssl = std::path::PathBuf::from("/usr/lib/x86_64-linux-gnu/libssl.so.3");
+        assert!(libssl.exists(), "Debian's libssl3 (in make deps)");
+        let plan = Plan::new(
+            &[Target::Library(libssl)],
+            Selection::Plaintext { handshake: false },
+        )
+        .unwrap()
+        .with_placement(PlacementMode::Emulated);
+        for p in plan.points.iter().map(sniffable) {
+            let Placement::Callee(site) = &p.placement else {
+                panic!("{} stays at {}", p.function.name, p.placement.name());
+            };
+            assert!(
+                site.passes_on(0) && site.passes_on(1),
+                "{}",
+                p.function.name
+            );
+        }
+        // A callee that gets another buffer (or count pointer) than the function's is not used.
+        let mut point = plan.points[0].clone();
+        if let Placement::Callee(site) = &mut point.placement {
+            site.passes_on = [true, false, true, true, true, true];
+        }
+        assert_eq!(
+            sniffable(&point).placement,
+            Placement::Entry { emulated: false }
+        );
+        let mut ex = plan
+            .points
+            .iter()
+            .find(|p| p.function.name == "SSL_read_ex")
+            .unwrap()
+            .clone();
+        if let Placement::Callee(site) = &mut ex.placement {
+            site.passes_on = [true, true, true, false, true, true];
+        }
+        assert_eq!(
+            sniffable(&ex).placement,
+            Placement::Entry { emulated: false }
+        );
+    }
 
     #[test]
     fn flags_are_numbered_as_the_program_numbers_them() {

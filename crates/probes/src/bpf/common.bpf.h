@@ -1,7 +1,8 @@
 /* What every tlsscope BPF program has: the PID filter map and the thread filter, per-CPU
  * counters, per-thread state maps, and the enums the Rust loaders read from BTF. Include after
  * the BPF headers, the program's header and its `cfg` (a const volatile struct whose `filter`
- * member is a struct ts_filter), with TS_NR_COUNTERS defined to the number of its counters. */
+ * member is a struct ts_filter and whose `sites` member is a struct ts_site[TS_MAX_SITES]),
+ * with TS_NR_COUNTERS defined to the number of its counters. */
 #ifndef TLSSCOPE_COMMON_BPF_H
 #define TLSSCOPE_COMMON_BPF_H
 
@@ -19,6 +20,8 @@
 
 TS_EXPORT_ENUM(ts_cookie);
 TS_EXPORT_ENUM(ts_cookie_field);
+TS_EXPORT_ENUM(ts_result_rule);
+TS_EXPORT_ENUM(ts_sites);
 
 /* The processes to look at when cfg.filter.by_pid is set (the loader fills it). */
 struct {
@@ -87,6 +90,47 @@ static __always_inline int wanted(__u64 pid_tgid)
 		}
 	}
 	return 1;
+}
+
+static __always_inline const volatile struct ts_site *site_of(__u8 site)
+{
+	return &cfg.sites[site & (TS_MAX_SITES - 1)];
+}
+
+/* At a callee placement's entry: whether this call of the callee comes from the function the
+ * probe stands for, by its return address. The handler runs with ip at the probed instruction
+ * and the return address at (%rsp) (kernel/events/uprobes.c, handle_swbp). */
+static __always_inline int called_from_function(struct pt_regs *ctx, __u8 site)
+{
+	__u64 ret = 0;
+
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)))
+		return 0;
+	return (__s64)(ret - PT_REGS_IP(ctx)) == site_of(site)->return_delta;
+}
+
+/* At a callee placement's return: the function's result, from the callee's. */
+static __always_inline int function_result(__u8 site, int rc, __u64 out_ptr)
+{
+	const volatile struct ts_site *s = site_of(site);
+	__u8 rule;
+	int value, out;
+
+	if (rc > 0) {
+		rule = s->rule[0];
+		value = s->value[0];
+	} else if (rc == 0) {
+		rule = s->rule[1];
+		value = s->value[1];
+	} else {
+		rule = s->rule[2];
+		value = s->value[2];
+	}
+	if (rule == TS_RESULT_CONSTANT)
+		return value;
+	if (rule == TS_RESULT_OUT_INT && !bpf_probe_read_user(&out, sizeof(out), (void *)out_ptr))
+		return out;
+	return rc;
 }
 
 #endif

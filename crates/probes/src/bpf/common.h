@@ -23,12 +23,34 @@ enum ts_cookie_field {
 	TS_FIELD_KIND = 1,           /* enum sn_kind (sniff.h): read, write or handshake */
 	TS_FIELD_COUNT = 2,          /* enum sn_count (sniff.h): where the byte count is */
 	TS_FIELD_TLS_LAYER_ONLY = 3, /* nonzero for NSPR's generic I/O (see sniff.h) */
-	TS_FIELD_SITE = 4,	     /* latency: index in cfg.sites of a callee placement, or 0 */
+	TS_FIELD_SITE = 4,	     /* index in cfg.sites of a callee placement, or 0 */
 };
 
 #define TS_COOKIE_FUNC(c) ((__u16)((c) & 0xffff))
 #define TS_COOKIE_FIELD(c, i) \
 	((__u8)(((c) >> (TS_COOKIE_FUNC_BITS + TS_COOKIE_FIELD_BITS * (i))) & 0xff))
+#define TS_COOKIE_SITE(c) TS_COOKIE_FIELD(c, TS_FIELD_SITE)
+
+/* A function probed at its first callee (placement.rs): the callee's probes see every call of
+ * the callee, and keep the calls whose return address is `return_delta` bytes from the probed
+ * instruction; the function's result follows from the callee's by `rule[class]` (class 0: the
+ * callee returned > 0, 1: == 0, 2: < 0). */
+enum ts_result_rule {
+	TS_RESULT_CALLEE = 0,  /* the callee's result */
+	TS_RESULT_CONSTANT = 1, /* value[class] */
+	TS_RESULT_OUT_INT = 2, /* the int at the callee's fourth argument */
+};
+
+enum ts_sites {
+	TS_MAX_SITES = 64, /* callee placements per program, index 0 unused */
+};
+
+struct ts_site {
+	__s64 return_delta;
+	__s32 value[3];
+	__u8 rule[3];
+	__u8 _pad[1];
+};
 
 /* Which threads a program looks at: the first member of each program's configuration. */
 struct ts_filter {

@@ -21,8 +21,6 @@ TS_EXPORT_ENUM(ts_outcome);
 TS_EXPORT_ENUM(ts_semantics);
 TS_EXPORT_ENUM(ts_counter);
 TS_EXPORT_ENUM(ts_linear);
-TS_EXPORT_ENUM(ts_result_rule);
-TS_EXPORT_ENUM(ts_sites);
 
 TS_PER_THREAD_MAP(threads, struct ts_thread);
 TS_PER_THREAD_MAP(pending, struct ts_pending);
@@ -150,47 +148,6 @@ static __always_inline __u8 outcome_of_syscall(__s64 last)
 		 * and the call still ended: a close_notify or an alert. Only SSL_get_error knows. */
 		return TS_UNKNOWN;
 	return TS_FAILURE; /* EOF without close_notify, ECONNRESET, EPIPE, ... */
-}
-
-static __always_inline const volatile struct ts_site *site_of(__u8 site)
-{
-	return &cfg.sites[site & (TS_MAX_SITES - 1)];
-}
-
-/* At a callee placement's entry: whether this call of the callee comes from the function the
- * probe stands for, by its return address. The handler runs with ip at the probed instruction
- * and the return address at (%rsp) (kernel/events/uprobes.c, handle_swbp). */
-static __always_inline int called_from_function(struct pt_regs *ctx, __u8 site)
-{
-	__u64 ret = 0;
-
-	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)PT_REGS_SP(ctx)))
-		return 0;
-	return (__s64)(ret - PT_REGS_IP(ctx)) == site_of(site)->return_delta;
-}
-
-/* At a callee placement's return: the function's result, from the callee's. */
-static __always_inline int function_result(__u8 site, int rc, __u64 out_ptr)
-{
-	const volatile struct ts_site *s = site_of(site);
-	__u8 rule;
-	int value, out;
-
-	if (rc > 0) {
-		rule = s->rule[0];
-		value = s->value[0];
-	} else if (rc == 0) {
-		rule = s->rule[1];
-		value = s->value[1];
-	} else {
-		rule = s->rule[2];
-		value = s->value[2];
-	}
-	if (rule == TS_RESULT_CONSTANT)
-		return value;
-	if (rule == TS_RESULT_OUT_INT && !bpf_probe_read_user(&out, sizeof(out), (void *)out_ptr))
-		return out;
-	return rc;
 }
 
 SEC("uprobe")

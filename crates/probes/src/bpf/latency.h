@@ -42,7 +42,6 @@ enum ts_semantics {
 };
 
 #define TS_COOKIE_SEM(c) TS_COOKIE_FIELD(c, TS_FIELD_SEMANTICS)
-#define TS_COOKIE_SITE(c) TS_COOKIE_FIELD(c, TS_FIELD_SITE)
 
 /* The per-CPU counters. */
 enum ts_counter {
@@ -104,27 +103,6 @@ struct ts_pending {
 	__u16 func;
 	__u8 bucket;
 	__u8 _pad;
-};
-
-/* A function probed at its first callee (placement.rs): the callee's probes see every call of
- * the callee, and keep the calls whose return address is `return_delta` bytes from the probed
- * instruction; the function's result follows from the callee's by `rule[class]` (class 0: the
- * callee returned > 0, 1: == 0, 2: < 0). */
-enum ts_result_rule {
-	TS_RESULT_CALLEE = 0,  /* the callee's result */
-	TS_RESULT_CONSTANT = 1, /* value[class] */
-	TS_RESULT_OUT_INT = 2, /* the int at the callee's fourth argument */
-};
-
-enum ts_sites {
-	TS_MAX_SITES = 64, /* callee placements per tracer, index 0 unused */
-};
-
-struct ts_site {
-	__s64 return_delta;
-	__s32 value[3];
-	__u8 rule[3];
-	__u8 _pad[1];
 };
 
 /* last_syscall_ret before any syscall. */

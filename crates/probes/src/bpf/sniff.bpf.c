@@ -2,7 +2,10 @@
 /* sniff: what TLS libraries read and write, in plaintext. The entry probe notes the call's
  * buffer per thread; a raw sys_enter tracepoint notes the socket the call reads or writes; the
  * return probe sends the bytes the call really moved (up to max_bytes) through a ring buffer in
- * pieces, and counts what did not fit. */
+ * pieces, and counts what did not fit. A function probed at its first callee (placement.rs) is
+ * seen through the callee's calls from it: the loader places it there only when the callee gets
+ * the function's buffer (and the _ex functions' count pointer) in the same registers, and its
+ * result follows from the callee's by the site's rules. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -118,10 +121,15 @@ int BPF_KPROBE(sniff_enter)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u8 site = TS_COOKIE_SITE(cookie);
 
+	/* A callee placement sees every call of the callee: only the function's count. */
+	if (site && !called_from_function(ctx, site))
+		return 0;
 	if (!wanted(pid_tgid))
 		return 0;
-	if (SN_COOKIE_TLS_LAYER_ONLY(bpf_get_attach_cookie(ctx))) {
+	if (SN_COOKIE_TLS_LAYER_ONLY(cookie)) {
 		enum layer_verdict v = tls_layer(PT_REGS_PARM1(ctx));
 
 		if (v == LAYER_OTHER)
@@ -138,6 +146,8 @@ int BPF_KPROBE(sniff_enter)
 		.ssl = PT_REGS_PARM1(ctx),
 		.buf = PT_REGS_PARM2(ctx),
 		.count_ptr = PT_REGS_PARM4(ctx),
+		.sp_low = (__u32)PT_REGS_SP(ctx),
+		.func = TS_COOKIE_FUNC(cookie),
 		.sock = { .fd = -1 },
 	};
 	bpf_map_update_elem(&calls, &tid, &c, BPF_ANY);
@@ -266,18 +276,27 @@ int BPF_KRETPROBE(sniff_return)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)pid_tgid, pid = pid_tgid >> 32;
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u8 site = TS_COOKIE_SITE(cookie);
 	struct sn_call *c = bpf_map_lookup_elem(&calls, &tid);
 
 	if (!c)
+		return 0;
+	/* A callee placement's return is its own only for the call its entry kept: the same
+	 * function, entered with %rsp just below where it is now that the return address is
+	 * popped (handle_trampoline). Other returns of the callee are other callers'. */
+	if (site && (c->func != TS_COOKIE_FUNC(cookie) || c->sp_low != (__u32)(PT_REGS_SP(ctx) - 8)))
 		return 0;
 	struct sn_call call = *c;
 
 	bpf_map_delete_elem(&calls, &tid);
 
-	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u8 kind = SN_COOKIE_KIND(cookie);
 	long ret = PT_REGS_RC(ctx);
 	__u64 total = 0;
+
+	if (site)
+		ret = function_result(site, (int)ret, call.count_ptr);
 
 	if (SN_COOKIE_COUNT(cookie) == SN_COUNT_ARG4_PTR) {
 		ret = (int)ret;

@@ -84,7 +84,12 @@ struct sn_call {
 	__u64 start_ns;
 	__u64 ssl;
 	__u64 buf;
-	__u64 count_ptr; /* the _ex functions' size_t * */
+	/* The fourth argument: the _ex functions' size_t *; at a callee placement the callee's,
+	 * which is also where SSL_read's count goes (TS_RESULT_OUT_INT). */
+	__u64 count_ptr;
+	__u32 sp_low; /* a callee placement's %rsp at entry, low half: which return is its own */
+	__u16 func;
+	__u8 _pad[2];
 	struct sn_socket sock;
 };
 
@@ -95,6 +100,8 @@ struct sn_config {
 	/* The file name of NSS's libssl (libssl3.so): a PRFileDesc whose methods table lies in a
 	 * mapping of this file is NSS's TLS layer. Empty: no NSPR probes. */
 	char tls_layer_file[TS_COMM_LEN];
+	/* The callee placements (placement.rs), by the cookie's TS_FIELD_SITE. */
+	struct ts_site sites[TS_MAX_SITES];
 };
 
 /* The per-CPU counters. */
