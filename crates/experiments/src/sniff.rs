@@ -11,7 +11,7 @@ use probes::Target;
 
 use crate::error::Result;
 use crate::fail;
-use crate::trace::{covers_all, BackendChoice};
+use crate::trace::BackendChoice;
 use report::pcap::PcapWriter;
 use report::sniff::{
     redact_headers, write_hex, write_json, write_lost_line, write_text, Losses, Record, Tally,
@@ -72,19 +72,10 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
         });
     }
     let pids = crate::trace::processes_only(&request.targets);
-    let try_user = match request.backend {
-        BackendChoice::Kernel => false,
-        BackendChoice::User if pids.is_empty() => {
-            fail!("--backend user sniffs processes: give -p PID (--binary and --lib need --backend kernel), or start the program: tlsscope sniff -- COMMAND")
-        }
-        BackendChoice::User => true,
-        // A --ring-size only the kernel's ring takes (4K, 8K...) asks for the kernel backend.
-        BackendChoice::Auto => {
-            !pids.is_empty()
-                && covers_all(&request.selection)
-                && probes::user::valid_ring_bytes(c.user_ring_bytes)
-        }
-    };
+    // With auto, a --ring-size only the kernel's ring takes (4K, 8K...) asks for the kernel.
+    let try_user = crate::trace::user_first(request.backend, &pids, &request.selection, "sniff")?
+        && (request.backend == BackendChoice::User
+            || probes::user::valid_ring_bytes(c.user_ring_bytes));
     let mut notes = Vec::new();
     if try_user {
         match probes::user::UserTracer::attach(
@@ -127,12 +118,12 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
 fn unseen_notes(attached: &[probes::AttachPoint]) -> Vec<String> {
     attached
         .iter()
-        .filter_map(|p| match &p.placement {
-            probes::Placement::Callee(site) => site
-                .unseen
-                .as_ref()
-                .map(|unseen| format!("{} is probed at its callee: {unseen}", p.function.name)),
-            _ => None,
+        .filter_map(|p| {
+            let unseen = p.placement.unseen()?;
+            Some(format!(
+                "{} is probed at its callee: {unseen}",
+                p.function.name
+            ))
         })
         .collect()
 }

@@ -170,15 +170,11 @@ pub fn document(
 
 /// Where a kernel probe sits, for the document.
 fn placement_doc(point: &probes::AttachPoint) -> PlacementDoc {
-    let unseen = match &point.placement {
-        probes::Placement::Callee(site) => site.unseen.clone(),
-        _ => None,
-    };
     PlacementDoc {
         at: point.placement.name().to_string(),
         emulated: point.placement.emulated(),
         probe_offset: point.probe_offset(),
-        unseen,
+        unseen: point.placement.unseen().map(str::to_string),
     }
 }
 
@@ -397,14 +393,7 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
 fn attach(request: &Request<'_>) -> Result<Session> {
     let pids = processes_only(&request.targets);
     let mut notes = Vec::new();
-    let try_user = match request.backend {
-        BackendChoice::Kernel => false,
-        BackendChoice::User if pids.is_empty() => {
-            fail!("--backend user traces processes: give -p PID (--binary and --lib need --backend kernel), or start the program: tlsscope trace -- COMMAND");
-        }
-        BackendChoice::User => true,
-        BackendChoice::Auto => !pids.is_empty() && covers_all(&request.selection),
-    };
+    let try_user = user_first(request.backend, &pids, &request.selection, "trace")?;
     if try_user {
         let c = &request.config;
         let rings = probes::user::MIN_RING_BYTES;
@@ -488,6 +477,25 @@ pub fn attached_words(tracer: &probes::user::UserTracer) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Whether to attach the in-process backend to running processes `pids` first: asked for
+/// (which needs -p), or with auto where it covers every function asked for. `verb` is the
+/// command, for the error.
+pub(crate) fn user_first(
+    backend: BackendChoice,
+    pids: &[u32],
+    selection: &probes::Selection,
+    verb: &str,
+) -> Result<bool> {
+    Ok(match backend {
+        BackendChoice::Kernel => false,
+        BackendChoice::User if pids.is_empty() => {
+            fail!("--backend user {verb}s processes: give -p PID (--binary and --lib need --backend kernel), or start the program: tlsscope {verb} -- COMMAND")
+        }
+        BackendChoice::User => true,
+        BackendChoice::Auto => !pids.is_empty() && covers_all(selection),
+    })
 }
 
 /// Starts `command` under the in-process library of `tracer`.

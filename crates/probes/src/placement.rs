@@ -75,6 +75,15 @@ impl Placement {
         }
     }
 
+    /// The calls this placement does not see, in words (a callee's: those the function answers
+    /// before calling it); None where it sees every call.
+    pub fn unseen(&self) -> Option<&str> {
+        match self {
+            Placement::Callee(site) => site.unseen.as_deref(),
+            _ => None,
+        }
+    }
+
     /// Whether the kernel emulates the probed instruction (else it single-steps it).
     pub fn emulated(&self) -> bool {
         !matches!(self, Placement::Entry { emulated: false })
