@@ -800,24 +800,7 @@ fn served(stdout: &str, label: &str) -> u64 {
 fn issue_13_the_built_in_server_under_the_user_backend_counts_its_own_calls() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
-    let port = crate::trace::free_port();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let listen = addr.to_string();
-    let exe = support::bin();
-    let server = [
-        exe.to_str().unwrap(),
-        "serve",
-        "--listen",
-        &listen,
-        "--threads",
-        "1",
-    ];
-    let mut trace = trace_command(
-        dir.path(),
-        &["--probes", "handshake,io", "--json", json.to_str().unwrap()],
-        &server,
-    );
-    crate::trace::wait_for_port(addr, &mut trace);
+    let (addr, mut trace) = built_in_server_under_trace(dir.path(), &json, &[]);
     bench(
         addr,
         &["--mode", "full", "-n", "60", "-c", "2", "--request", "/"],
@@ -841,6 +824,70 @@ fn issue_13_the_built_in_server_under_the_user_backend_counts_its_own_calls() {
     let requests = served(&stdout, "requests");
     assert_eq!(calls(&doc, "SSL_write", "success"), requests, "{stdout}");
     assert!(calls(&doc, "SSL_do_handshake", "retry") >= 1, "{stdout}");
+}
+
+/// `tlsscope serve` on a free port under `trace --backend user --probes handshake,io`, its
+/// command line after `prefix` (e.g. `env NAME=VALUE`); returns once it accepts connections.
+fn built_in_server_under_trace(dir: &Path, json: &Path, prefix: &[&str]) -> (SocketAddr, Child) {
+    let addr = SocketAddr::from(([127, 0, 0, 1], crate::trace::free_port()));
+    let listen = addr.to_string();
+    let exe = support::bin();
+    let mut server = prefix.to_vec();
+    server.extend([
+        exe.to_str().unwrap(),
+        "serve",
+        "--listen",
+        &listen,
+        "--threads",
+        "1",
+    ]);
+    let mut trace = trace_command(
+        dir,
+        &["--probes", "handshake,io", "--json", json.to_str().unwrap()],
+        &server,
+    );
+    crate::trace::wait_for_port(addr, &mut trace);
+    (addr, trace)
+}
+
+/// A wrapper that fails (a panic, injected for the test) never reaches the program: the server
+/// serves every request, the failure is counted and reported, that wrapper stops counting, and
+/// the other functions' counts stay exact.
+#[test]
+fn issue_13_a_failing_wrapper_is_disabled_and_counted_and_the_program_keeps_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("trace.json");
+    let inject = format!(
+        "{}=SSL_write",
+        inproc_abi::ENV_INJECT_FAILURE.to_str().unwrap()
+    );
+    let (addr, trace) = built_in_server_under_trace(dir.path(), &json, &["env", &inject]);
+    bench(addr, &["--mode", "keepalive", "-n", "300", "-c", "2"]);
+    signal(&trace, libc::SIGINT);
+    let status = trace.wait_with_output().unwrap().status;
+    let stdout = read(&dir.path().join("trace.out"));
+    let stderr = read(&dir.path().join("trace.err"));
+    assert_eq!(status.code(), Some(crate::EXIT_INTERRUPTED), "{stderr}");
+    let requests = served(&stdout, "requests");
+    assert!(requests >= 300, "{stdout}");
+    let doc: Value = serde_json::from_str(&read(&json)).unwrap();
+    assert_eq!(
+        doc["wrapper_failures"],
+        serde_json::json!([{"function": "SSL_write", "failures": 1}]),
+        "{stdout}"
+    );
+    assert_eq!(calls(&doc, "SSL_write", "success"), 0, "{stdout}");
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        served(&stdout, "handshakes   full"),
+        "{stdout}"
+    );
+    assert!(calls(&doc, "SSL_read", "success") >= requests, "{stdout}");
+    assert!(
+        stdout.contains("the in-process wrapper of SSL_write failed 1 time(s)"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 /// Python's `_ssl` module brings libssl in with RTLD_LOCAL, out of reach of the library's

@@ -92,10 +92,12 @@ fn inproc_library(out: &std::path::Path) {
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR")
         .env_remove("CARGO_BUILD_TARGET")
-        // Small and never unwinding into the traced program's frames.
+        // Small. Panics unwind, so that each wrapper catches its own (`wrap::guarded`) and the
+        // program goes on; none reaches the program's frames, as an `extern "C"` function
+        // aborts rather than unwind out.
         .env("CARGO_PROFILE_RELEASE_STRIP", "symbols")
         .env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-        .env("CARGO_PROFILE_RELEASE_PANIC", "abort")
+        .env("CARGO_PROFILE_RELEASE_PANIC", "unwind")
         .status()
         .unwrap_or_else(|e| panic!("running cargo to build crates/inproc failed: {e}"));
     assert!(status.success(), "building crates/inproc failed ({status})");

@@ -76,6 +76,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
             user_ring_bytes: a
                 .ring_size
                 .map_or(probes::user::DEFAULT_RING_BYTES, u64::from),
+            handshake_records: a.handshake,
         },
     };
     let signals = StopFlags::install()?;
@@ -184,6 +185,13 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
             "tlsscope: error: {} calls lost in part or whole ({} ring-buffer records did not fit): use a larger --ring-size",
             counters.lost_calls - counters.unchecked,
             counters.lost_records
+        );
+        return Ok(ExitCode::from(EXIT_LOST));
+    }
+    if counters.wrapper_failures > 0 {
+        eprintln!(
+            "tlsscope: error: {} in-process wrapper(s) failed and stopped copying their function's calls in that process (the program kept running): later calls were not captured",
+            counters.wrapper_failures
         );
         return Ok(ExitCode::from(EXIT_LOST));
     }

@@ -101,8 +101,13 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
             Err(e) => return Err(e.into()),
         }
     }
-    let plan = probes::Plan::new(&request.targets, request.selection.clone())?
-        .with_placement(request.placement);
+    // The handshake calls are probed whatever --handshake says (see
+    // `SniffConfig::handshake_records`).
+    let selection = match request.selection {
+        probes::Selection::Plaintext { .. } => probes::Selection::Plaintext { handshake: true },
+        ref other => other.clone(),
+    };
+    let plan = probes::Plan::new(&request.targets, selection)?.with_placement(request.placement);
     let sniffer = Sniffer::start(c, &plan)?;
     notes.extend(unseen_notes(sniffer.attached()));
     Ok(Session {

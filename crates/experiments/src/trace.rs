@@ -9,7 +9,7 @@ use probes::latency::SYSCALL_EXITS_EFFECT;
 use probes::{catalog, Buckets, Edge, Outcome, Snapshot, Target, Trace};
 use report::trace::{
     BucketScheme, FunctionStats, KernelHookDoc, MissingDoc, Overhead, PlacementDoc, ProbeDoc,
-    TraceDocument,
+    TraceDocument, WrapperFailureDoc,
 };
 use stats::buckets::{summarize, Bucket};
 
@@ -281,6 +281,15 @@ pub fn watch(
 pub fn fill(doc: &mut TraceDocument, snapshot: &Snapshot, buckets: Buckets) {
     doc.functions = function_stats(snapshot, buckets);
     doc.dropped_cells = snapshot.dropped_cells;
+    doc.wrapper_failures = snapshot
+        .wrapper_failures
+        .iter()
+        .map(|&(id, failures)| WrapperFailureDoc {
+            function: probes::catalog::function(id)
+                .map_or_else(|| format!("function {id}"), |f| f.name.to_string()),
+            failures,
+        })
+        .collect();
     doc.overhead.probed_calls = snapshot.calls;
     doc.overhead.estimated_cpu_s = snapshot.calls as f64 * doc.overhead.cost_ns_per_call / 1e9;
 }

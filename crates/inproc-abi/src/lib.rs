@@ -14,11 +14,15 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 
 /// "TLSSCOP" and the layout's version: a reader refuses a region with any other.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x05");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x06");
 
 /// The environment variable that names the region for a program started under the library
 /// (`fd:N`, a descriptor it inherits, or a path).
 pub const ENV_REGION: &core::ffi::CStr = c"TLSSCOPE_INPROC_REGION";
+
+/// For tests of the failure path only: the name of a function whose wrapper panics on its first
+/// timed call (then it is disabled and counted in [`Header::wrapper_failures`]).
+pub const ENV_INJECT_FAILURE: &core::ffi::CStr = c"TLSSCOPE_INPROC_FAIL";
 
 /// The library's function that maps a region file into the process it runs in (exported:
 /// tlsscope calls it inside a running process it attaches to).
@@ -175,6 +179,9 @@ pub struct Header {
     /// Data bytes of each thread's ring (a power of two, see [`valid_ring_bytes`]), written
     /// before [`Header::magic`] and never changed: the region's layout depends on it.
     pub ring_bytes: AtomicU64,
+    /// Per function: calls whose wrapper failed (a panic caught inside it). The wrapper of that
+    /// function then only calls through, in that process, for the rest of its life.
+    pub wrapper_failures: [AtomicU32; MAX_FUNCTIONS],
 }
 
 pub const SNIFF_READ: u8 = 1;

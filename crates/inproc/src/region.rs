@@ -26,6 +26,11 @@ const NO_SLOT: *mut Slot = std::ptr::dangling_mut::<Slot>();
 static INIT: extern "C" fn() = init;
 
 extern "C" fn init() {
+    // A panic inside a wrapper is caught and counted (`wrap::guarded`); the program's stderr
+    // is not ours to write to. This library's standard library, and so its hook, is its own.
+    #[cfg(not(test))]
+    std::panic::set_hook(Box::new(|_| {}));
+    crate::wrap::read_injected_failure();
     // SAFETY: pthread_atfork registers a plain function; only the child handler is given.
     unsafe { libc::pthread_atfork(None, None, Some(forked)) };
     // SAFETY: the name is a NUL-terminated constant; getenv's result is read at once.

@@ -3,7 +3,7 @@
 //! `dlsym(RTLD_NEXT)` once) and counting it.
 
 use std::ffi::{CStr, CString};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use inproc_abi::{
     linear_bucket, log2_bucket, Header, Semantics, Slot, BUCKETS, CLOSED, FAILURE, FUNCTIONS,
@@ -149,29 +149,88 @@ unsafe fn call(index: usize, name: &CStr, real: &AtomicUsize, args: [usize; 6]) 
     // What the caller will read after the return: left as the real function set it.
     // SAFETY: __errno_location returns this thread's errno.
     let errno = unsafe { *libc::__errno_location() };
-    if let Some(slot) = region::slot(header) {
-        let semantics = FUNCTIONS
+    let call = Sniffed {
+        index,
+        semantics: FUNCTIONS
             .get(index)
-            .map_or(Semantics::Positive, |f| f.semantics);
-        count(header, slot, index, outcome(semantics, a, ret), latency_ns);
-        if sniffing {
-            let call = Sniffed {
-                index,
-                semantics,
-                args: [a, b, c, d, e, g],
-                ret,
-                start_ns: start,
-                latency_ns,
-                io_fd,
-            };
-            sniff::record(header, slot, &call);
-        }
-    } else {
-        header.calls_without_slot.fetch_add(1, Ordering::Relaxed);
-    }
+            .map_or(Semantics::Positive, |f| f.semantics),
+        args,
+        ret,
+        start_ns: start,
+        latency_ns,
+        io_fd,
+    };
+    guarded(header, index, || note(header, &call, sniffing));
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = errno };
     ret
+}
+
+/// Counts a finished call, and copies it for sniff when `sniffing`.
+#[inline(always)]
+fn note(header: &'static Header, call: &Sniffed, sniffing: bool) {
+    if INJECTED.load(Ordering::Relaxed) == call.index {
+        injected_failure(call.index);
+    }
+    let Some(slot) = region::slot(header) else {
+        header.calls_without_slot.fetch_add(1, Ordering::Relaxed);
+        return;
+    };
+    let outcome = outcome(call.semantics, call.args[0], call.ret);
+    count(header, slot, call.index, outcome, call.latency_ns);
+    if sniffing {
+        sniff::record(header, slot, call);
+    }
+}
+
+/// Runs a wrapper's own work so that a panic in it never reaches the program: caught here,
+/// counted in the region, and the wrapper of function `index` only calls through afterwards.
+#[inline(always)]
+fn guarded(header: &Header, index: usize, work: impl FnOnce()) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).is_err() {
+        disable(header, index);
+    }
+}
+
+/// Takes function `index`'s wrapper out of this process's work after a failure, and counts it.
+#[cold]
+fn disable(header: &Header, index: usize) {
+    if let Some(d) = DISABLED.get(index) {
+        d.store(1, Ordering::Relaxed);
+    }
+    if let Some(n) = header.wrapper_failures.get(index) {
+        n.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Per function: nonzero once its wrapper failed in this process (inherited by forks).
+static DISABLED: [AtomicU8; MAX_FUNCTIONS] = [const { AtomicU8::new(0) }; MAX_FUNCTIONS];
+
+/// The function whose wrapper fails on purpose (`inproc_abi::ENV_INJECT_FAILURE`, for tests of
+/// the failure path), else `usize::MAX`.
+static INJECTED: AtomicUsize = AtomicUsize::new(usize::MAX);
+
+/// Reads `inproc_abi::ENV_INJECT_FAILURE` (at load time).
+pub(crate) fn read_injected_failure() {
+    // SAFETY: the name is a NUL-terminated constant; getenv's result is read at once.
+    let value = unsafe { libc::getenv(inproc_abi::ENV_INJECT_FAILURE.as_ptr()) };
+    if value.is_null() {
+        return;
+    }
+    // SAFETY: a non-null getenv result is a NUL-terminated string.
+    let name = unsafe { CStr::from_ptr(value) };
+    if let Some(i) = FUNCTIONS
+        .iter()
+        .position(|f| f.name.as_bytes() == name.to_bytes())
+    {
+        INJECTED.store(i, Ordering::Relaxed);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn injected_failure(index: usize) -> ! {
+    panic!("failure injected in wrapper {index}")
 }
 
 /// Whether calls of function `index` are copied for sniff now.
@@ -188,6 +247,9 @@ fn sniffed(header: &Header, index: usize) -> bool {
 #[inline(always)]
 fn on(header: &Header, index: usize) -> bool {
     header.active.load(Ordering::Relaxed) != 0
+        && DISABLED
+            .get(index)
+            .is_some_and(|d| d.load(Ordering::Relaxed) == 0)
         && header
             .enabled
             .get(index)

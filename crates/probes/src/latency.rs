@@ -175,6 +175,9 @@ pub struct Snapshot {
     pub calls: u64,
     /// Cells lost because the histogram map was full.
     pub dropped_cells: u64,
+    /// Per function (catalog id): calls whose in-process wrapper failed, after which that
+    /// wrapper only calls through in its process (always empty for the kernel backend).
+    pub wrapper_failures: Vec<(u16, u64)>,
 }
 
 impl Snapshot {
@@ -204,6 +207,19 @@ impl Snapshot {
             cells,
             calls: self.calls.saturating_sub(earlier.calls),
             dropped_cells: self.dropped_cells.saturating_sub(earlier.dropped_cells),
+            wrapper_failures: self
+                .wrapper_failures
+                .iter()
+                .map(|&(id, n)| {
+                    let before = earlier
+                        .wrapper_failures
+                        .iter()
+                        .find(|e| e.0 == id)
+                        .map_or(0, |e| e.1);
+                    (id, n.saturating_sub(before))
+                })
+                .filter(|&(_, n)| n > 0)
+                .collect(),
         }
     }
 
@@ -639,15 +655,18 @@ mod tests {
             cells: vec![cell(5, 50)],
             calls: 10,
             dropped_cells: 0,
+            wrapper_failures: vec![(3, 1)],
         };
         let b = Snapshot {
             cells: vec![cell(8, 90)],
             calls: 16,
             dropped_cells: 0,
+            wrapper_failures: vec![(3, 1), (7, 2)],
         };
         let d = b.since(&a);
         assert_eq!(d.cells, vec![cell(3, 40)]);
         assert_eq!(d.calls, 6);
+        assert_eq!(d.wrapper_failures, vec![(7, 2)]);
         assert!(b.since(&b).cells.is_empty());
     }
 }

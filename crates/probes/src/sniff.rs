@@ -30,6 +30,11 @@ pub struct SniffConfig {
     pub ring_bytes: u32,
     /// The in-process backend's ring per thread, in bytes (`inproc_abi::valid_ring_bytes`).
     pub user_ring_bytes: u64,
+    /// Records for the handshake calls (`--handshake`). The kernel probes the handshake calls
+    /// of its plan either way, to learn each connection's socket from their syscalls: a
+    /// connection whose first request was read during the handshake makes none in the
+    /// `SSL_read` that returns it.
+    pub handshake_records: bool,
 }
 
 /// One sniffed call, its pieces put back together.
@@ -74,6 +79,9 @@ pub struct SniffCounters {
     /// NSPR calls not sniffed because their layer could not be checked (the process's memory
     /// map was locked at that instant); counted in `lost_calls` too.
     pub unchecked: u64,
+    /// In-process wrappers that failed (a panic caught in them): each stopped copying its
+    /// function's calls in its process from then on, so later calls were not captured.
+    pub wrapper_failures: u64,
 }
 
 /// What sniff loses without its syscall hooks.
@@ -106,6 +114,7 @@ impl Sniffer {
         let cfg = &mut rodata.cfg;
         loader::set_filter(&mut cfg.filter, &config.threads, &plan.points, false);
         cfg.max_bytes = config.max_bytes;
+        cfg.handshake_records = u8::from(config.handshake_records);
         if let Some(file) = plan.tls_layer_file() {
             cfg.tls_layer_file = loader::c_name(file);
         }
@@ -184,6 +193,7 @@ impl Sniffer {
             lost_calls: sum(sn_counter::SN_LOST_CALLS)?,
             calls: sum(sn_counter::SN_CALLS)?,
             unchecked: sum(sn_counter::SN_UNCHECKED)?,
+            wrapper_failures: 0,
         })
     }
 

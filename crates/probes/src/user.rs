@@ -782,6 +782,11 @@ impl UserTracer {
             c.lost_calls += lost;
             c.lost_records += lost;
         }
+        c.wrapper_failures = h
+            .wrapper_failures
+            .iter()
+            .map(|n| u64::from(n.load(Ordering::Relaxed)))
+            .sum();
         c
     }
 
@@ -792,6 +797,12 @@ impl UserTracer {
         let ids: Vec<Option<u16>> = FUNCTIONS.iter().map(|f| catalog::id_of(f.name)).collect();
         let mut snap = Snapshot {
             dropped_cells: h.calls_without_slot.load(Ordering::Relaxed),
+            wrapper_failures: ids
+                .iter()
+                .zip(&h.wrapper_failures)
+                .filter_map(|(id, n)| Some(((*id)?, u64::from(n.load(Ordering::Relaxed)))))
+                .filter(|&(_, n)| n > 0)
+                .collect(),
             ..Snapshot::default()
         };
         for i in 0..taken {

@@ -35,6 +35,11 @@ pub struct TraceDocument {
     pub overhead: Overhead,
     /// Histogram cells lost because the kernel map was full (0 normally).
     pub dropped_cells: u64,
+    /// In-process wrappers that failed (a panic caught inside them), per function: each then
+    /// only called through in its process, so that function's counts stop there. Absent when
+    /// none failed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub wrapper_failures: Vec<WrapperFailureDoc>,
     /// One entry per function and outcome (and process, with --per-pid).
     pub functions: Vec<FunctionStats>,
 }
@@ -48,6 +53,14 @@ impl TraceDocument {
             ..TraceDocument::default()
         }
     }
+}
+
+/// A function whose in-process wrapper failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WrapperFailureDoc {
+    pub function: String,
+    /// Calls whose wrapper failed (one per process: the wrapper is disabled after it).
+    pub failures: u64,
 }
 
 /// How latencies were bucketed.
@@ -168,6 +181,14 @@ pub fn trace_text(w: &mut impl Write, doc: &TraceDocument, histograms: bool) -> 
             w,
             "warning: {} histogram updates were lost (the kernel map was full)",
             doc.dropped_cells
+        )?;
+    }
+    for f in &doc.wrapper_failures {
+        writeln!(
+            w,
+            "warning: the in-process wrapper of {} failed {} time(s) and stopped timing in that \
+             process; the program kept running, but {} is undercounted from then on",
+            f.function, f.failures, f.function
         )?;
     }
     Ok(())

@@ -311,16 +311,9 @@ int BPF_KRETPROBE(sniff_return)
 	if (kind == SN_HANDSHAKE)
 		total = 0;
 
-	__u32 zero = 0;
-	struct sn_event *e = bpf_map_lookup_elem(&scratch, &zero);
-	__u64 *seq = bpf_map_lookup_elem(&call_seq, &zero);
-
-	if (!e || !seq)
-		return 0;
-	*seq += 1;
 	struct ssl_key sk = { .ssl = call.ssl, .pid = pid };
+	__u8 flags = 0;
 
-	e->flags = 0;
 	if (call.sock.fd >= 0) {
 		bpf_map_update_elem(&ssl_socks, &sk, &call.sock, BPF_ANY);
 	} else {
@@ -328,9 +321,21 @@ int BPF_KRETPROBE(sniff_return)
 
 		if (known) {
 			call.sock = *known;
-			e->flags = SN_FD_GUESSED;
+			flags = SN_FD_GUESSED;
 		}
 	}
+	/* Without --handshake, a handshake call only teaches its connection's socket. */
+	if (kind == SN_HANDSHAKE && !cfg.handshake_records)
+		return 0;
+
+	__u32 zero = 0;
+	struct sn_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	__u64 *seq = bpf_map_lookup_elem(&call_seq, &zero);
+
+	if (!e || !seq)
+		return 0;
+	*seq += 1;
+	e->flags = flags;
 	e->call_id = (*seq << 8) | (bpf_get_smp_processor_id() & 0xff);
 	e->start_ns = call.start_ns;
 	e->latency_ns = now - call.start_ns;

@@ -97,6 +97,10 @@ struct sn_call {
 struct sn_config {
 	struct ts_filter filter;
 	__u32 max_bytes;
+	/* Nonzero: a record per handshake call (--handshake); else handshake probes only note
+	 * their connection's socket, for data calls that make no syscall. */
+	__u8 handshake_records;
+	__u8 _pad[3];
 	/* The file name of NSS's libssl (libssl3.so): a PRFileDesc whose methods table lies in a
 	 * mapping of this file is NSS's TLS layer. Empty: no NSPR probes. */
 	char tls_layer_file[TS_COMM_LEN];
