@@ -223,6 +223,38 @@ fn paced_runs_keep_to_the_rate_and_report_both_latencies() {
     server.stop();
 }
 
+/// At a rate an idle server easily sustains, `total` (from each planned start) exceeds
+/// `request` by the pacer's own lateness only, which is measured and reported: microseconds,
+/// not the half millisecond that millisecond epoll timeouts used to add.
+#[test]
+fn paced_keepalive_charges_the_server_only_for_its_own_time() {
+    let server = Serve::start(&[]);
+    let (ok, stdout, stderr, doc) = bench(&[
+        &server.addr.to_string(),
+        "--mode",
+        "keepalive",
+        "--rate",
+        "500",
+        "-d",
+        "2s",
+        "-c",
+        "4",
+    ]);
+    assert!(ok, "{stderr}");
+    let l = &doc["result"]["latency"];
+    let requests = n(&l["request"]["count"]);
+    assert_eq!(n(&l["pacer_late"]["count"]), requests, "{l}");
+    assert!(stdout.contains("pacer late"), "{stdout}");
+    let p50 = |phase: &str| l[phase]["p50_us"].as_f64().unwrap();
+    let added = p50("total") - p50("request");
+    assert!(
+        added < 300.0,
+        "total p50 exceeds request p50 by {added} us: {l}"
+    );
+    assert!(p50("pacer_late") < 300.0, "{l}");
+    server.stop();
+}
+
 #[test]
 fn warmup_is_not_counted() {
     let server = Serve::start(&[]);

@@ -163,6 +163,45 @@ fn saved_bench_runs_compare_by_their_latency_histograms() {
     // A rate is one value per run: shown, never called significant.
     let rate = comparison(&doc, "ops_per_s", "sixteen");
     assert_eq!(rate["comparison"]["verdict"], "untestable");
+    assert_eq!(rate["comparison"]["n"], serde_json::json!([1, 1]));
+    assert!(
+        support::text(&out.stdout).contains("too few samples (n=1 vs 1)"),
+        "{}",
+        support::text(&out.stdout)
+    );
+
+    // One file twice: two rows of distinct names, and only the second compared.
+    let twice = dir.path().join("twice.json");
+    let out = support::tlsscope(&[
+        "compare",
+        files[0].to_str().unwrap(),
+        files[0].to_str().unwrap(),
+        "--json",
+        twice.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let doc = read_json(&twice);
+    let labels: Vec<&str> = doc["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(labels, ["one", "one #2"]);
+    assert!(doc["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["variant"] == "one #2" && c["baseline"] == "one"));
+    let text = support::text(&out.stdout);
+    let baseline_rows: Vec<&str> = text.lines().filter(|l| l.starts_with("one  ")).collect();
+    assert!(!baseline_rows.is_empty(), "{text}");
+    assert!(
+        baseline_rows
+            .iter()
+            .all(|l| !l.contains("significant") && !l.contains("too few")),
+        "{text}"
+    );
 }
 
 #[test]

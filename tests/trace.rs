@@ -150,8 +150,28 @@ impl Drop for Trace {
     }
 }
 
+/// Checks the document against its schema, and that its environment names every library its
+/// probes are in (an OpenSSL one by its version).
 fn assert_valid(doc: &Value) {
     support::assert_matches_schema(doc, "trace.v1");
+    let env = &doc["environment"];
+    let named: Vec<&str> = env["traced_libraries"]
+        .as_array()
+        .map(|l| l.iter().filter_map(|l| l["path"].as_str()).collect())
+        .unwrap_or_default();
+    for probe in doc["attached"].as_array().unwrap() {
+        let path = probe["path"].as_str().unwrap();
+        assert!(named.contains(&path), "{path} not in {env:#}");
+        if path.contains("/libssl.so") {
+            let library = env["library"].as_str().unwrap();
+            assert!(library.starts_with("OpenSSL "), "{env:#}");
+            assert!(
+                env["library_version_number"].as_u64().unwrap() > 0,
+                "{env:#}"
+            );
+            assert!(!env["library_path"].as_str().unwrap().is_empty(), "{env:#}");
+        }
+    }
 }
 
 /// Calls of `function` that ended with `outcome`, over all processes.
@@ -191,6 +211,37 @@ pub fn bench(target: SocketAddr, args: &[&str]) -> String {
 
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// How many BPF links of each type (`link_type:` of fdinfo) process `pid` holds.
+fn link_types_of(pid: u32) -> std::collections::BTreeMap<String, usize> {
+    let mut types = std::collections::BTreeMap::new();
+    for fd in std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .flatten()
+    {
+        let info = std::fs::read_to_string(fd.path()).unwrap_or_default();
+        if let Some(t) = info.lines().find_map(|l| l.strip_prefix("link_type:")) {
+            *types.entry(t.trim().to_string()).or_insert(0) += 1;
+        }
+    }
+    types
+}
+
+/// Every probe of one file goes in one entry link and one return link (multi-uprobe), which
+/// the kernel retires together on exit: closing a link per probe took ~0.1 s each, so a trace
+/// of every function spent 4-5 s detaching.
+#[test]
+fn probes_of_one_file_share_one_entry_and_one_return_link() {
+    let _one = one_at_a_time();
+    let libssl = support::system_libssl();
+    let trace = Trace::start(&["--lib", libssl.to_str().unwrap(), "--probes", "all"]);
+    let links = link_types_of(trace.child.id());
+    assert_eq!(links.get("uprobe_multi"), Some(&1), "{links:?}");
+    assert_eq!(links.get("uretprobe_multi"), Some(&1), "{links:?}");
+    let (ok, _, stderr, doc) = trace.stop();
+    assert!(ok, "{stderr}");
+    assert!(doc["attached"].as_array().unwrap().len() >= 8, "{doc:#}");
 }
 
 /// The BPF programs a process holds open, by id (from the `prog_id:` of its fds' fdinfo).

@@ -29,6 +29,29 @@ pub fn host(command_line: Vec<String>) -> Environment {
         hostname: uname.2,
         command_line,
         started_at: rfc3339_now(),
+        traced_libraries: Vec::new(),
+    }
+}
+
+/// Adds each library file the probes are in (each once, in order), as it names itself; the
+/// first that names itself also fills the environment's `library` fields.
+pub fn note_traced<'a>(environment: &mut Environment, paths: impl IntoIterator<Item = &'a str>) {
+    for path in paths {
+        if environment.traced_libraries.iter().any(|l| l.path == path) {
+            continue;
+        }
+        let version = ossl::version_of_file(std::path::Path::new(path));
+        let (text, number) = version.map_or((String::new(), 0), |v| (v.text, v.number));
+        if environment.library.is_empty() && !text.is_empty() {
+            environment.library = text.clone();
+            environment.library_version_number = number;
+            environment.library_path = path.to_string();
+        }
+        environment.traced_libraries.push(report::TracedLibrary {
+            path: path.to_string(),
+            version: text,
+            version_number: number,
+        });
     }
 }
 

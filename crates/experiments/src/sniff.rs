@@ -168,12 +168,16 @@ pub struct Writer<'a, W: Write> {
 
 impl<'a, W: Write> Writer<'a, W> {
     pub fn new(view: View, out: &'a mut dyn Write, pcap: Option<&'a mut PcapWriter<W>>) -> Self {
+        let tally = Tally {
+            quiet: view.format == Format::Quiet,
+            ..Tally::default()
+        };
         Writer {
             view,
             out,
             pcap,
             clock: Clock::now(),
-            tally: Tally::default(),
+            tally,
             endpoints: HashMap::new(),
             lost_reported: SniffCounters::default(),
         }

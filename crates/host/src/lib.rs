@@ -77,9 +77,54 @@ pub fn proc_cpu_s(pid: u32) -> Option<(f64, f64)> {
     Some((utime / ticks, stime / ticks))
 }
 
+/// CPU seconds (user + system, every thread, live or exited) another process has used, to
+/// the nanosecond: its CPU-time clock (`clock_getcpuclockid`), where /proc/PID/stat counts
+/// whole clock ticks (10 ms here).
+pub fn proc_cpu_total_s(pid: u32) -> Option<f64> {
+    let mut clock: libc::clockid_t = 0;
+    // SAFETY: writes the clock id into `clock`; a nonzero result is an error number.
+    if unsafe { libc::clock_getcpuclockid(pid as libc::pid_t, &mut clock) } != 0 {
+        return None;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return None;
+    }
+    Some(ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_process_s_cpu_time_has_sub_tick_resolution() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done"])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut readings = Vec::new();
+        while child.try_wait().unwrap().is_none() {
+            if let Some(s) = proc_cpu_total_s(pid) {
+                readings.push(s);
+            }
+        }
+        assert!(readings.len() > 2, "{readings:?}");
+        // Clock ticks would make every reading a multiple of 10 ms.
+        let tick = 1.0 / 100.0;
+        assert!(
+            readings
+                .iter()
+                .any(|s| *s > 0.0 && ((s / tick) - (s / tick).round()).abs() > 1e-3),
+            "{readings:?}"
+        );
+        assert!(readings.windows(2).all(|w| w[1] >= w[0]), "{readings:?}");
+    }
 
     #[test]
     fn own_cpu_time_is_readable_and_grows() {

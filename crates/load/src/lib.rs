@@ -5,6 +5,7 @@
 
 mod http;
 pub mod memory;
+mod pacer;
 mod record;
 pub mod result;
 mod worker;
@@ -279,8 +280,11 @@ impl Run {
         let cpu = cpu_usage(
             cpu_start,
             cpu_end,
-            handshakes,
-            all.ops,
+            Work {
+                handshakes,
+                requests: all.requests,
+                ops: all.ops,
+            },
             window_s,
             thread_busy_pct,
         );
@@ -320,6 +324,7 @@ impl Run {
                 request: all.hist.request.summary(),
                 total: all.hist.total.summary(),
                 total_uncorrected: all.hist.total_uncorrected.summary(),
+                pacer_late: all.hist.pacer_late.summary(),
             },
             errors: all.errors,
             errors_total,
@@ -475,7 +480,8 @@ struct CpuSample {
     at: Instant,
     user_s: f64,
     system_s: f64,
-    server: Option<(u32, f64, f64)>,
+    /// (pid, user s, system s, total s): the split in clock ticks, the total to the ns.
+    server: Option<(u32, f64, f64, f64)>,
 }
 
 impl CpuSample {
@@ -485,33 +491,53 @@ impl CpuSample {
             at: Instant::now(),
             user_s,
             system_s,
-            server: server_pid.and_then(|pid| host::proc_cpu_s(pid).map(|(u, s)| (pid, u, s))),
+            server: server_pid.and_then(|pid| {
+                let (u, s) = host::proc_cpu_s(pid)?;
+                Some((pid, u, s, host::proc_cpu_total_s(pid).unwrap_or(u + s)))
+            }),
         }
+    }
+}
+
+/// What the measured window did, for the CPU figures per unit of work.
+struct Work {
+    handshakes: u64,
+    requests: u64,
+    ops: u64,
+}
+
+/// `cpu_s` per `n` things, scaled by `scale` (0 when there were none).
+fn per_unit(cpu_s: f64, n: u64, scale: f64) -> f64 {
+    if n == 0 {
+        0.0
+    } else {
+        scale * cpu_s / n as f64
     }
 }
 
 fn cpu_usage(
     start: &CpuSample,
     end: &CpuSample,
-    handshakes: u64,
-    ops: u64,
+    work: Work,
     window_s: f64,
     thread_busy_pct: Vec<f64>,
 ) -> CpuUsage {
+    let Work {
+        handshakes,
+        requests,
+        ops,
+    } = work;
     let user_s = end.user_s - start.user_s;
     let system_s = end.system_s - start.system_s;
     let cpu_s = user_s + system_s;
     let server = match (start.server, end.server) {
-        (Some((pid, u0, s0)), Some((_, u1, s1))) => Some(ServerCpu {
+        (Some((pid, u0, s0, t0)), Some((_, u1, s1, t1))) => Some(ServerCpu {
             pid,
             user_s: u1 - u0,
             system_s: s1 - s0,
-            busy_pct: pct((u1 - u0) + (s1 - s0), window_s),
-            cpu_us_per_handshake: if handshakes == 0 {
-                0.0
-            } else {
-                1e6 * ((u1 - u0) + (s1 - s0)) / handshakes as f64
-            },
+            busy_pct: pct(t1 - t0, window_s),
+            cpu_us_per_handshake: per_unit(t1 - t0, handshakes, 1e6),
+            cpu_us_per_request: per_unit(t1 - t0, requests, 1e6),
         }),
         _ => None,
     };
@@ -519,11 +545,8 @@ fn cpu_usage(
     CpuUsage {
         client_user_s: user_s,
         client_system_s: system_s,
-        client_cpu_s_per_1000_handshakes: if handshakes == 0 {
-            0.0
-        } else {
-            1000.0 * cpu_s / handshakes as f64
-        },
+        client_cpu_s_per_1000_handshakes: per_unit(cpu_s, handshakes, 1000.0),
+        client_cpu_s_per_1000_requests: per_unit(cpu_s, requests, 1000.0),
         handshakes_per_client_cpu_s: per(handshakes, cpu_s),
         connections_per_user_s: per(if handshakes > 0 { handshakes } else { ops }, user_s),
         thread_busy_pct,

@@ -17,6 +17,9 @@ pub struct Histograms {
     pub request: LatencyHistogram,
     pub total: LatencyHistogram,
     pub total_uncorrected: LatencyHistogram,
+    /// Open loop: how late the loop woke for each planned start (the pacer's own error, part
+    /// of `total` but not the server's doing).
+    pub pacer_late: LatencyHistogram,
 }
 
 impl Histograms {
@@ -27,6 +30,7 @@ impl Histograms {
         self.request.merge(&o.request);
         self.total.merge(&o.total);
         self.total_uncorrected.merge(&o.total_uncorrected);
+        self.pacer_late.merge(&o.pacer_late);
     }
 }
 

@@ -168,6 +168,11 @@ pub struct Latencies {
     /// The whole operation: connection (full/resume) or request (keepalive).
     pub total: LatencySummary,
     pub total_uncorrected: LatencySummary,
+    /// Open loop: how late the load thread woke for each planned start, measured from the
+    /// plan. It is part of `total`; the rest of `total - request` is queueing behind a slow
+    /// server. Empty without `--rate`; absent in results written before it existed.
+    #[serde(default)]
+    pub pacer_late: LatencySummary,
 }
 
 /// CPU spent over the measured window.
@@ -177,6 +182,10 @@ pub struct CpuUsage {
     pub client_system_s: f64,
     /// Client CPU seconds (user + system) per 1000 handshakes.
     pub client_cpu_s_per_1000_handshakes: f64,
+    /// Client CPU seconds per 1000 HTTP requests (0 without requests); absent in results
+    /// written before it existed.
+    #[serde(default)]
+    pub client_cpu_s_per_1000_requests: f64,
     pub handshakes_per_client_cpu_s: f64,
     /// openssl s_time's figure: connections per client *user* second.
     pub connections_per_user_s: f64,
@@ -186,7 +195,8 @@ pub struct CpuUsage {
     pub server: Option<ServerCpu>,
 }
 
-/// A server process's CPU over the measured window, from /proc.
+/// A server process's CPU over the measured window: the user/system split from /proc (whole
+/// clock ticks), the busy share and the per-unit figures from its CPU-time clock (ns).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ServerCpu {
     pub pid: u32,
@@ -195,6 +205,9 @@ pub struct ServerCpu {
     /// Of one CPU (100 = one core fully busy).
     pub busy_pct: f64,
     pub cpu_us_per_handshake: f64,
+    /// Per HTTP request (0 without requests); absent in results written before it existed.
+    #[serde(default)]
+    pub cpu_us_per_request: f64,
 }
 
 /// One connection, for `--csv`: times in microseconds from the run's start (or durations).

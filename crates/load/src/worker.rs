@@ -17,6 +17,7 @@ use ossl::{HandshakeKind, Io, Session, Ssl, TlsError};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::http::ResponseParser;
+use crate::pacer::Pacer;
 use crate::record::Recorder;
 use crate::result::ConnectionRow;
 use crate::{LoadConfig, Mode, ResumeBy, Shared};
@@ -30,6 +31,9 @@ const SWEEP: Duration = Duration::from_millis(50);
 const DRAIN: Duration = Duration::from_secs(2);
 /// Bits of an epoll token that hold the slot index; the rest hold the slot's generation.
 const SLOT_BITS: u32 = 24;
+
+/// The pacing timer's token (never a slot's: the slot bits are all ones).
+const PACER: Token = Token(usize::MAX);
 
 fn token(slot: usize, generation: u32) -> Token {
     Token(((generation as usize) << SLOT_BITS) | slot)
@@ -148,6 +152,8 @@ struct State<'a> {
     retry: Vec<usize>,
     /// Past the deadline: finishing what is in flight, recording nothing.
     draining: bool,
+    /// Open loop: wakes the loop at the next planned start (see `crate::timer`).
+    pacer: Option<Pacer>,
 }
 
 impl<'a> State<'a> {
@@ -159,9 +165,14 @@ impl<'a> State<'a> {
             .map(|r| Duration::from_secs_f64(threads / r.max(1e-9)));
         // Spread the threads' schedules over one interval.
         let offset = interval.map_or(Duration::ZERO, |i| i.mul_f64(w.index as f64 / threads));
+        let poll = Poll::new()?;
+        let pacer = match interval {
+            Some(_) => Some(Pacer::new(poll.registry(), PACER)?),
+            None => None,
+        };
         Ok(State {
             w,
-            poll: Poll::new()?,
+            poll,
             slots: (0..w.slots).map(|_| Slot::default()).collect(),
             rec: Recorder::default(),
             rbuf: vec![0u8; 16 * 1024].into_boxed_slice(),
@@ -175,6 +186,7 @@ impl<'a> State<'a> {
             cpu_at_measure_start: None,
             retry: Vec::new(),
             draining: false,
+            pacer,
         })
     }
 
@@ -218,6 +230,12 @@ impl<'a> State<'a> {
                 break;
             }
             for event in events.iter() {
+                if event.token() == PACER {
+                    if let Some(p) = &mut self.pacer {
+                        p.woke(Instant::now());
+                    }
+                    continue;
+                }
                 let (i, generation) = slot_of(event.token());
                 if self
                     .slots
@@ -267,10 +285,22 @@ impl<'a> State<'a> {
         self.no_more_ops && self.slots.iter().all(|s| s.op.is_none())
     }
 
-    fn poll_timeout(&self, now: Instant) -> Duration {
+    /// How long the loop may wait for events; a paced loop also arms its timer for the next
+    /// planned start, which wakes it with sub-millisecond precision.
+    fn poll_timeout(&mut self, now: Instant) -> Duration {
         let mut t = SWEEP;
-        if self.interval.is_some() && !self.no_more_ops {
-            t = t.min(self.next_planned.saturating_duration_since(now));
+        if let (Some(_), false) = (self.interval, self.no_more_ops) {
+            let until = self.next_planned.saturating_duration_since(now);
+            let planned = self.next_planned;
+            match self.pacer.as_mut().map(|p| p.wait(now, planned)) {
+                Some(Ok(wait)) => t = t.min(wait),
+                Some(Err(e)) => {
+                    self.rec.error(&format!("pacing timer: {e}"));
+                    self.pacer = None;
+                    t = t.min(until);
+                }
+                None => t = t.min(until),
+            }
         }
         if !self.draining {
             t = t.min(self.w.shared.deadline.saturating_duration_since(now));
@@ -284,6 +314,9 @@ impl<'a> State<'a> {
             return;
         };
         while !self.no_more_ops && self.next_planned <= now {
+            if self.next_planned >= self.w.shared.measure_start && self.recording() {
+                self.rec.hist.pacer_late.record(now - self.next_planned);
+            }
             self.backlog.push_back(self.next_planned);
             self.next_planned += interval;
         }

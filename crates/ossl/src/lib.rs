@@ -8,6 +8,7 @@
 mod context;
 mod error;
 pub mod ffi;
+mod file_version;
 mod inproc;
 mod library;
 mod pki;
@@ -17,6 +18,7 @@ pub use context::{
     Context, ContextBuilder, KeylogSink, Role, Settings, TlsVersion, UnknownTlsVersion,
 };
 pub use error::{Error, ErrorCode, ErrorQueue, TlsError};
+pub use file_version::{version_of_file, FileVersion};
 pub use library::{Library, LibrarySource, Version};
 pub use pki::{CertType, Certificate, Credentials, PrivateKey, UnknownCertType};
 pub use ssl::{HandshakeIds, HandshakeKind, Io, Negotiated, Session, Ssl};

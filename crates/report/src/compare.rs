@@ -121,6 +121,14 @@ pub struct MetricComparison {
     pub comparison: Comparison,
 }
 
+/// The verdict in words, for the metric's direction; without one, how many values there were.
+pub fn verdict_text(c: &Comparison, lower_is_better: bool) -> String {
+    match c.verdict {
+        Verdict::Untestable => format!("too few samples (n={} vs {})", c.n.0, c.n.1),
+        v => verdict_words(v, lower_is_better).to_string(),
+    }
+}
+
 /// The verdict in words, for the metric's direction.
 pub fn verdict_words(v: Verdict, lower_is_better: bool) -> &'static str {
     match (v, lower_is_better) {
@@ -242,7 +250,7 @@ pub fn metric_tables(doc: &CompareDocument) -> Vec<(String, Table)> {
                             c.comparison.ratio.high
                         ),
                         format!("{:.2e}", c.comparison.mann_whitney.p_two_sided),
-                        verdict_words(c.comparison.verdict, m.lower_is_better).to_string(),
+                        verdict_text(&c.comparison, m.lower_is_better),
                     ),
                     None if Some(&v.label) == baseline => {
                         ("baseline".into(), String::new(), String::new())

@@ -33,6 +33,21 @@ pub struct Environment {
     pub command_line: Vec<String>,
     /// UTC start time, RFC 3339.
     pub started_at: String,
+    /// trace and sniff: each library file the probes are in, as it names itself (the
+    /// `library` fields above then describe the first). Absent elsewhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub traced_libraries: Vec<TracedLibrary>,
+}
+
+/// A library file tlsscope observed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TracedLibrary {
+    pub path: String,
+    /// "OpenSSL 3.0.19 27 Jan 2026", "GnuTLS 3.7.9", "NSS 3.87.1"; empty when it has no
+    /// version function tlsscope knows (NSPR's libnspr4).
+    pub version: String,
+    /// OpenSSL's `OPENSSL_VERSION_NUMBER`; 0 for the others.
+    pub version_number: u64,
 }
 
 /// The JSON document `tlsscope bench --json` writes.
@@ -191,30 +206,43 @@ pub fn bench_text(w: &mut impl Write, env: &Environment, r: &RunResult) -> io::R
         .iter()
         .map(|b| format!("{b:.0}%"))
         .collect();
+    // Keep-alive work is requests: its few handshakes say nothing per unit.
+    let keepalive = r.mode == RunMode::Keepalive;
+    let (client_per, unit) = if keepalive {
+        (c.client_cpu_s_per_1000_requests, "requests")
+    } else {
+        (c.client_cpu_s_per_1000_handshakes, "handshakes")
+    };
     writeln!(
         w,
-        "  client CPU   user {:.2} s, system {:.2} s; {:.3} CPU-s per 1000 handshakes; \
+        "  client CPU   user {:.2} s, system {:.2} s; {client_per:.3} CPU-s per 1000 {unit}; \
          threads busy {}",
         c.client_user_s,
         c.client_system_s,
-        c.client_cpu_s_per_1000_handshakes,
         busy.join(" ")
     )?;
     if let Some(s) = &c.server {
+        let (server_per, unit) = if keepalive {
+            (s.cpu_us_per_request, "request")
+        } else {
+            (s.cpu_us_per_handshake, "handshake")
+        };
         writeln!(
             w,
-            "  server CPU   pid {}: {:.0}% of a core; {:.0} µs per handshake",
-            s.pid, s.busy_pct, s.cpu_us_per_handshake
+            "  server CPU   pid {}: {:.0}% of a core; {server_per:.0} µs per {unit}",
+            s.pid, s.busy_pct
         )?;
     }
-    // openssl s_time's own line, for comparison with its figures.
-    writeln!(
-        w,
-        "  s_time line  {} connections in {:.2}s; {:.2} connections/user sec",
-        if h.total > 0 { h.total } else { r.ops },
-        r.duration_s,
-        c.connections_per_user_s
-    )?;
+    // openssl s_time's own line, for comparison with its figures (it makes connections).
+    if !keepalive {
+        writeln!(
+            w,
+            "  s_time line  {} connections in {:.2}s; {:.2} connections/user sec",
+            if h.total > 0 { h.total } else { r.ops },
+            r.duration_s,
+            c.connections_per_user_s
+        )?;
+    }
     latency_block(w, r)?;
     for warning in &r.warnings {
         writeln!(w, "  warning: {warning}")?;
@@ -237,6 +265,9 @@ fn latency_block(w: &mut impl Write, r: &RunResult) -> io::Result<()> {
         "count", "p50", "p90", "p99", "p99.9", "max", "mean", "stdev"
     )?;
     let l = &r.latency;
+    // Unpaced keep-alive: an operation is one request started at once, so `total` is
+    // `request` by construction; shown once, with the reason.
+    let total_is_request = r.mode == RunMode::Keepalive && r.rate_per_s.is_none();
     let rows: [(&str, &LatencySummary); 5] = [
         ("connect", &l.connect),
         ("handshake", &l.handshake),
@@ -245,14 +276,36 @@ fn latency_block(w: &mut impl Write, r: &RunResult) -> io::Result<()> {
         ("total", &l.total),
     ];
     for (name, s) in rows {
-        if s.count > 0 {
+        if s.count > 0 && !(total_is_request && name == "total") {
             latency_row(w, name, s)?;
         }
+    }
+    if total_is_request && l.request.count > 0 {
+        writeln!(
+            w,
+            "    (total = request here: without --rate each keep-alive request starts as soon as \
+             its connection is free)"
+        )?;
+    }
+    if l.ttfb.count > 0 && same_shape(&l.ttfb, &l.request) {
+        writeln!(
+            w,
+            "    (ttfb = request to the microsecond: each response arrived with its first read)"
+        )?;
     }
     if r.rate_per_s.is_some() && l.total_uncorrected.count > 0 {
         latency_row(w, "uncorrected", &l.total_uncorrected)?;
     }
+    if r.rate_per_s.is_some() && l.pacer_late.count > 0 {
+        latency_row(w, "pacer late", &l.pacer_late)?;
+    }
     Ok(())
+}
+
+/// Whether two phases' summaries agree at every quantile shown.
+fn same_shape(a: &LatencySummary, b: &LatencySummary) -> bool {
+    (a.p50_us, a.p90_us, a.p99_us, a.p999_us, a.max_us)
+        == (b.p50_us, b.p90_us, b.p99_us, b.p999_us, b.max_us)
 }
 
 fn latency_row(w: &mut impl Write, name: &str, s: &LatencySummary) -> io::Result<()> {

@@ -222,7 +222,10 @@ pub fn write_json(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<(
 #[derive(Clone, Debug, Default)]
 pub struct Tally {
     pub calls: u64,
+    /// Calls that passed --grep: written out, or with --quiet only counted.
     pub shown: u64,
+    /// --quiet: nothing was written, so the summary says "counted", not "shown".
+    pub quiet: bool,
     pub reads: u64,
     pub writes: u64,
     pub bytes: u64,
@@ -279,11 +282,12 @@ pub fn write_summary(
     let why = ended_by.map(|w| format!(" ({w})")).unwrap_or_default();
     writeln!(
         out,
-        "tlsscope sniff: stopped after {:.1} s{why}: {} calls seen by the probes, {} received; {} shown ({} reads, {} writes, {} bytes)",
+        "tlsscope sniff: stopped after {:.1} s{why}: {} calls seen by the probes, {} received; {} {} ({} reads, {} writes, {} bytes)",
         took.as_secs_f64(),
         seen_calls,
         t.calls,
         t.shown,
+        if t.quiet { "counted, none shown (--quiet)," } else { "shown" },
         t.reads,
         t.writes,
         t.bytes
@@ -363,6 +367,29 @@ pub fn redact_headers(data: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_quiet_summary_counts_and_does_not_claim_to_have_shown() {
+        let summary = |quiet: bool| {
+            let t = Tally {
+                calls: 7,
+                shown: 7,
+                quiet,
+                ..Tally::default()
+            };
+            let mut out = Vec::new();
+            let took = std::time::Duration::from_secs(1);
+            write_summary(&mut out, &t, 7, &Losses::default(), None, took).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert!(
+            summary(true).contains("7 counted, none shown (--quiet)"),
+            "{}",
+            summary(true)
+        );
+        assert!(!summary(true).contains("7 shown"));
+        assert!(summary(false).contains("7 shown ("), "{}", summary(false));
+    }
 
     #[test]
     fn base64_matches_rfc4648_vectors() {

@@ -235,7 +235,8 @@ pub enum Verdict {
     Worse,
     /// Not significant at the chosen level.
     NoSignificantDifference,
-    /// Too few values to test (fewer than 2 on a side).
+    /// Too few values to test: no outcome of the rank test could be significant at the
+    /// chosen level with this many values (see [`can_be_significant`]).
     Untestable,
 }
 
@@ -246,6 +247,24 @@ pub struct Comparison {
     pub ratio: Interval,
     pub mann_whitney: MannWhitney,
     pub verdict: Verdict,
+    /// Values on each side (first, second); absent in documents written before them.
+    #[serde(default)]
+    pub n: (usize, usize),
+}
+
+/// Whether a two-sided rank test of `n1` against `n2` values can reach p below `alpha` at all.
+/// The most extreme arrangement (every value of one sample below every value of the other) is
+/// 2 of the C(n1 + n2, n1) equally likely ones under no difference, so with fewer values than
+/// that needs no outcome is significant: 2 against 2 values can do no better than p = 1/3,
+/// and 3 against 3 than p = 0.1. A single value on a side is never tested (it has no spread).
+pub fn can_be_significant(n1: usize, n2: usize, alpha: f64) -> bool {
+    if n1 < 2 || n2 < 2 {
+        return false;
+    }
+    // C(n1 + n2, n1), computed in floating point (it only needs to pass 2 / alpha).
+    let (k, n) = (n1.min(n2), n1 + n2);
+    let arrangements = (0..k).fold(1.0, |c, i| c * (n - i) as f64 / (i + 1) as f64);
+    2.0 / arrangements < alpha
 }
 
 /// Compares `b` against `a`. Significant means both: the rank test's p below `1 - level`, and
@@ -260,7 +279,7 @@ pub fn compare(
 ) -> Comparison {
     let ratio = ratio_of_medians_interval(a, b, level, resamples);
     let mann_whitney = mann_whitney(a, b);
-    let verdict = if a.len() < 2 || b.len() < 2 {
+    let verdict = if !can_be_significant(a.len(), b.len(), 1.0 - level) {
         Verdict::Untestable
     } else if mann_whitney.p_two_sided < 1.0 - level && (ratio.low > 1.0 || ratio.high < 1.0) {
         let b_higher = ratio.low > 1.0;
@@ -276,6 +295,7 @@ pub fn compare(
         ratio,
         mann_whitney,
         verdict,
+        n: (a.len(), b.len()),
     }
 }
 
@@ -424,6 +444,26 @@ mod tests {
             compare(&a, &[1.0], 0.95, 500, true).verdict,
             Verdict::Untestable
         );
+    }
+
+    #[test]
+    fn samples_too_small_for_the_rank_test_get_no_verdict() {
+        // 2 rounds each, far apart (a ratio of 172): still no test can tell at 95%.
+        let c = compare(&[1.0, 1.1], &[172.0, 180.0], 0.95, 500, true);
+        assert_eq!(c.verdict, Verdict::Untestable);
+        assert_eq!(c.n, (2, 2));
+        assert!(!can_be_significant(3, 3, 0.05));
+        assert!(can_be_significant(4, 4, 0.05));
+        assert!(can_be_significant(2, 20, 0.05));
+        assert!(!can_be_significant(1, 1000, 0.05));
+        let c = compare(
+            &[1.0, 1.1, 1.2, 1.05],
+            &[172.0, 180.0, 175.0, 190.0],
+            0.95,
+            500,
+            true,
+        );
+        assert_eq!(c.verdict, Verdict::Worse);
     }
 
     #[test]

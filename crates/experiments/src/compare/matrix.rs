@@ -316,16 +316,16 @@ pub fn run(
                 of: c.repeat,
                 label: &p.label,
             });
-            let server_cpu_before = server.and_then(|s| host::proc_cpu_s(s.process.pid()));
+            let server_cpu_before = server.and_then(|s| host::proc_cpu_total_s(s.process.pid()));
             let outcome = run_worker(&c.exe, p.client_openssl.as_deref(), &spec);
-            let server_cpu_after = server.and_then(|s| host::proc_cpu_s(s.process.pid()));
+            let server_cpu_after = server.and_then(|s| host::proc_cpu_total_s(s.process.pid()));
             let g = &mut gathered[i];
             match outcome {
                 Ok(r) => {
                     events(Event::RoundDone(Ok(one_line(&r))));
                     if let (Some(b), Some(e)) = (server_cpu_before, server_cpu_after) {
                         if r.connections > 0 {
-                            let cpu = (e.0 - b.0) + (e.1 - b.1);
+                            let cpu = e - b;
                             g.samples
                                 .entry("server_cpu_per_connection".into())
                                 .or_default()

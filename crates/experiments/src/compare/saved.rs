@@ -61,6 +61,23 @@ fn read(path: &Path) -> Result<Run> {
     })
 }
 
+/// Numbers the second and later variants of a repeated label ("a", "a #2"): files of one name
+/// from different directories, or one file given twice, stay apart in every table, and only
+/// the first is the baseline.
+fn unique_labels(variants: &mut [Variant]) {
+    let mut seen: Vec<String> = Vec::new();
+    for v in variants.iter_mut() {
+        let mut label = v.label.clone();
+        let mut n = 1;
+        while seen.contains(&label) {
+            n += 1;
+            label = format!("{} #{n}", v.label);
+        }
+        v.label = label.clone();
+        seen.push(label);
+    }
+}
+
 fn stem(path: &Path) -> String {
     path.file_stem().map_or_else(
         || path.display().to_string(),
@@ -111,6 +128,7 @@ pub fn load(
             _ => variants.extend(compare_variants(r, runs.len() > 1, level)?),
         }
     }
+    unique_labels(&mut variants);
     Ok(CompareDocument {
         schema_version: COMPARE_SCHEMA_VERSION,
         kind: "compare".into(),

@@ -150,7 +150,7 @@ static __always_inline __u8 outcome_of_syscall(__s64 last)
 	return TS_FAILURE; /* EOF without close_notify, ECONNRESET, EPIPE, ... */
 }
 
-SEC("uprobe")
+SEC("uprobe.multi")
 int BPF_KPROBE(tls_enter)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -194,7 +194,7 @@ int BPF_KPROBE(tls_enter)
 	return 0;
 }
 
-SEC("uretprobe")
+SEC("uretprobe.multi")
 int BPF_KRETPROBE(tls_return)
 {
 	__u64 now = bpf_ktime_get_ns();

@@ -116,7 +116,7 @@ static __always_inline enum layer_verdict tls_layer(__u64 fd)
 	return check.tls ? LAYER_TLS : LAYER_OTHER;
 }
 
-SEC("uprobe")
+SEC("uprobe.multi")
 int BPF_KPROBE(sniff_enter)
 {
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -270,7 +270,7 @@ static long send_piece(__u32 i, struct piece_ctx *p)
 	return last ? 1 : 0;
 }
 
-SEC("uretprobe")
+SEC("uretprobe.multi")
 int BPF_KRETPROBE(sniff_return)
 {
 	__u64 now = bpf_ktime_get_ns();
