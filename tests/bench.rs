@@ -374,7 +374,46 @@ fn bad_targets_and_options_are_one_line_errors() {
     assert_one_line_error(&out, &["soon"]);
     let out = support::tlsscope(&["bench", &addr, "-c", "1", "-t", "2", "-n", "5"]);
     assert_one_line_error(&out, &["--connections"]);
+    // More connections than the open-file limit (hard 2000 here) allows: one line, before
+    // any connect, where it used to make tens of thousands of connect errors.
+    let out = with_fd_limit(2000, 1000)
+        .args(["bench", &addr, "-c", "100000", "-n", "10"])
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, &["-c 100000", "open files", "2000"]);
+    // Under the hard limit: the soft one is raised to make room, and the run is clean.
+    let out = with_fd_limit(2000, 256)
+        .args(["bench", &addr, "-c", "600", "-n", "600"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("errors       none"),
+        "{}",
+        text(&out.stdout)
+    );
     server.stop();
+}
+
+/// tlsscope with its open-file limits set to (hard, soft) before it starts.
+fn with_fd_limit(hard: u64, soft: u64) -> std::process::Command {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(support::bin());
+    // SAFETY: the closure runs in the child between fork and exec and calls only setrlimit,
+    // which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(move || {
+            let lim = libc::rlimit {
+                rlim_cur: soft,
+                rlim_max: hard,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd
 }
 
 #[test]

@@ -5,6 +5,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use load::result::RunMode;
 use load::{LoadConfig, Run, RunResult};
 
 use crate::error::Result;
@@ -67,6 +68,29 @@ pub fn source_ips(target: SocketAddr, count: u8) -> Vec<IpAddr> {
     }
 }
 
+/// Why a run measured nothing, where it can be told: in keep-alive, connections that were still
+/// being set up when the window closed (each starts its requests once its handshake is done,
+/// but a server busy with thousands of handshakes answers little else).
+fn empty_window(r: &RunResult) -> String {
+    let connected = r.handshakes.total;
+    if r.mode == RunMode::Keepalive && connected < r.connections as u64 {
+        let rate = connected as f64 / r.duration_s.max(1e-9);
+        let needed = if rate > 0.0 {
+            format!(
+                " (about {:.0} s at this server's {rate:.0} handshakes/s)",
+                r.connections as f64 / rate
+            )
+        } else {
+            String::new()
+        };
+        return format!(
+            "no request completed in the measured window: {connected} of {} connections had finished their handshake by its end, and the server was busy with the rest; give --warmup time for all of them to come up{needed}, or use fewer connections",
+            r.connections
+        );
+    }
+    "no operation completed in the measured window".into()
+}
+
 /// A run that broke its own rules (errors, resumption not obtained, nothing done).
 pub fn check(r: &RunResult) -> std::result::Result<(), String> {
     if let Some(problem) = &r.resumption.problem {
@@ -81,7 +105,32 @@ pub fn check(r: &RunResult) -> std::result::Result<(), String> {
         ));
     }
     if r.ops == 0 {
-        return Err("no operation completed in the measured window".into());
+        return Err(empty_window(r));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_keepalive_window_says_how_many_connections_came_up() {
+        let mut r = RunResult {
+            mode: RunMode::Keepalive,
+            connections: 5000,
+            duration_s: 3.0,
+            ..RunResult::default()
+        };
+        r.handshakes.total = 3000;
+        let why = check(&r).unwrap_err();
+        assert!(why.contains("3000 of 5000 connections"), "{why}");
+        assert!(why.contains("--warmup"), "{why}");
+        assert!(why.contains("about 5 s"), "{why}");
+        r.mode = RunMode::Full;
+        assert_eq!(
+            check(&r).unwrap_err(),
+            "no operation completed in the measured window"
+        );
+    }
 }

@@ -97,6 +97,31 @@ pub fn proc_cpu_total_s(pid: u32) -> Option<f64> {
     Some(ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
 }
 
+/// Makes room for `wanted` open descriptors: raises the soft limit (up to the hard one) when
+/// it is lower. Returns the soft limit now in force, or the error of reading it.
+pub fn raise_fd_limit(wanted: u64) -> std::io::Result<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit fills the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    if lim.rlim_cur >= wanted || lim.rlim_cur >= lim.rlim_max {
+        return Ok(lim.rlim_cur);
+    }
+    let raised = libc::rlimit {
+        rlim_cur: wanted.min(lim.rlim_max),
+        rlim_max: lim.rlim_max,
+    };
+    // SAFETY: setrlimit reads the struct it is given; a soft limit up to the hard one is allowed.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Ok(lim.rlim_cur);
+    }
+    Ok(raised.rlim_cur)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -140,6 +140,22 @@ pub struct Run {
     shared: Shared,
 }
 
+/// Descriptors a run needs beyond one per connection (epoll, timers, files, the library's).
+const SPARE_FDS: u64 = 64;
+
+/// Raises the open-file limit for `connections` sockets, or stops the run in one line: past
+/// the limit every further connect fails, and the figures would describe that.
+fn check_fd_room(connections: usize) -> Result<(), Error> {
+    let wanted = connections as u64 + SPARE_FDS;
+    match host::raise_fd_limit(wanted) {
+        Ok(limit) if limit < wanted => Err(Error::Config(format!(
+            "-c {connections} needs about {wanted} open files, but this process may open only \
+             {limit} (ulimit -n; the hard limit allows no more): lower -c or raise the limit"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// A run longer than this without a duration is bounded anyway (count runs against a slow
 /// target must end).
 const MAX_RUN: Duration = Duration::from_secs(24 * 3600);
@@ -148,6 +164,7 @@ impl Run {
     /// Checks the configuration and fixes the clock: the run starts now.
     pub fn new(cfg: LoadConfig) -> Result<Run, Error> {
         validate(&cfg)?;
+        check_fd_room(cfg.connections)?;
         let start = Instant::now();
         let measure_start = start + cfg.warmup;
         let deadline = measure_start + cfg.duration.unwrap_or(MAX_RUN);

@@ -139,6 +139,28 @@ fn render_calls(text: &mut String, per: &str, traced: &[Traced<'_>]) {
         }
         let _ = writeln!(text, "{}", line.trim_end());
     }
+    for (function, outcome) in rows(traced) {
+        if let Some(note) = row_note(function, outcome) {
+            let _ = writeln!(text, "    note: {function} {outcome}: {note}");
+        }
+    }
+}
+
+/// What a row means where its name alone would mislead.
+fn row_note(function: &str, outcome: &str) -> Option<&'static str> {
+    match (function, outcome) {
+        ("X509_verify_cert", "failure") => Some(
+            "OpenSSL building the server's certificate chain for each handshake (it verifies \
+             the chain to build it, with no trust store, and ignores the 0 it gets): expected, \
+             not a failed verification of anyone",
+        ),
+        (_, "unknown") => Some(
+            "a call that returned <= 0 whose reason the kernel probes could not settle (most \
+             often the peer's close_notify or an alert ending the connection); run trace with \
+             --exact-outcomes, or the in-process backend, to have each one classed",
+        ),
+        _ => None,
+    }
 }
 
 /// Every (function, outcome) of any run, in the order the runs first list them.
@@ -186,5 +208,18 @@ pub fn render_summary(text: &mut String, backends: &[&str], rows: &[SummaryRow<'
             let _ = write!(line, " {cell:>24}");
         }
         let _ = writeln!(text, "{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_that_would_mislead_are_explained() {
+        assert!(row_note("X509_verify_cert", "failure")
+            .is_some_and(|n| n.contains("certificate chain")));
+        assert!(row_note("SSL_read", "unknown").is_some_and(|n| n.contains("--exact-outcomes")));
+        assert_eq!(row_note("SSL_read", "success"), None);
     }
 }
