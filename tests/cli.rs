@@ -433,3 +433,78 @@ fn issue_12_the_os_reason_is_said_once() {
     let err = text(&out.stderr);
     assert_eq!(err.matches("os error 2").count(), 1, "{err}");
 }
+
+/// Every command that writes results, with stdout on a full disk (/dev/full) and on a pipe the
+/// reader closed, and with a result file on a full disk: a non-zero exit and one line that
+/// says where writing failed (it used to panic, or exit 0 having lost the CSV).
+#[test]
+fn full_disks_and_closed_pipes_are_one_line_errors() {
+    let server = Serve::start(&[]);
+    let addr = server.addr.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("run.json");
+    let out = support::tlsscope(&[
+        "bench",
+        &addr,
+        "-n",
+        "20",
+        "--json",
+        saved.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let saved = saved.to_str().unwrap();
+    let libssl = support::system_libssl();
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["bench", &addr, "-n", "20"],
+        vec!["handshake", &addr],
+        vec!["compare", saved, saved],
+        vec!["openssl", "list"],
+        vec!["trace", "--lib", libssl.to_str().unwrap(), "-d", "1s"],
+    ];
+    for args in &commands {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        // Each command is bounded (-n, -d).
+        let out = support::command_in(&[])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(full)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        assert_ends_in_error(&out, &["stdout", "No space left"]);
+
+        let mut child = support::command_in(&[])
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_ends_in_error(&out, &["stdout was closed"]);
+    }
+    for (flag, file) in [("--json", "/dev/full"), ("--csv", "/dev/full")] {
+        let out = support::tlsscope(&["bench", &addr, "-n", "20", flag, file]);
+        assert_one_line_error(&out, &[flag, "/dev/full", "No space left"]);
+    }
+    let out = support::tlsscope(&["compare", saved, saved, "--json", "/dev/full"]);
+    assert_one_line_error(&out, &["--json /dev/full", "No space left"]);
+    server.stop();
+}
+
+/// A failed run whose stderr ends in one error line holding every needle (status lines of
+/// trace may come before it), and no panic.
+fn assert_ends_in_error(out: &std::process::Output, needles: &[&str]) {
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "expected failure; stderr: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let last = err.trim_end().lines().last().unwrap_or_default();
+    assert!(last.starts_with("tlsscope: error: "), "{err}");
+    for n in needles {
+        assert!(last.contains(n), "{n:?} not in {last:?}");
+    }
+}

@@ -1,6 +1,6 @@
 //! `tlsscope bench`: validate, check the target answers, run the load, report.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,14 +20,16 @@ pub fn run(library: &ossl::LibrarySource, a: &BenchArgs) -> anyhow::Result<ExitC
     if let Some(path) = &a.json {
         let mut f = create(path, "--json")?;
         report::bench_json(&mut f, &doc).with_context(|| format!("--json {}", path.display()))?;
+        crate::output::finish(f, "--json", path)?;
     }
     if let Some(path) = &a.csv {
         let mut f = create(path, "--csv")?;
         report::bench_csv(&mut f, &rows).with_context(|| format!("--csv {}", path.display()))?;
+        crate::output::finish(f, "--csv", path)?;
     }
-    let mut out = std::io::stdout().lock();
-    report::bench_text(&mut out, &doc.environment, &doc.result)?;
-    out.flush()?;
+    let mut text = Vec::new();
+    report::bench_text(&mut text, &doc.environment, &doc.result)?;
+    crate::output::to_stdout(text)?;
     Ok(verdict(&doc.result, &signals))
 }
 

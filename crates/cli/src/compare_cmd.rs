@@ -131,7 +131,7 @@ pub fn worker(
             ExitCode::FAILURE,
         ),
     };
-    println!("{}", serde_json::to_string(&result)?);
+    crate::output::to_stdout(serde_json::to_string(&result)? + "\n")?;
     Ok(status)
 }
 
@@ -148,8 +148,8 @@ fn worker_setup(
     Ok((lib, spec))
 }
 
+/// The files first: a stdout that fails (full, closed) loses no file.
 fn write_outputs(doc: &CompareDocument, a: &CompareArgs) -> anyhow::Result<()> {
-    print!("{}", report::compare::text(doc));
     if let Some(path) = &a.json {
         let text = serde_json::to_string_pretty(doc)? + "\n";
         write(path, &text, "--json")?;
@@ -160,7 +160,7 @@ fn write_outputs(doc: &CompareDocument, a: &CompareArgs) -> anyhow::Result<()> {
     if let Some(path) = &a.html {
         write(path, &report::compare::html::page(doc), "--html")?;
     }
-    Ok(())
+    crate::output::to_stdout(report::compare::text(doc))
 }
 
 fn write(path: &Path, text: &str, flag: &str) -> anyhow::Result<()> {

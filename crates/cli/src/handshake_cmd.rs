@@ -25,7 +25,7 @@ pub fn run(library: &ossl::LibrarySource, a: &HandshakeArgs) -> anyhow::Result<E
 
     let mut session: Option<Session> = None;
     let mut not_resumed = 0;
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = crate::output::Stdout::lock();
     for i in 1..=a.count {
         let offer = if a.resume { session.as_ref() } else { None };
         let probe = |target| Probe {

@@ -34,7 +34,7 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
     let lib = crate::library::load(library)?;
     let signals = StopFlags::install()?;
     let started = Instant::now();
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::output::Stdout::lock();
     let backends: Vec<&str> = config.backends.iter().map(|b| b.describe()).collect();
     writeln!(
         out,

@@ -9,6 +9,7 @@ mod handshake_cmd;
 mod lab_cmd;
 mod library;
 mod openssl_cmd;
+mod output;
 mod serve_cmd;
 pub mod signals;
 mod sniff_cmd;
@@ -68,7 +69,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Openssl(OpensslCommand::List) => {
-            library::print_system_library();
+            library::print_system_library()?;
             openssl_cmd::list()?;
             Ok(ExitCode::SUCCESS)
         }

@@ -23,14 +23,15 @@ pub fn source(openssl: Option<&str>) -> anyhow::Result<LibrarySource> {
 }
 
 /// Prints the system library's version, for `openssl list`.
-pub fn print_system_library() {
-    match Library::load(&LibrarySource::System) {
-        Ok(lib) => println!(
-            "system: {} (version number 0x{:08x}, {})",
+pub fn print_system_library() -> anyhow::Result<()> {
+    let line = match Library::load(&LibrarySource::System) {
+        Ok(lib) => format!(
+            "system: {} (version number 0x{:08x}, {})\n",
             lib.version().text,
             lib.version().number,
             lib.ssl_path().display()
         ),
-        Err(e) => println!("system: no usable OpenSSL ({e})"),
-    }
+        Err(e) => format!("system: no usable OpenSSL ({e})\n"),
+    };
+    crate::output::to_stdout(line)
 }

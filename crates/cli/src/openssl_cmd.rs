@@ -50,8 +50,9 @@ pub fn build(
     };
     let status = StatusDisplay::new(std::io::stderr(), std::io::stderr().is_terminal());
     let cache = BuildCache::new(cache_root());
+    // A closed stdout does not stop the builds; the outcomes are also in the cache.
     cache.build_request(&request, &options, &status, &mut |outcome| {
-        println!("{outcome}")
+        let _ = crate::output::to_stdout(format!("{outcome}\n"));
     })?;
     Ok(())
 }
@@ -59,10 +60,9 @@ pub fn build(
 /// Prints the installed builds as a table, or how to make one if there are none.
 pub fn list() -> anyhow::Result<()> {
     match BuildCache::new(cache_root()).listing()? {
-        Listing::Empty(hint) => println!("{hint}"),
+        Listing::Empty(hint) => crate::output::to_stdout(format!("{hint}\n")),
         Listing::Builds { header, rows } => {
-            print!("{}", report::compare::Table { header, rows }.aligned())
+            crate::output::to_stdout(report::compare::Table { header, rows }.aligned())
         }
     }
-    Ok(())
 }

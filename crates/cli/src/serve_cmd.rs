@@ -59,9 +59,11 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
             listening: server.local_addr(),
             pid: std::process::id(),
         };
-        println!("{}", serde_json::to_string(&ready)?);
+        // A server keeps serving whatever becomes of its stdout.
+        let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&ready)?);
     }
-    println!(
+    let _ = writeln!(
+        std::io::stdout(),
         "tlsscope serve: listening on https://{} ({}, {}, {} thread{}, session cache {}, tickets {})",
         server.local_addr(),
         cert_name,

@@ -120,21 +120,21 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     });
     trace::fill(&mut doc, &snapshot?, buckets);
 
-    let mut out = BufWriter::new(io::stdout().lock());
-    if let Some(reason) = &ended_by {
-        writeln!(out, "tlsscope trace: stopped: {reason}")?;
-    }
-    trace_text(&mut out, &doc, !a.no_histograms)?;
-    trace_footer(&mut out, &doc)?;
-    out.flush()?;
+    // The file first: a stdout that fails (full, closed) loses no file.
     if let Some(path) = &a.json {
         let mut f = BufWriter::new(
             File::create(path).with_context(|| format!("creating {}", path.display()))?,
         );
         trace_json(&mut f, &doc).with_context(|| format!("writing {}", path.display()))?;
-        f.flush()
-            .with_context(|| format!("writing {}", path.display()))?;
+        crate::output::finish(f, "--json", path)?;
     }
+    let mut out = Vec::new();
+    if let Some(reason) = &ended_by {
+        writeln!(out, "tlsscope trace: stopped: {reason}")?;
+    }
+    trace_text(&mut out, &doc, !a.no_histograms)?;
+    trace_footer(&mut out, &doc)?;
+    crate::output::to_stdout(out)?;
     Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 
