@@ -268,6 +268,69 @@ fn issue_12_a_worker_that_cannot_start_says_why_in_its_result_line() {
     }
 }
 
+/// An OpenSSL build directory deleted while the matrix runs: that variant stops, says its
+/// directory was removed during the run, and keeps the rounds it finished; the others are
+/// reported, the JSON is written, and the exit says a variant failed.
+#[test]
+fn a_library_removed_mid_compare_keeps_its_finished_rounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("openssl-1.1.1w");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(support::openssl_111w())
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let copy = copy.to_str().unwrap().to_string();
+    let json = dir.path().join("out.json");
+    let mut watched = support::start_until(
+        Command::new(support::bin())
+            .args(["compare", "--matrix", "--openssl"])
+            .arg(format!("system,{copy}"))
+            .args([
+                "--experiment",
+                "engine",
+                "--repeat",
+                "4",
+                "-n",
+                "50",
+                "--json",
+            ])
+            .arg(&json)
+            .stdout(std::process::Stdio::null()),
+        &format!("round 1/4: openssl={copy} ... "),
+        Duration::from_secs(300),
+    );
+    std::fs::remove_dir_all(&copy).unwrap();
+    let status = watched.child.wait().unwrap();
+    let stderr: Vec<String> = watched.lines.try_iter().collect();
+    assert_eq!(status.code(), Some(1), "{stderr:?}");
+    let doc = read_json(&json);
+    support::assert_matches_schema(&doc, "compare.v1");
+    let variants = doc["variants"].as_array().unwrap();
+    let removed = variants
+        .iter()
+        .find(|v| v["label"].as_str().unwrap().contains(&copy))
+        .unwrap();
+    let error = removed["error"].as_str().unwrap();
+    assert!(error.contains("was removed during the run"), "{error}");
+    assert!(error.contains("round 2/4 failed"), "{error}");
+    assert!(
+        error.contains("the 1 round before it are reported"),
+        "{error}"
+    );
+    assert!(
+        !removed["metrics"].as_array().unwrap().is_empty(),
+        "{removed:#}"
+    );
+    let system = variants
+        .iter()
+        .find(|v| v["label"] == "openssl=system")
+        .unwrap();
+    assert!(system["error"].is_null(), "{system:#}");
+}
+
 fn rendered_dom(html: &Path) -> String {
     let out = support::run_with_timeout(
         Command::new("chromium")

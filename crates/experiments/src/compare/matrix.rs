@@ -104,6 +104,32 @@ struct Gathered {
     samples: BTreeMap<String, Vec<f64>>,
     negotiated: Vec<Negotiated>,
     error: Option<String>,
+    /// Rounds that completed: those before a failure are still reported.
+    rounds_done: usize,
+}
+
+/// Why a variant stopped at `round` (from 0), with what is still reported: a library
+/// directory that was there when the run started and is gone now was removed during it.
+fn round_failure(why: &str, round: usize, repeat: usize, g: &Gathered, p: &Plan) -> String {
+    let removed = [&p.client_openssl, &p.server_openssl]
+        .into_iter()
+        .flatten()
+        .find(|v| v.contains('/') && !Path::new(v.as_str()).exists());
+    let why = match removed {
+        Some(dir) => format!("{dir} was removed during the run ({why})"),
+        None => why.to_string(),
+    };
+    match g.rounds_done {
+        0 => why,
+        1 => format!(
+            "round {}/{repeat} failed: {why}; the round before it is reported",
+            round + 1
+        ),
+        done => format!(
+            "round {}/{repeat} failed: {why}; the {done} rounds before it are reported",
+            round + 1
+        ),
+    }
 }
 
 /// A library name as a worker's `--openssl` (None: the system's).
@@ -333,10 +359,11 @@ pub fn run(
                         }
                     }
                     merge(g, r);
+                    g.rounds_done += 1;
                 }
                 Err(e) => {
                     events(Event::RoundDone(Err(e.to_string())));
-                    g.error = Some(e.to_string());
+                    g.error = Some(round_failure(&e.to_string(), round, c.repeat, g, p));
                 }
             }
         }
@@ -418,9 +445,11 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
         .map(|(p, mut g)| {
             if let Some(e) = &g.error {
                 warnings.push(format!("{}: {e}", p.label));
-                g.negotiated.clear();
+                if g.rounds_done == 0 {
+                    g.negotiated.clear();
+                }
             }
-            let metrics = if g.error.is_some() {
+            let metrics = if g.error.is_some() && g.rounds_done == 0 {
                 Vec::new()
             } else {
                 METRICS
