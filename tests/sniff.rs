@@ -651,6 +651,13 @@ fn every_way_out_detaches_and_summarizes() {
         assert!(stderr.contains("stopped after"), "{stderr}");
         crate::trace::assert_unloaded(&programs, "signal");
     }
+    // SIGKILL: no code of ours runs; the kernel drops the probes and programs with the
+    // process's files (`finish` checks the programs are gone).
+    let sniff = Sniff::start(&["-p", &pid]);
+    // SAFETY: kill signals a child we started.
+    unsafe { libc::kill(i32::try_from(sniff.child.id()).unwrap(), libc::SIGKILL) };
+    let (code, _, _) = sniff.finish();
+    assert_eq!(code, None, "killed by a signal");
     // The output pipe closed (`tlsscope sniff | head`).
     let watched = support::start_until(
         Command::new(support::bin())
