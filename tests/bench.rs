@@ -190,6 +190,8 @@ fn keepalive_requests_on_the_builtin_server() {
         6,
         "five and the first check: {stats}"
     );
+    // The client closed its idle connections with close_notify: no error on the server's side.
+    assert_eq!(n(&stats["connections"]["errors"]), 0, "{stats}");
 }
 
 #[test]

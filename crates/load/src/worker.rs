@@ -257,7 +257,19 @@ impl<'a> State<'a> {
         if !self.draining {
             self.note_measure_end();
         }
-        // Whatever is still open closes here; unfinished operations are not recorded.
+        // Idle keep-alive connections end as a client ends them, with close_notify (the server
+        // would otherwise count an abrupt close); whatever else is still open closes here, its
+        // unfinished operation not recorded.
+        for i in 0..self.slots.len() {
+            let idle = self.slots[i].op.is_none()
+                && self.slots[i]
+                    .conn
+                    .as_ref()
+                    .is_some_and(|c| c.phase == Phase::Idle);
+            if idle {
+                self.close(i, None);
+            }
+        }
         self.slots.clear();
     }
 
