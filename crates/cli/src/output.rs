@@ -47,6 +47,23 @@ fn named(e: io::Error) -> io::Error {
     io::Error::new(e.kind(), stdout_error(e).to_string())
 }
 
+/// Drops `probes` (detaching them), saying so on stderr when that takes over a second, so a
+/// command that seems to hang after Ctrl-C says what it is doing.
+pub fn detach_noting<T>(probes: T, command: &str) {
+    let (done, waiting) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                waiting.recv_timeout(std::time::Duration::from_secs(1))
+            {
+                eprintln!("tlsscope {command}: detaching the probes...");
+            }
+        });
+        drop(probes);
+        drop(done);
+    });
+}
+
 /// Flushes a buffered output file, naming it by its option on failure: a `BufWriter` dropped
 /// unflushed would lose the error, and the end of the file with it.
 pub fn finish<W: Write>(mut w: io::BufWriter<W>, flag: &str, path: &Path) -> anyhow::Result<()> {

@@ -156,7 +156,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
             ended_by.get_or_insert(how);
         }
     }
-    drop(session);
+    crate::output::detach_noting(session, "sniff");
     let mut flushed = writer.flush();
     let tally = writer.tally().clone();
     drop(writer);

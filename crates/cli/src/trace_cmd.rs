@@ -113,7 +113,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     experiments::environment::note_traced(&mut doc.environment, paths.iter().map(String::as_str));
     // Detach before printing: a slow or closed stdout must not keep the probes in place.
     let child_end = session.end_child(CHILD_GRACE);
-    drop(session);
+    crate::output::detach_noting(session, "trace");
     let ended_by = end?.map(|why| match child_end {
         Some(how) if why != "signal" => how,
         _ => why,
