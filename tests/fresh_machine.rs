@@ -206,16 +206,43 @@ fn issue_11_where_tracefs_cannot_be_mounted_trace_and_sniff_degrade_with_one_not
 #[test]
 fn issue_11_an_attach_the_kernel_refuses_names_libbpf_s_reason_in_one_line() {
     let _one = one_at_a_time();
-    let serve = Serve::start(&[]);
-    let pid = serve.pid().to_string();
-    // Without CAP_SYS_ADMIN this kernel refuses uprobe perf events (EACCES).
+    // A function that starts with int3: the kernel cannot place a uprobe on a breakpoint, and
+    // says so when it installs the probe in a process that maps the file (ENOTSUPP).
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("int3.c");
+    std::fs::write(
+        &source,
+        "#include <unistd.h>\n\
+         __attribute__((naked, noinline)) int SSL_read(void) { __asm__(\"int3\\n\\tret\"); }\n\
+         int main(void) { pause(); return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("int3");
+    let built = Command::new("gcc")
+        .arg("-O0")
+        .arg("-o")
+        .arg(&exe)
+        .arg(&source)
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", support::text(&built.stderr));
+    let mut program = Command::new(&exe).spawn().unwrap();
+    let pid = program.id().to_string();
     let out = support::run_with_timeout(
-        Command::new("setpriv")
-            .args(["--bounding-set=-sys_admin", "--inh-caps=-sys_admin"])
-            .arg(support::bin())
-            .args(["trace", "-p", &pid, "-d", "1s"]),
+        Command::new(support::bin()).args([
+            "trace",
+            "--binary",
+            exe.to_str().unwrap(),
+            "-p",
+            &pid,
+            "--functions",
+            "SSL_read",
+            "-d",
+            "1s",
+        ]),
         Duration::from_secs(60),
     );
-    support::assert_one_line_error(&out, &["nothing to attach", "libbpf says", "EACCES"]);
-    drop(serve);
+    let _ = program.kill();
+    let _ = program.wait();
+    support::assert_one_line_error(&out, &["nothing to attach", "libbpf says", "ENOTSUPP"]);
 }
