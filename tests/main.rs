@@ -7,6 +7,7 @@ mod bench;
 mod cli;
 mod compare;
 mod fresh_machine;
+mod hostile;
 mod inproc;
 mod openssl_build;
 mod ossl_api;

@@ -197,6 +197,22 @@ pub struct ServeArgs {
     /// At exit, write the final counters here as JSON.
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
+    /// Close a connection whose TLS handshake is not done this long after accept.
+    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration)]
+    pub handshake_timeout: std::time::Duration,
+    /// Close a connection whose request head is not complete this long after its first byte
+    /// (however steadily the bytes arrive).
+    #[arg(long, default_value = "20s", value_name = "TIME", value_parser = parse_positive_duration)]
+    pub request_timeout: std::time::Duration,
+    /// Close a connection that goes this long without moving: kept alive without a new
+    /// request, or with a request body or a response that stopped.
+    #[arg(long, default_value = "60s", value_name = "TIME", value_parser = parse_positive_duration)]
+    pub idle_timeout: std::time::Duration,
+    /// Open connections at most (shared among the workers). At the cap, a new connection
+    /// replaces the one that has waited longest for its client; if none is waiting, new
+    /// connections wait in the listen backlog.
+    #[arg(long, default_value_t = 4096, value_name = "N")]
+    pub max_connections: usize,
     /// (for programs that start a server) Print `{"listening":"ADDR","pid":N}` as the first line
     /// on stdout once listening, before the line for people.
     #[arg(long, hide = true)]

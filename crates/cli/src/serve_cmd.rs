@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
 use ossl::{ContextBuilder, Credentials, Role};
-use server::{Server, ServerConfig};
+use server::{Limits, Server, ServerConfig};
 
 use crate::args::ServeArgs;
 use crate::signals::StopFlags;
@@ -15,6 +15,11 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
     let lib = crate::library::load(library)?;
     host::check_cpus("--cpus", &a.cpus).map_err(anyhow::Error::msg)?;
     anyhow::ensure!(a.threads >= 1, "--threads must be at least 1");
+    anyhow::ensure!(
+        a.max_connections >= a.threads,
+        "--max-connections must be at least one per thread ({})",
+        a.threads
+    );
     let settings = a.tls.settings(a.session_cache.on(), a.tickets.on())?;
 
     let (creds, cert_name) = match (&a.cert, &a.key) {
@@ -32,7 +37,10 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         std::fs::write(path, pem).with_context(|| format!("--cert-out {}", path.display()))?;
     }
     let mut builder = ContextBuilder::new(lib, Role::Server)?;
-    builder.apply(&settings)?.credentials(&creds)?;
+    builder
+        .apply(&settings)?
+        .credentials(&creds)?
+        .refuse_renegotiation();
     if let Some(sink) = a.tls.keylog_sink()? {
         builder.keylog(sink);
     }
@@ -42,6 +50,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         listen: a.listen,
         threads: a.threads,
         cpus: a.cpus.clone(),
+        limits: limits(a),
     };
     let server = Server::bind(config, ctx)?;
     let stop = server.shutdown_flag();
@@ -85,10 +94,61 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
     Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 
+/// The server's limits from the command line.
+fn limits(a: &ServeArgs) -> Limits {
+    Limits {
+        handshake_timeout: a.handshake_timeout,
+        request_timeout: a.request_timeout,
+        idle_timeout: a.idle_timeout,
+        max_connections: a.max_connections,
+    }
+}
+
 fn on_off(on: bool) -> &'static str {
     if on {
         "on"
     } else {
         "off"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::args::{Command, Opts};
+
+    fn serve_args(argv: &[&str]) -> ServeArgs {
+        let mut all = vec!["tlsscope", "serve"];
+        all.extend_from_slice(argv);
+        match Opts::try_parse_from(all).unwrap().command {
+            Command::Serve(a) => a,
+            other => panic!("not serve: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_flags_default_to_the_servers_own_limits() {
+        assert_eq!(limits(&serve_args(&[])), Limits::default());
+    }
+
+    #[test]
+    fn limits_come_from_the_flags() {
+        let a = serve_args(&[
+            "--handshake-timeout",
+            "2s",
+            "--request-timeout",
+            "1500ms",
+            "--idle-timeout",
+            "1m",
+            "--max-connections",
+            "64",
+        ]);
+        let l = limits(&a);
+        assert_eq!(l.handshake_timeout, std::time::Duration::from_secs(2));
+        assert_eq!(l.request_timeout, std::time::Duration::from_millis(1500));
+        assert_eq!(l.idle_timeout, std::time::Duration::from_secs(60));
+        assert_eq!(l.max_connections, 64);
     }
 }

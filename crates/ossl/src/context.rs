@@ -362,6 +362,21 @@ impl ContextBuilder {
         self
     }
 
+    /// Refuses renegotiation (`SSL_OP_NO_RENEGOTIATION`): a TLS 1.2 peer that asks for a new
+    /// handshake on an established connection gets a no_renegotiation warning alert, not a
+    /// handshake, so it cannot make this side redo the costly part of a handshake at will.
+    /// TLS 1.3 has no renegotiation. Each refusal is counted on the connection; see
+    /// [`crate::Ssl::take_renegotiations_refused`].
+    pub fn refuse_renegotiation(&mut self) -> &mut Self {
+        // SAFETY: live context; the callback is a plain function that only touches the
+        // connection it is given.
+        unsafe {
+            (self.api().SSL_CTX_set_options)(self.inner.ptr, ffi::SSL_OP_NO_RENEGOTIATION);
+            (self.api().SSL_CTX_set_info_callback)(self.inner.ptr, Some(alert_sent));
+        }
+        self
+    }
+
     /// How many TLS 1.3 tickets a server sends after a handshake (OpenSSL's default is 2).
     pub fn tls13_tickets_sent(&mut self, count: usize) -> &mut Self {
         // SAFETY: live context.
@@ -451,8 +466,30 @@ impl Context {
     }
 }
 
-/// App-data value a server connection carries once it accepted a session ticket.
+/// A connection's app data (ex data index 0) is a word of flags and counts written by the
+/// callbacks below. This bit: a server connection accepted a session ticket.
 pub(crate) const TICKET_ACCEPTED: usize = 1;
+/// The bits above [`TICKET_ACCEPTED`] count the renegotiations the connection refused.
+pub(crate) const RENEGOTIATION_REFUSED_SHIFT: u32 = 1;
+
+/// Reads a connection's app-data word.
+///
+/// # Safety
+/// `ssl` must be a live connection of `lib`.
+pub(crate) unsafe fn app_word(lib: &Library, ssl: *const ffi::SSL) -> usize {
+    // SAFETY: the caller guarantees the connection is live; index 0 always exists.
+    unsafe { (lib.api().SSL_get_ex_data)(ssl, 0) as usize }
+}
+
+/// Writes a connection's app-data word.
+///
+/// # Safety
+/// `ssl` must be a live connection of `lib`, used by no other thread during the call.
+pub(crate) unsafe fn set_app_word(lib: &Library, ssl: *const ffi::SSL, word: usize) {
+    // SAFETY: as the caller guarantees; the word is stored as a pointer-sized integer, never
+    // dereferenced.
+    unsafe { (lib.api().SSL_set_ex_data)(ssl.cast_mut(), 0, word as *mut c_void) };
+}
 
 /// OpenSSL's ticket decryption hook: keeps OpenSSL's own decision, and marks the connection so
 /// the server can tell ticket resumption from session-ID resumption.
@@ -467,8 +504,9 @@ unsafe extern "C" fn ticket_decrypted(
     match status {
         ffi::SSL_TICKET_SUCCESS | ffi::SSL_TICKET_SUCCESS_RENEW => {
             if let Some(lib) = Library::loaded() {
-                // SAFETY: OpenSSL passes the live connection being handshaken.
-                unsafe { (lib.api().SSL_set_ex_data)(ssl, 0, TICKET_ACCEPTED as *mut c_void) };
+                // SAFETY: OpenSSL passes the live connection being handshaken, in the thread
+                // driving it.
+                unsafe { set_app_word(lib, ssl, app_word(lib, ssl) | TICKET_ACCEPTED) };
             }
             if status == ffi::SSL_TICKET_SUCCESS {
                 ffi::SSL_TICKET_RETURN_USE
@@ -479,6 +517,25 @@ unsafe extern "C" fn ticket_decrypted(
         ffi::SSL_TICKET_EMPTY | ffi::SSL_TICKET_NO_DECRYPT => ffi::SSL_TICKET_RETURN_IGNORE_RENEW,
         ffi::SSL_TICKET_NONE => ffi::SSL_TICKET_RETURN_IGNORE,
         _ => ffi::SSL_TICKET_RETURN_ABORT,
+    }
+}
+
+/// OpenSSL's info hook, set by [`ContextBuilder::refuse_renegotiation`]: counts each
+/// no_renegotiation alert the connection sends, which is how OpenSSL refuses a renegotiation.
+unsafe extern "C" fn alert_sent(ssl: *const ffi::SSL, where_: c_int, ret: c_int) {
+    if where_ & ffi::SSL_CB_WRITE_ALERT != ffi::SSL_CB_WRITE_ALERT
+        || ret & 0xff != ffi::SSL_AD_NO_RENEGOTIATION
+    {
+        return;
+    }
+    let Some(lib) = Library::loaded() else {
+        return;
+    };
+    // SAFETY: OpenSSL passes the live connection that is sending the alert, in the thread
+    // driving it.
+    unsafe {
+        let word = app_word(lib, ssl);
+        set_app_word(lib, ssl, word + (1 << RENEGOTIATION_REFUSED_SHIFT));
     }
 }
 

@@ -200,7 +200,22 @@ pub struct TlsError {
     pub queue: ErrorQueue,
 }
 
+/// OpenSSL 3's reason for a peer that closed the connection without a close_notify.
+const UNEXPECTED_EOF: &str = "unexpected eof while reading";
+
 impl TlsError {
+    /// True when the peer just closed the connection without a close_notify: OpenSSL 1.1.1
+    /// reports that as `SSL_ERROR_SYSCALL` with no OS error, 3.x as an `SSL_ERROR_SSL` whose
+    /// reason is "unexpected eof while reading". Either way the peer went away; nothing it
+    /// sent was wrong.
+    pub fn is_unexpected_eof(&self) -> bool {
+        match self.code {
+            ErrorCode::Syscall => matches!(self.os_error, None | Some(0)) && self.queue.is_empty(),
+            ErrorCode::Ssl => self.queue.reason() == Some(UNEXPECTED_EOF),
+            _ => false,
+        }
+    }
+
     /// The TLS alert named in the error, if the failure was one ("handshake failure",
     /// "protocol version", ...), with the "sslv3 alert"/"tlsv1 alert" prefix removed.
     pub fn alert(&self) -> Option<&str> {
@@ -253,6 +268,36 @@ mod tests {
         assert!(!ErrorCode::from_raw(ffi::SSL_ERROR_SYSCALL).is_retry());
         assert!(!ErrorCode::from_raw(ffi::SSL_ERROR_ZERO_RETURN).is_retry());
         assert_eq!(ErrorCode::from_raw(99), ErrorCode::Other(99));
+    }
+
+    #[test]
+    fn an_eof_without_close_notify_is_told_apart_in_both_versions() {
+        let eof_111 = TlsError {
+            code: ErrorCode::Syscall,
+            os_error: Some(0),
+            queue: ErrorQueue::default(),
+        };
+        let eof_3 = TlsError {
+            code: ErrorCode::Ssl,
+            os_error: None,
+            queue: ErrorQueue(vec![
+                "error:0A000126:SSL routines::unexpected eof while reading".into(),
+            ]),
+        };
+        let reset = TlsError {
+            code: ErrorCode::Syscall,
+            os_error: Some(104),
+            queue: ErrorQueue::default(),
+        };
+        let garbage = TlsError {
+            code: ErrorCode::Ssl,
+            os_error: None,
+            queue: ErrorQueue(vec![
+                "error:0A00010B:SSL routines::wrong version number".into()
+            ]),
+        };
+        assert!(eof_111.is_unexpected_eof() && eof_3.is_unexpected_eof());
+        assert!(!reset.is_unexpected_eof() && !garbage.is_unexpected_eof());
     }
 
     #[test]

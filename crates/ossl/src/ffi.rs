@@ -45,6 +45,8 @@ opaque!(
 pub type KeylogCallback = unsafe extern "C" fn(ssl: *const SSL, line: *const c_char);
 /// `SSL_CTX_set_verify`'s callback type.
 pub type VerifyCallback = unsafe extern "C" fn(ok: c_int, store: *mut X509_STORE_CTX) -> c_int;
+/// `SSL_CTX_set_info_callback`'s callback type.
+pub type InfoCallback = unsafe extern "C" fn(ssl: *const SSL, where_: c_int, ret: c_int);
 /// `SSL_CTX_set_session_ticket_cb`'s generate callback type.
 pub type TicketGenerateCallback = unsafe extern "C" fn(ssl: *mut SSL, arg: *mut c_void) -> c_int;
 /// `SSL_CTX_set_session_ticket_cb`'s decrypt callback type.
@@ -83,6 +85,17 @@ pub const SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER: c_long = 0x2;
 pub const SSL_MODE_RELEASE_BUFFERS: c_long = 0x10;
 
 pub const SSL_OP_NO_TICKET: u64 = 1 << 14;
+/// Refuse renegotiation (1.1.0h and later): a TLS 1.2 peer asking for it gets a
+/// no_renegotiation warning alert and the connection carries on as it was.
+pub const SSL_OP_NO_RENEGOTIATION: u64 = 1 << 30;
+
+/// The info callback's `where` bits for an alert we sent.
+pub const SSL_CB_WRITE_ALERT: c_int = 0x4000 | 0x08;
+/// The alert description that refuses a renegotiation (RFC 5246, 7.2.2).
+pub const SSL_AD_NO_RENEGOTIATION: c_int = 100;
+
+/// `SSL_get_state`'s value before the first handshake message was accepted.
+pub const TLS_ST_BEFORE: c_int = 0;
 
 pub const SSL_SESS_CACHE_OFF: c_long = 0x0;
 pub const SSL_SESS_CACHE_CLIENT: c_long = 0x1;
@@ -332,6 +345,7 @@ api! {
         Ssl SSL_CTX_check_private_key: fn(*const SSL_CTX) -> c_int;
         Ssl SSL_CTX_set_num_tickets: fn(*mut SSL_CTX, usize) -> c_int;
         Ssl SSL_CTX_set_keylog_callback: fn(*mut SSL_CTX, Option<KeylogCallback>) -> ();
+        Ssl SSL_CTX_set_info_callback: fn(*mut SSL_CTX, Option<InfoCallback>) -> ();
         Ssl SSL_CTX_set_session_id_context: fn(*mut SSL_CTX, *const c_uchar, c_uint) -> c_int;
         Ssl SSL_CTX_set_verify: fn(*mut SSL_CTX, c_int, Option<VerifyCallback>) -> ();
         Ssl SSL_CTX_load_verify_locations: fn(*mut SSL_CTX, *const c_char, *const c_char) -> c_int;
@@ -373,6 +387,7 @@ api! {
         Ssl SSL_get1_peer_certificate ["SSL_get_peer_certificate"]: fn(*const SSL) -> *mut X509;
         Ssl SSL_get_peer_signature_type_nid: fn(*const SSL, *mut c_int) -> c_int;
         Ssl SSL_pending: fn(*const SSL) -> c_int;
+        Ssl SSL_get_state: fn(*const SSL) -> c_int;
     }
     optional {
         Ssl SSL_get_signature_type_nid: fn(*const SSL, *mut c_int) -> c_int;

@@ -5,7 +5,9 @@ use std::fmt;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::ptr;
 
-use crate::context::{Context, Role, TlsVersion, TICKET_ACCEPTED};
+use crate::context::{
+    app_word, set_app_word, Context, Role, TlsVersion, RENEGOTIATION_REFUSED_SHIFT, TICKET_ACCEPTED,
+};
 use crate::error::{Error, ErrorCode, ErrorQueue, TlsError};
 use crate::ffi;
 use crate::library::Library;
@@ -316,6 +318,30 @@ impl Ssl {
         };
     }
 
+    /// True once the handshake got past its first message: a server accepted a ClientHello
+    /// (or any first message it could act on), a client sent its own. A server's handshake
+    /// that failed while this is still false never received anything that looked like a TLS
+    /// handshake: garbage, plain HTTP, another protocol.
+    pub fn handshake_started(&self) -> bool {
+        // SAFETY: live connection; this reads the state machine's current state.
+        unsafe { (self.api().SSL_get_state)(self.ptr) != ffi::TLS_ST_BEFORE }
+    }
+
+    /// The renegotiations this connection refused since the last call (see
+    /// [`crate::ContextBuilder::refuse_renegotiation`]); resets the count.
+    pub fn take_renegotiations_refused(&mut self) -> u64 {
+        let lib = self.lib();
+        // SAFETY: live connection, used only through `&mut self`.
+        let word = unsafe { app_word(lib, self.ptr) };
+        let refused = word >> RENEGOTIATION_REFUSED_SHIFT;
+        if refused > 0 {
+            let keep = word & ((1 << RENEGOTIATION_REFUSED_SHIFT) - 1);
+            // SAFETY: as above.
+            unsafe { set_app_word(lib, self.ptr, keep) };
+        }
+        refused as u64
+    }
+
     /// Bytes of decrypted data buffered inside OpenSSL, readable without touching the socket.
     pub fn pending(&self) -> usize {
         // SAFETY: live connection.
@@ -431,7 +457,7 @@ impl Ssl {
         let by_ticket = unsafe {
             (api.SSL_version)(self.ptr) >= 0x0304
                 || match role {
-                    Role::Server => (api.SSL_get_ex_data)(self.ptr, 0) as usize == TICKET_ACCEPTED,
+                    Role::Server => app_word(self.lib(), self.ptr) & TICKET_ACCEPTED != 0,
                     Role::Client => {
                         let s = (api.SSL_get_session)(self.ptr);
                         !s.is_null() && (api.SSL_SESSION_has_ticket)(s) == 1

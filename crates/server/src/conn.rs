@@ -1,12 +1,14 @@
 //! One client connection: handshake, then HTTP requests until either side closes.
 
 use std::os::fd::AsFd;
+use std::time::Instant;
 
 use mio::net::TcpStream;
-use ossl::{Io, Ssl, TlsError};
+use ossl::{ErrorCode, Io, Ssl, TlsError};
 
-use crate::http::{self, CannedIndex, ParseError, Route, MAX_HEAD_BYTES};
-use crate::stats::{ServerCounters, WorkerCounters};
+use crate::http::{self, CannedIndex, HeadScan, HeadStatus, ParseError, Route};
+use crate::stats::{HandshakeFailure, Rejection, ServerCounters, Timeout, WorkerCounters};
+use crate::Limits;
 
 /// The bytes `/bytes/N` sends, repeated: one full TLS record's worth.
 static PATTERN: [u8; 16 * 1024] = {
@@ -19,11 +21,18 @@ static PATTERN: [u8; 16 * 1024] = {
     p
 };
 
+/// Steps (a handshake call, a read, a write, a response) one connection may take in one turn
+/// before the worker moves on: a client that keeps its socket full (pipelined requests, a
+/// fast download) gets its turn again after the others had theirs, not instead of them.
+const TURN_STEPS: u32 = 64;
+
 /// What the worker should do with a connection after driving it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// Waiting for the socket: keep it registered.
     Keep,
+    /// Used up its turn with work left: drive it again after the others.
+    Yield,
     /// Finished or failed: drop it.
     Close,
 }
@@ -35,11 +44,67 @@ enum Phase {
     Write,
 }
 
+/// What a connection is doing, which decides its deadline and whether it may be shed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The TLS handshake is not finished.
+    Handshake,
+    /// Kept alive between requests, no byte of the next one received.
+    Idle,
+    /// A request head has begun and is not complete.
+    Head,
+    /// Reading and throwing away a request body.
+    Body,
+    /// Sending a response.
+    Response,
+}
+
+impl Stage {
+    /// True where the connection waits on its client to send something it has not sent:
+    /// those are the connections shed first at the connection limit.
+    pub fn sheddable(self) -> bool {
+        matches!(self, Stage::Handshake | Stage::Idle | Stage::Head)
+    }
+
+    /// The deadline that closes a connection in this stage.
+    pub fn timeout(self) -> Timeout {
+        match self {
+            Stage::Handshake => Timeout::Handshake,
+            Stage::Idle => Timeout::KeepAlive,
+            Stage::Head => Timeout::RequestHead,
+            Stage::Body | Stage::Response => Timeout::Stalled,
+        }
+    }
+}
+
+/// The worker's clock, read once per turn of its loop, and the deadlines that start now: the
+/// hot path copies an instant instead of reading the clock.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    pub now: Instant,
+    handshake_by: Instant,
+    head_by: Instant,
+    idle_by: Instant,
+}
+
+impl Clock {
+    /// The clock at `now` under `limits`.
+    pub fn new(now: Instant, limits: &Limits) -> Clock {
+        Clock {
+            now,
+            handshake_by: now + limits.handshake_timeout,
+            head_by: now + limits.request_timeout,
+            idle_by: now + limits.idle_timeout,
+        }
+    }
+}
+
 /// Read-only things every connection of a worker needs.
 pub struct WorkerShared<'a> {
     pub counters: &'a WorkerCounters,
     pub all_counters: &'a ServerCounters,
     pub index: &'a CannedIndex,
+    pub clock: Clock,
 }
 
 /// A client connection and its buffers.
@@ -50,6 +115,8 @@ pub struct Conn {
     phase: Phase,
     inbuf: Box<[u8]>,
     in_len: usize,
+    /// How far the head at the start of `inbuf` has been searched.
+    scan: HeadScan,
     out: Vec<u8>,
     out_pos: usize,
     /// Generated body bytes still to send after `out`.
@@ -61,11 +128,29 @@ pub struct Conn {
     /// under a client still sending).
     close_after_body: bool,
     keep_alive: bool,
+    /// Input arrived since the last request was parsed; a request parsed without it was sent
+    /// together with an earlier one (pipelined).
+    fresh_input: bool,
+    /// In the worker's list of connections to drive again.
+    pub queued: bool,
+    /// When the current wait on the client began (shedding takes the longest waiter first).
+    since: Instant,
+    /// When the connection is closed if it has not moved on by then.
+    deadline: Instant,
+    /// The worker's count of accepts when this one was accepted: tells the connection apart
+    /// from a later one in the same slot.
+    serial: u64,
 }
 
 impl Conn {
     /// Wraps an accepted socket. `inbuf` comes from the worker's buffer pool.
-    pub fn new(stream: TcpStream, mut ssl: Ssl, inbuf: Box<[u8]>) -> Result<Conn, ossl::Error> {
+    pub fn new(
+        stream: TcpStream,
+        mut ssl: Ssl,
+        inbuf: Box<[u8]>,
+        serial: u64,
+        clock: &Clock,
+    ) -> Result<Conn, ossl::Error> {
         ssl.set_fd(stream.as_fd())?;
         Ok(Conn {
             ssl,
@@ -73,12 +158,18 @@ impl Conn {
             phase: Phase::Handshake,
             inbuf,
             in_len: 0,
+            scan: HeadScan::default(),
             out: Vec::new(),
             out_pos: 0,
             body_remaining: 0,
             discard_remaining: 0,
             close_after_body: false,
             keep_alive: true,
+            fresh_input: false,
+            queued: false,
+            since: clock.now,
+            deadline: clock.handshake_by,
+            serial,
         })
     }
 
@@ -87,17 +178,65 @@ impl Conn {
         &mut self.stream
     }
 
-    /// Ends the connection, keeping its session in the cache however it ended, and gives
-    /// the input buffer back to the worker's pool.
-    pub fn finish(mut self) -> Box<[u8]> {
+    /// Ends the connection, keeping its session in the cache however it ended, counting the
+    /// renegotiations it refused, and gives the input buffer back to the worker's pool.
+    pub fn finish(mut self, counters: &WorkerCounters) -> Box<[u8]> {
+        let refused = self.ssl.take_renegotiations_refused();
+        if refused > 0 {
+            WorkerCounters::add(&counters.renegotiations_refused, refused);
+        }
         self.ssl.mark_shut_down();
         self.inbuf
     }
 
-    /// Makes as much progress as the socket allows. Edge-triggered readiness means this must
-    /// run until OpenSSL asks to wait.
+    /// What the connection is doing now.
+    pub fn stage(&self) -> Stage {
+        match self.phase {
+            Phase::Handshake => Stage::Handshake,
+            Phase::Write => Stage::Response,
+            Phase::Read if self.discard_remaining > 0 || self.close_after_body => Stage::Body,
+            Phase::Read if self.in_len > 0 => Stage::Head,
+            Phase::Read => Stage::Idle,
+        }
+    }
+
+    /// When the current wait on the client began.
+    pub fn since(&self) -> Instant {
+        self.since
+    }
+
+    /// When the connection is closed if it is still where it is.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// See the field.
+    pub fn serial(&self) -> u64 {
+        self.serial
+    }
+
+    /// Counts the connection as closed by its deadline.
+    pub fn count_timeout(&self, counters: &WorkerCounters) {
+        let stage = self.stage();
+        counters.timed_out(stage.timeout());
+        if stage == Stage::Handshake {
+            counters.handshake_failed(HandshakeFailure::Timeout, "handshake timed out");
+        }
+    }
+
+    /// Counts the connection as shed at the connection limit.
+    pub fn count_shed(&self, counters: &WorkerCounters) {
+        WorkerCounters::one(&counters.connections_shed);
+        if self.stage() == Stage::Handshake {
+            counters.handshake_failed(HandshakeFailure::Shed, "shed at the connection limit");
+        }
+    }
+
+    /// Makes as much progress as the socket allows, up to a turn's worth. Edge-triggered
+    /// readiness means a connection that stops before OpenSSL asks to wait must be driven
+    /// again without a new event: the worker does that on [`Verdict::Yield`].
     pub fn drive(&mut self, w: &WorkerShared<'_>) -> Verdict {
-        loop {
+        for _ in 0..TURN_STEPS {
             let step = match self.phase {
                 Phase::Handshake => self.handshake(w),
                 Phase::Read => self.read(w),
@@ -109,6 +248,7 @@ impl Conn {
                 Step::Close => return Verdict::Close,
             }
         }
+        Verdict::Yield
     }
 
     fn handshake(&mut self, w: &WorkerShared<'_>) -> Step {
@@ -117,54 +257,74 @@ impl Conn {
                 w.counters
                     .handshake(self.ssl.handshake_kind(), self.ssl.protocol_version());
                 self.phase = Phase::Read;
+                self.await_request(&w.clock);
                 Step::Continue
             }
             Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
             Io::Closed => {
-                w.counters
-                    .handshake_failed("peer closed during the handshake");
+                w.counters.handshake_failed(
+                    HandshakeFailure::PeerClosed,
+                    "peer closed during the handshake",
+                );
                 Step::Close
             }
             Io::Failed(e) => {
-                w.counters.handshake_failed(&failure_reason(&e));
+                w.counters
+                    .handshake_failed(self.failure_class(&e), &failure_reason(&e));
                 Step::Close
             }
         }
     }
 
+    /// Sorts a failed handshake: the client went away, or OpenSSL refused what it read before
+    /// or after it saw a handshake begin.
+    fn failure_class(&self, e: &TlsError) -> HandshakeFailure {
+        if e.code == ErrorCode::Syscall || e.is_unexpected_eof() {
+            HandshakeFailure::PeerClosed
+        } else if !self.ssl.handshake_started() {
+            HandshakeFailure::NotTls
+        } else {
+            HandshakeFailure::Other
+        }
+    }
+
+    /// Waits for the next request on a kept-alive connection: the idle deadline, or the
+    /// request deadline when part of the next head is already here.
+    fn await_request(&mut self, clock: &Clock) {
+        self.since = clock.now;
+        self.deadline = if self.in_len > 0 {
+            clock.head_by
+        } else {
+            clock.idle_by
+        };
+    }
+
+    /// The connection moved (body bytes read, response bytes written): it gets the idle
+    /// timeout again before it counts as stalled.
+    fn progressed(&mut self, clock: &Clock) {
+        self.since = clock.now;
+        self.deadline = clock.idle_by;
+    }
+
     fn read(&mut self, w: &WorkerShared<'_>) -> Step {
-        if self.discard_remaining > 0 {
-            let n = (self.discard_remaining as usize).min(self.in_len);
-            self.consume(n);
-            self.discard_remaining -= n as u64;
+        if self.discard_remaining > 0 && self.in_len > 0 {
+            self.discard_buffered(&w.clock);
         }
         if self.close_after_body && self.discard_remaining == 0 {
             let _ = self.ssl.shutdown();
             return Step::Close;
         }
         if self.discard_remaining == 0 && self.in_len > 0 {
-            match http::parse_request(&self.inbuf[..self.in_len]) {
-                Ok(req) => {
-                    let (head, body, keep_alive, route) = (
-                        req.head_bytes,
-                        req.body_bytes,
-                        req.keep_alive,
-                        http::route(req.method, req.path),
-                    );
-                    let head_only = req.method == "HEAD";
-                    self.consume(head);
-                    self.discard_remaining = body;
-                    WorkerCounters::one(&w.counters.requests);
-                    self.respond(w, route, keep_alive, head_only);
-                    return Step::Continue;
-                }
-                Err(ParseError::Incomplete) if self.in_len < MAX_HEAD_BYTES => {}
-                Err(ParseError::Incomplete) => return self.fail_request(w, 431),
-                Err(ParseError::Bad) => return self.fail_request(w, 400),
-                Err(ParseError::Unsupported) => return self.fail_request(w, 501),
+            match self.scan.advance(&self.inbuf[..self.in_len]) {
+                HeadStatus::Complete(end) => return self.serve(w, end),
+                HeadStatus::Incomplete => {}
+                HeadStatus::LineTooLong => return self.reject(w, Rejection::UriTooLong),
+                HeadStatus::TooLarge => return self.reject(w, Rejection::HeadTooLarge),
             }
         }
-        let free = if self.discard_remaining > 0 {
+        let discarding = self.discard_remaining > 0;
+        // The head scan refuses a full buffer, so there is always room here.
+        let free = if discarding {
             // Throw request body away through the start of the buffer.
             self.in_len = 0;
             &mut self.inbuf[..]
@@ -173,12 +333,56 @@ impl Conn {
         };
         match self.ssl.read(free) {
             Io::Done(n) => {
+                if discarding {
+                    self.progressed(&w.clock);
+                } else if self.in_len == 0 {
+                    // A head begins: it has the request timeout from now, however it trickles.
+                    self.since = w.clock.now;
+                    self.deadline = w.clock.head_by;
+                }
                 self.in_len += n;
+                self.fresh_input = true;
                 WorkerCounters::add(&w.counters.bytes_read, n as u64);
                 Step::Continue
             }
-            unfinished => not_done(unfinished, w.counters),
+            unfinished => self.not_done(unfinished, w.counters),
         }
+    }
+
+    /// Drops the buffered part of a request body; once it is all gone, what follows is the
+    /// next request.
+    fn discard_buffered(&mut self, clock: &Clock) {
+        let n = (self.discard_remaining as usize).min(self.in_len);
+        self.consume(n);
+        self.discard_remaining -= n as u64;
+        if self.discard_remaining == 0 && !self.close_after_body {
+            self.await_request(clock);
+        }
+    }
+
+    /// Parses the complete head ending at `end` and starts its response.
+    fn serve(&mut self, w: &WorkerShared<'_>, end: usize) -> Step {
+        let req = match http::parse_head(&self.inbuf[..self.in_len], end) {
+            Ok(req) => req,
+            Err(ParseError::Unsupported) => return self.reject(w, Rejection::Unsupported),
+            Err(_) => return self.reject(w, Rejection::Malformed),
+        };
+        let (head, body, keep_alive, route) = (
+            req.head_bytes,
+            req.body_bytes,
+            req.keep_alive,
+            http::route(req.method, req.path),
+        );
+        let head_only = req.method == "HEAD";
+        self.consume(head);
+        self.discard_remaining = body;
+        WorkerCounters::one(&w.counters.requests);
+        if !self.fresh_input {
+            WorkerCounters::one(&w.counters.requests_pipelined);
+        }
+        self.fresh_input = false;
+        self.respond(w, route, keep_alive, head_only);
+        Step::Continue
     }
 
     fn respond(&mut self, w: &WorkerShared<'_>, route: Route, keep_alive: bool, head_only: bool) {
@@ -237,13 +441,19 @@ impl Conn {
             Route::MethodNotAllowed => self.error_page(405, keep_alive),
         };
         w.counters.response(status);
+        self.start_writing(&w.clock);
+    }
+
+    fn start_writing(&mut self, clock: &Clock) {
         self.phase = Phase::Write;
+        self.progressed(clock);
     }
 
     fn error_page(&mut self, status: u16, keep_alive: bool) -> u16 {
         let body: &[u8] = match status {
             404 => b"not found\n",
             405 => b"method not allowed\n",
+            414 => b"request line too long\n",
             431 => b"request head too large\n",
             501 => b"chunked request bodies are not supported\n",
             _ => b"bad request\n",
@@ -259,15 +469,25 @@ impl Conn {
         status
     }
 
-    fn fail_request(&mut self, w: &WorkerShared<'_>, status: u16) -> Step {
+    /// Answers a request it will not route with an error, then closes: whatever else the
+    /// client sent is not read.
+    fn reject(&mut self, w: &WorkerShared<'_>, why: Rejection) -> Step {
+        let status = match why {
+            Rejection::HeadTooLarge => 431,
+            Rejection::UriTooLong => 414,
+            Rejection::Malformed => 400,
+            Rejection::Unsupported => 501,
+        };
         self.out.clear();
         self.out_pos = 0;
         self.body_remaining = 0;
         self.keep_alive = false;
         self.in_len = 0;
+        self.scan.reset();
         self.error_page(status, false);
+        w.counters.rejected(why);
         w.counters.response(status);
-        self.phase = Phase::Write;
+        self.start_writing(&w.clock);
         Step::Continue
     }
 
@@ -277,7 +497,7 @@ impl Conn {
         } else if self.body_remaining > 0 {
             &PATTERN[..(self.body_remaining.min(PATTERN.len() as u64) as usize)]
         } else {
-            return self.response_sent();
+            return self.response_sent(&w.clock);
         };
         match self.ssl.write(chunk) {
             Io::Done(n) => {
@@ -287,18 +507,25 @@ impl Conn {
                 } else {
                     self.body_remaining -= n as u64;
                 }
+                self.progressed(&w.clock);
                 Step::Continue
             }
-            unfinished => not_done(unfinished, w.counters),
+            Io::WantWrite => {
+                // The client is not reading: nothing more is read from it until it does.
+                WorkerCounters::one(&w.counters.responses_blocked);
+                Step::Wait
+            }
+            unfinished => self.not_done(unfinished, w.counters),
         }
     }
 
-    fn response_sent(&mut self) -> Step {
+    fn response_sent(&mut self, clock: &Clock) -> Step {
+        self.out.clear();
+        self.out_pos = 0;
         if !self.keep_alive && self.discard_remaining > 0 {
             self.close_after_body = true;
-            self.out.clear();
-            self.out_pos = 0;
             self.phase = Phase::Read;
+            self.progressed(clock);
             return Step::Continue;
         }
         if !self.keep_alive {
@@ -306,9 +533,12 @@ impl Conn {
             let _ = self.ssl.shutdown();
             return Step::Close;
         }
-        self.out.clear();
-        self.out_pos = 0;
         self.phase = Phase::Read;
+        if self.discard_remaining > 0 {
+            self.progressed(clock);
+        } else {
+            self.await_request(clock);
+        }
         Step::Continue
     }
 
@@ -316,6 +546,32 @@ impl Conn {
     fn consume(&mut self, n: usize) {
         self.inbuf.copy_within(n..self.in_len, 0);
         self.in_len -= n;
+        self.scan.reset();
+    }
+
+    /// The next step after a read or write that did not transfer data: wait for the socket, or
+    /// close, counting TLS protocol errors, and a client that went away mid-response (a peer
+    /// that just disconnects between requests is no error).
+    fn not_done(&self, io: Io, counters: &WorkerCounters) -> Step {
+        let mid_response = self.phase == Phase::Write;
+        match io {
+            Io::Done(_) => Step::Continue,
+            Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
+            Io::Closed => {
+                if mid_response {
+                    WorkerCounters::one(&counters.responses_aborted);
+                }
+                Step::Close
+            }
+            Io::Failed(e) => {
+                if e.code == ErrorCode::Ssl && !e.is_unexpected_eof() {
+                    WorkerCounters::one(&counters.connection_errors);
+                } else if mid_response {
+                    WorkerCounters::one(&counters.responses_aborted);
+                }
+                Step::Close
+            }
+        }
     }
 }
 
@@ -323,22 +579,6 @@ enum Step {
     Continue,
     Wait,
     Close,
-}
-
-/// The next step after a read or write that did not transfer data: wait for the socket, or
-/// close (counting TLS protocol errors; a peer that just disconnects is not an error).
-fn not_done(io: Io, counters: &WorkerCounters) -> Step {
-    match io {
-        Io::Done(_) => Step::Continue,
-        Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
-        Io::Closed => Step::Close,
-        Io::Failed(e) => {
-            if e.code == ossl::ErrorCode::Ssl {
-                WorkerCounters::one(&counters.connection_errors);
-            }
-            Step::Close
-        }
-    }
 }
 
 /// A short, stable reason for a failed handshake, for counting.

@@ -8,6 +8,9 @@ pub const STATS_PATH: &str = "/.well-known/tlsscope/stats";
 /// The largest request head accepted; larger ones get 431 and the connection is closed.
 pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 
+/// The longest request line accepted; longer ones get 414 and the connection is closed.
+pub const MAX_REQUEST_LINE_BYTES: usize = 8 * 1024;
+
 /// The page served at `/`: small, like nginx's default index page (615 bytes).
 pub const INDEX_PAGE: &[u8] = b"<!DOCTYPE html>
 <html>
@@ -51,13 +54,79 @@ pub enum ParseError {
     Bad,
     /// A body framing this server does not handle (chunked uploads): answer 501 and close.
     Unsupported,
+    /// The request line or the whole head is over its limit (see [`HeadStatus`]).
+    TooLarge,
 }
 
 /// Parses one request head from the start of `buf`.
 pub fn parse_request(buf: &[u8]) -> Result<Request<'_>, ParseError> {
-    let Some(end) = find_head_end(buf) else {
-        return Err(ParseError::Incomplete);
-    };
+    let mut scan = HeadScan::default();
+    match scan.advance(buf) {
+        HeadStatus::Complete(end) => parse_head(buf, end),
+        HeadStatus::Incomplete => Err(ParseError::Incomplete),
+        HeadStatus::LineTooLong | HeadStatus::TooLarge => Err(ParseError::TooLarge),
+    }
+}
+
+/// Where a request head ends, found across reads without looking at a byte twice (a client
+/// sending its head a byte at a time must not make the server rescan it on every byte).
+#[derive(Clone, Debug, Default)]
+pub struct HeadScan {
+    /// Bytes already searched.
+    scanned: usize,
+    /// The end of the request line, once seen.
+    line_end: Option<usize>,
+}
+
+/// What [`HeadScan::advance`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeadStatus {
+    /// The head ends at this offset (the blank line starts there).
+    Complete(usize),
+    /// Not yet: read more.
+    Incomplete,
+    /// The request line is longer than [`MAX_REQUEST_LINE_BYTES`]: answer 414.
+    LineTooLong,
+    /// The head is longer than [`MAX_HEAD_BYTES`]: answer 431.
+    TooLarge,
+}
+
+impl HeadScan {
+    /// Starts over, for the next request (its bytes now start the buffer).
+    pub fn reset(&mut self) {
+        *self = HeadScan::default();
+    }
+
+    /// Looks at the bytes of `buf` not seen yet; `buf` is the head so far, from its start.
+    pub fn advance(&mut self, buf: &[u8]) -> HeadStatus {
+        // Back up over a terminator split between two reads.
+        let from = self.scanned.saturating_sub(3).min(buf.len());
+        self.scanned = buf.len();
+        if self.line_end.is_none() {
+            self.line_end = find(&buf[from..], b"\r\n").map(|i| from + i);
+        }
+        match self.line_end {
+            Some(end) if end > MAX_REQUEST_LINE_BYTES => return HeadStatus::LineTooLong,
+            None if buf.len() > MAX_REQUEST_LINE_BYTES => return HeadStatus::LineTooLong,
+            _ => {}
+        }
+        match find(&buf[from..], b"\r\n\r\n") {
+            Some(i) if from + i + 4 > MAX_HEAD_BYTES => HeadStatus::TooLarge,
+            Some(i) => HeadStatus::Complete(from + i),
+            None if buf.len() >= MAX_HEAD_BYTES => HeadStatus::TooLarge,
+            None => HeadStatus::Incomplete,
+        }
+    }
+}
+
+/// The offset of `needle` in `haystack`.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Parses the request head that ends (blank line excluded) at `end` of `buf`, as found by
+/// [`HeadScan`].
+pub fn parse_head(buf: &[u8], end: usize) -> Result<Request<'_>, ParseError> {
     let head = std::str::from_utf8(&buf[..end]).map_err(|_| ParseError::Bad)?;
     let mut lines = head.split("\r\n");
     let request_line = lines.next().ok_or(ParseError::Bad)?;
@@ -99,11 +168,6 @@ pub fn parse_request(buf: &[u8]) -> Result<Request<'_>, ParseError> {
         body_bytes,
         head_bytes: end + 4,
     })
-}
-
-/// The offset of the blank line ending the head (`\r\n\r\n`), if it is in `buf`.
-fn find_head_end(buf: &[u8]) -> Option<usize> {
-    buf.windows(4).position(|w| w == b"\r\n\r\n")
 }
 
 /// What to send back: a status, a content type, and the body's source.
@@ -149,6 +213,7 @@ pub fn write_head(
         400 => "Bad Request",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        414 => "URI Too Long",
         431 => "Request Header Fields Too Large",
         501 => "Not Implemented",
         _ => "Error",
@@ -227,6 +292,39 @@ mod tests {
         );
         let r = parse_request(b"POST / HTTP/1.1\r\nContent-Length: 12\r\n\r\nhello").unwrap();
         assert_eq!(r.body_bytes, 12);
+    }
+
+    #[test]
+    fn a_head_is_found_across_reads() {
+        let whole = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+        let mut scan = HeadScan::default();
+        for n in 1..whole.len() {
+            assert_eq!(scan.advance(&whole[..n]), HeadStatus::Incomplete, "{n}");
+        }
+        assert_eq!(scan.advance(whole), HeadStatus::Complete(whole.len() - 4));
+        scan.reset();
+        assert_eq!(
+            scan.advance(b"GET / HTTP/1.1\r\n\r\n"),
+            HeadStatus::Complete(14)
+        );
+    }
+
+    #[test]
+    fn long_request_lines_and_heads_are_refused() {
+        let mut line = b"GET /".to_vec();
+        line.resize(MAX_REQUEST_LINE_BYTES + 1, b'a');
+        assert_eq!(HeadScan::default().advance(&line), HeadStatus::LineTooLong);
+        line.extend_from_slice(b" HTTP/1.1\r\n\r\n");
+        assert_eq!(HeadScan::default().advance(&line), HeadStatus::LineTooLong);
+
+        let mut head = b"GET / HTTP/1.1\r\n".to_vec();
+        while head.len() < MAX_HEAD_BYTES {
+            head.extend_from_slice(b"X-Filler: 0123456789abcdef\r\n");
+        }
+        assert_eq!(HeadScan::default().advance(&head), HeadStatus::TooLarge);
+        head.extend_from_slice(b"\r\n");
+        assert_eq!(HeadScan::default().advance(&head), HeadStatus::TooLarge);
+        assert_eq!(parse_request(&head), Err(ParseError::TooLarge));
     }
 
     #[test]

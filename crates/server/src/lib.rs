@@ -3,6 +3,10 @@
 //! Non-blocking sockets, one epoll loop per worker thread (each with its own `SO_REUSEPORT`
 //! listener when there are several), explicit `SSL_do_handshake` so uprobes see every handshake,
 //! and counters of what it saw: handshakes by kind, failures by reason, requests and bytes.
+//!
+//! Hostile clients meet [`Limits`]: deadlines for the handshake, the request head and idle or
+//! stalled connections, a cap on open connections, bounded buffers, and a fair share of the
+//! worker per turn. What each defence did is counted in [`StatsSnapshot`].
 
 mod conn;
 pub mod http;
@@ -13,6 +17,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
@@ -27,6 +32,8 @@ pub struct ServerConfig {
     pub threads: usize,
     /// CPUs to pin workers to, round robin; empty leaves them to the scheduler.
     pub cpus: Vec<usize>,
+    /// What a client may take before the server closes its connection.
+    pub limits: Limits,
 }
 
 impl Default for ServerConfig {
@@ -35,6 +42,48 @@ impl Default for ServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 4433)),
             threads: 1,
             cpus: Vec::new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// Deadlines and a connection cap that keep slow, silent or flooding clients from holding the
+/// server's connections and memory. A connection past a deadline is closed and counted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// From accept to a finished TLS handshake.
+    pub handshake_timeout: Duration,
+    /// From the first byte of a request head to its end. It is not renewed as bytes arrive,
+    /// so a client sending its head a byte at a time is cut off all the same.
+    pub request_timeout: Duration,
+    /// The longest a connection may go without moving: a kept-alive connection waiting for
+    /// its next request, a request body that stops arriving, a response the client stops
+    /// reading.
+    pub idle_timeout: Duration,
+    /// Open connections over all workers, each worker taking an equal share. At the cap a
+    /// new connection takes the place of the one that has waited longest for its client (an
+    /// unfinished handshake, an idle kept-alive connection, an incomplete request head); with
+    /// none of those, new connections wait in the listen backlog.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            handshake_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(20),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 4096,
+        }
+    }
+}
+
+impl Limits {
+    /// One worker's limits when `workers` share these.
+    fn share(&self, workers: usize) -> Limits {
+        Limits {
+            max_connections: self.max_connections.div_ceil(workers.max(1)).max(1),
+            ..self.clone()
         }
     }
 }
@@ -112,7 +161,8 @@ impl Server {
 
     /// Runs every worker until shutdown and returns the final counts.
     pub fn run(self) -> Result<StatsSnapshot, Error> {
-        let mut handles = Vec::with_capacity(self.listeners.len());
+        let workers = self.listeners.len();
+        let mut handles = Vec::with_capacity(workers);
         for (index, listener) in self.listeners.into_iter().enumerate() {
             let cpu = (!self.config.cpus.is_empty())
                 .then(|| self.config.cpus[index % self.config.cpus.len()]);
@@ -122,6 +172,7 @@ impl Server {
                 ctx: self.ctx.clone(),
                 counters: Arc::clone(&self.counters),
                 shutdown: Arc::clone(&self.shutdown),
+                limits: self.config.limits.share(workers),
             };
             let handle = std::thread::Builder::new()
                 .name(format!("tlsscope-serve-{index}"))

@@ -29,8 +29,70 @@ pub struct WorkerCounters {
     pub bytes_read: AtomicU64,
     pub bytes_written: AtomicU64,
     pub connection_errors: AtomicU64,
+    pub timeouts_handshake: AtomicU64,
+    pub timeouts_request_head: AtomicU64,
+    pub timeouts_keep_alive: AtomicU64,
+    pub timeouts_stalled: AtomicU64,
+    pub connections_shed: AtomicU64,
+    pub accept_pauses: AtomicU64,
+    pub responses_aborted: AtomicU64,
+    pub handshakes_failed_timeout: AtomicU64,
+    pub handshakes_failed_not_tls: AtomicU64,
+    pub handshakes_failed_peer_closed: AtomicU64,
+    pub handshakes_failed_shed: AtomicU64,
+    pub handshakes_failed_other: AtomicU64,
+    pub renegotiations_refused: AtomicU64,
+    pub requests_pipelined: AtomicU64,
+    pub rejected_head_too_large: AtomicU64,
+    pub rejected_uri_too_long: AtomicU64,
+    pub rejected_malformed: AtomicU64,
+    pub rejected_unsupported: AtomicU64,
+    pub responses_blocked: AtomicU64,
     /// Handshake failures by reason ("no shared cipher"): rare, so a lock is fine here.
     pub failure_reasons: Mutex<BTreeMap<String, u64>>,
+}
+
+/// Why a handshake did not complete: the classes [`HandshakeFailures`] counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HandshakeFailure {
+    /// Not finished within the handshake timeout.
+    Timeout,
+    /// The client's first bytes were no TLS handshake (garbage, plain HTTP).
+    NotTls,
+    /// The client closed or reset the connection before finishing.
+    PeerClosed,
+    /// Closed unfinished to make room at the connection limit.
+    Shed,
+    /// Anything else: a TLS alert, no common version or cipher, a malformed message, or the
+    /// server failing to set the connection up.
+    Other,
+}
+
+/// Why the server refused a request without routing it; the response is an error and the
+/// connection is closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// 431: the head is over its size limit.
+    HeadTooLarge,
+    /// 414: the request line is over its size limit.
+    UriTooLong,
+    /// 400: not an HTTP/1.x request head.
+    Malformed,
+    /// 501: a body framing the server does not read (chunked uploads).
+    Unsupported,
+}
+
+/// Which deadline closed a connection (see `ServerConfig::limits`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Timeout {
+    /// The handshake did not finish in time.
+    Handshake,
+    /// A request head began but did not end in time.
+    RequestHead,
+    /// A kept-alive connection got no new request in time.
+    KeepAlive,
+    /// A request body or a response stopped moving.
+    Stalled,
 }
 
 fn bump(counter: &AtomicU64) {
@@ -52,14 +114,47 @@ impl WorkerCounters {
         });
     }
 
-    /// Counts a failed handshake and why.
-    pub fn handshake_failed(&self, reason: &str) {
+    /// Counts a failed handshake, its class and its detailed reason.
+    pub fn handshake_failed(&self, class: HandshakeFailure, reason: &str) {
         bump(&self.handshakes_failed);
+        bump(match class {
+            HandshakeFailure::Timeout => &self.handshakes_failed_timeout,
+            HandshakeFailure::NotTls => &self.handshakes_failed_not_tls,
+            HandshakeFailure::PeerClosed => &self.handshakes_failed_peer_closed,
+            HandshakeFailure::Shed => &self.handshakes_failed_shed,
+            HandshakeFailure::Other => &self.handshakes_failed_other,
+        });
         let mut reasons = self
             .failure_reasons
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *reasons.entry(reason.to_string()).or_default() += 1;
+        // A flood of one failure must not allocate a key per connection.
+        match reasons.get_mut(reason) {
+            Some(n) => *n += 1,
+            None => {
+                reasons.insert(reason.to_string(), 1);
+            }
+        }
+    }
+
+    /// Counts a request refused before routing.
+    pub fn rejected(&self, why: Rejection) {
+        bump(match why {
+            Rejection::HeadTooLarge => &self.rejected_head_too_large,
+            Rejection::UriTooLong => &self.rejected_uri_too_long,
+            Rejection::Malformed => &self.rejected_malformed,
+            Rejection::Unsupported => &self.rejected_unsupported,
+        });
+    }
+
+    /// Counts a connection closed by one of its deadlines.
+    pub fn timed_out(&self, which: Timeout) {
+        bump(match which {
+            Timeout::Handshake => &self.timeouts_handshake,
+            Timeout::RequestHead => &self.timeouts_request_head,
+            Timeout::KeepAlive => &self.timeouts_keep_alive,
+            Timeout::Stalled => &self.timeouts_stalled,
+        });
     }
 
     /// Counts a response by its status class.
@@ -95,7 +190,12 @@ pub struct StatsSnapshot {
     pub uptime_ms: u64,
     pub connections: ConnectionStats,
     pub handshakes: HandshakeStats,
+    /// Requests parsed and routed (refused ones are in `requests_rejected`).
     pub requests: u64,
+    /// Of `requests`: those found already waiting in the input, read together with an earlier
+    /// request of the same connection (HTTP/1.1 pipelining).
+    pub requests_pipelined: u64,
+    pub requests_rejected: RejectedStats,
     pub responses: ResponseStats,
     pub bytes: ByteStats,
 }
@@ -104,8 +204,47 @@ pub struct StatsSnapshot {
 pub struct ConnectionStats {
     pub accepted: u64,
     pub closed: u64,
-    /// Connections ended by a socket or TLS error after the handshake.
+    /// Connections ended by a TLS error after the handshake (an alert, a bad record), or that
+    /// could not be registered with the event loop.
     pub errors: u64,
+    /// Connections closed by a deadline, by which one.
+    pub timed_out: TimeoutStats,
+    /// Connections closed to make room for a new one at the connection limit: each time, the
+    /// one that had waited longest for its client (an unfinished handshake, a kept-alive
+    /// connection without a request, a request head still arriving).
+    pub shed: u64,
+    /// Times the server stopped accepting because it was at the connection limit with every
+    /// connection busy, or out of file descriptors; new connections waited in the backlog.
+    pub accept_pauses: u64,
+    /// Connections whose client went away (reset or closed) while a response was being sent.
+    pub responses_aborted: u64,
+}
+
+/// Connections closed by each deadline.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct TimeoutStats {
+    /// The handshake was not finished within the handshake timeout (these are also failed
+    /// handshakes).
+    pub handshake: u64,
+    /// A request head was not complete within the request timeout of its first byte.
+    pub request_head: u64,
+    /// A kept-alive connection got no new request within the idle timeout.
+    pub keep_alive: u64,
+    /// A request body or a response made no progress within the idle timeout.
+    pub stalled: u64,
+}
+
+/// Requests answered with an error status and a close, before routing.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct RejectedStats {
+    /// 431: a head over `http::MAX_HEAD_BYTES`.
+    pub head_too_large: u64,
+    /// 414: a request line over `http::MAX_REQUEST_LINE_BYTES`.
+    pub uri_too_long: u64,
+    /// 400: not an HTTP/1.x request head.
+    pub malformed: u64,
+    /// 501: a chunked request body.
+    pub unsupported: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
@@ -114,10 +253,25 @@ pub struct HandshakeStats {
     pub resumed_session_id: u64,
     pub resumed_ticket: u64,
     pub failed: u64,
+    /// `failed`, split by class (the classes add up to it).
+    pub failed_by: HandshakeFailures,
     pub tls12: u64,
     pub tls13: u64,
     pub other_version: u64,
+    /// Client requests for a TLS 1.2 renegotiation, refused with a no_renegotiation alert
+    /// (counted when their connection closes).
+    pub renegotiations_refused: u64,
     pub failure_reasons: BTreeMap<String, u64>,
+}
+
+/// Failed handshakes by class; see [`HandshakeFailure`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct HandshakeFailures {
+    pub timeout: u64,
+    pub not_tls: u64,
+    pub peer_closed: u64,
+    pub shed: u64,
+    pub other: u64,
 }
 
 impl HandshakeStats {
@@ -135,6 +289,10 @@ pub struct ResponseStats {
     pub client_error: u64,
     #[serde(rename = "5xx")]
     pub server_error: u64,
+    /// Times a response could not be written on because the client was not reading it (its
+    /// socket buffer was full). Meanwhile the server reads nothing more from that client, so
+    /// a client that pipelines requests without reading is held back by its own backlog.
+    pub blocked_on_client: u64,
 }
 
 /// Plaintext (application data) bytes.
@@ -176,22 +334,47 @@ impl ServerCounters {
                 accepted: sum(|w| &w.connections_accepted),
                 closed: sum(|w| &w.connections_closed),
                 errors: sum(|w| &w.connection_errors),
+                timed_out: TimeoutStats {
+                    handshake: sum(|w| &w.timeouts_handshake),
+                    request_head: sum(|w| &w.timeouts_request_head),
+                    keep_alive: sum(|w| &w.timeouts_keep_alive),
+                    stalled: sum(|w| &w.timeouts_stalled),
+                },
+                shed: sum(|w| &w.connections_shed),
+                accept_pauses: sum(|w| &w.accept_pauses),
+                responses_aborted: sum(|w| &w.responses_aborted),
             },
             handshakes: HandshakeStats {
                 full: sum(|w| &w.handshakes_full),
                 resumed_session_id: sum(|w| &w.handshakes_resumed_session_id),
                 resumed_ticket: sum(|w| &w.handshakes_resumed_ticket),
                 failed: sum(|w| &w.handshakes_failed),
+                failed_by: HandshakeFailures {
+                    timeout: sum(|w| &w.handshakes_failed_timeout),
+                    not_tls: sum(|w| &w.handshakes_failed_not_tls),
+                    peer_closed: sum(|w| &w.handshakes_failed_peer_closed),
+                    shed: sum(|w| &w.handshakes_failed_shed),
+                    other: sum(|w| &w.handshakes_failed_other),
+                },
                 tls12: sum(|w| &w.handshakes_tls12),
                 tls13: sum(|w| &w.handshakes_tls13),
                 other_version: sum(|w| &w.handshakes_other_version),
+                renegotiations_refused: sum(|w| &w.renegotiations_refused),
                 failure_reasons,
             },
             requests: sum(|w| &w.requests),
+            requests_pipelined: sum(|w| &w.requests_pipelined),
+            requests_rejected: RejectedStats {
+                head_too_large: sum(|w| &w.rejected_head_too_large),
+                uri_too_long: sum(|w| &w.rejected_uri_too_long),
+                malformed: sum(|w| &w.rejected_malformed),
+                unsupported: sum(|w| &w.rejected_unsupported),
+            },
             responses: ResponseStats {
                 ok: sum(|w| &w.responses_2xx),
                 client_error: sum(|w| &w.responses_4xx),
                 server_error: sum(|w| &w.responses_5xx),
+                blocked_on_client: sum(|w| &w.responses_blocked),
             },
             bytes: ByteStats {
                 read: sum(|w| &w.bytes_read),
@@ -211,8 +394,11 @@ mod tests {
         c.workers[0].handshake(HandshakeKind::Full, Some(TlsVersion::Tls1_3));
         c.workers[1].handshake(HandshakeKind::ResumedTicket, Some(TlsVersion::Tls1_3));
         c.workers[1].handshake(HandshakeKind::ResumedSessionId, Some(TlsVersion::Tls1_2));
-        c.workers[0].handshake_failed("no shared cipher");
-        c.workers[1].handshake_failed("no shared cipher");
+        c.workers[0].handshake_failed(HandshakeFailure::Other, "no shared cipher");
+        c.workers[1].handshake_failed(HandshakeFailure::Other, "no shared cipher");
+        c.workers[1].handshake_failed(HandshakeFailure::Timeout, "timed out");
+        c.workers[0].timed_out(Timeout::Handshake);
+        c.workers[1].rejected(Rejection::UriTooLong);
         c.workers[0].response(200);
         c.workers[0].response(404);
         let s = c.snapshot();
@@ -221,6 +407,10 @@ mod tests {
         assert_eq!((s.handshakes.tls12, s.handshakes.tls13), (1, 2));
         assert_eq!(s.handshakes.completed(), 3);
         assert_eq!(s.handshakes.failure_reasons["no shared cipher"], 2);
+        let by = &s.handshakes.failed_by;
+        assert_eq!((s.handshakes.failed, by.other, by.timeout), (3, 2, 1));
+        assert_eq!(s.connections.timed_out.handshake, 1);
+        assert_eq!(s.requests_rejected.uri_too_long, 1);
         assert_eq!((s.responses.ok, s.responses.client_error), (1, 1));
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["responses"]["2xx"], 1);

@@ -2,25 +2,36 @@
 
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use mio::net::TcpListener;
+use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token};
 use ossl::{Context, Ssl};
 
-use crate::conn::{Conn, Verdict, WorkerShared};
+use crate::conn::{Clock, Conn, Verdict, WorkerShared};
 use crate::http::{CannedIndex, MAX_HEAD_BYTES};
-use crate::stats::{ServerCounters, WorkerCounters};
+use crate::stats::{HandshakeFailure, ServerCounters, WorkerCounters};
+use crate::Limits;
 
 const LISTENER: Token = Token(usize::MAX);
 
-/// How often an idle worker looks at the shutdown flag.
-const SHUTDOWN_CHECK: Duration = Duration::from_millis(100);
+/// How often a worker closes the connections past their deadline and looks at the shutdown
+/// flag: the precision of every timeout.
+const SWEEP_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Connections accepted in one go before the worker serves the ones it has.
+const ACCEPT_BATCH: usize = 64;
+
+/// Input buffers kept for new connections; beyond these, a closed connection's buffer is
+/// freed, so memory goes back down after a flood of connections.
+const SPARE_BUFFERS: usize = 64;
 
 /// Connections by token, reusing freed slots.
 struct Slab {
     slots: Vec<Option<Conn>>,
     free: Vec<usize>,
+    open: usize,
 }
 
 impl Slab {
@@ -30,6 +41,7 @@ impl Slab {
     }
 
     fn insert(&mut self, conn: Conn) -> usize {
+        self.open += 1;
         match self.free.pop() {
             Some(i) => {
                 self.slots[i] = Some(conn);
@@ -46,9 +58,44 @@ impl Slab {
         let conn = self.slots.get_mut(i)?.take();
         if conn.is_some() {
             self.free.push(i);
+            self.open -= 1;
         }
         conn
     }
+}
+
+/// Whether the listener may still hold connections the worker has not taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Accepting {
+    /// Everything pending was taken: wait for the listener's next event.
+    Drained,
+    /// A batch was taken and more may wait: take the next one after serving a turn.
+    More,
+    /// At the connection limit with nobody to shed, or out of file descriptors: leave new
+    /// connections in the backlog until a connection closes or the next sweep.
+    Paused,
+}
+
+/// The shed candidates, longest waiter last, as (waiting since, slot, serial). Built by one
+/// scan when a connection has to be shed and the list is empty, then used up one by one
+/// (entries whose connection moved on are skipped), so a flood at the limit costs a scan per
+/// few hundred connections shed rather than one per connection.
+#[derive(Default)]
+struct ShedQueue {
+    entries: Vec<(Instant, usize, u64)>,
+}
+
+/// A worker's connections and the state of its loop.
+struct State {
+    poll: Poll,
+    conns: Slab,
+    buffers: Vec<Box<[u8]>>,
+    /// Connections to drive again without an event (they yielded), and the next turn's list.
+    ready: Vec<usize>,
+    ready_next: Vec<usize>,
+    accepting: Accepting,
+    shed_queue: ShedQueue,
+    accepts: u64,
 }
 
 /// Everything a worker needs to run.
@@ -56,118 +103,286 @@ pub struct Worker {
     pub index: usize,
     pub listener: TcpListener,
     pub ctx: Context,
-    pub counters: std::sync::Arc<ServerCounters>,
-    pub shutdown: std::sync::Arc<AtomicBool>,
+    pub counters: Arc<ServerCounters>,
+    pub shutdown: Arc<AtomicBool>,
+    /// This worker's limits: `max_connections` is its share of the server's.
+    pub limits: Limits,
 }
 
 impl Worker {
     /// Serves until the shutdown flag is set; then closes every connection.
     pub fn run(mut self) -> io::Result<()> {
-        let mut poll = Poll::new()?;
+        block_sigpipe()?;
+        let poll = Poll::new()?;
         poll.registry()
             .register(&mut self.listener, LISTENER, Interest::READABLE)?;
         let mut events = Events::with_capacity(1024);
-        let mut conns = Slab {
-            slots: Vec::new(),
-            free: Vec::new(),
+        let mut st = State {
+            poll,
+            conns: Slab {
+                slots: Vec::new(),
+                free: Vec::new(),
+                open: 0,
+            },
+            buffers: Vec::new(),
+            ready: Vec::new(),
+            ready_next: Vec::new(),
+            accepting: Accepting::Drained,
+            shed_queue: ShedQueue::default(),
+            accepts: 0,
         };
-        let mut buffers: Vec<Box<[u8]>> = Vec::new();
         let index_page = CannedIndex::new();
-        let all_counters = std::sync::Arc::clone(&self.counters);
-        let counters = &all_counters.workers[self.index];
-        let shared = WorkerShared {
-            counters,
+        let all_counters = Arc::clone(&self.counters);
+        let mut shared = WorkerShared {
+            counters: &all_counters.workers[self.index],
             all_counters: &all_counters,
             index: &index_page,
+            clock: Clock::new(Instant::now(), &self.limits),
         };
+        let mut next_sweep = shared.clock.now + SWEEP_INTERVAL;
         while !self.shutdown.load(Ordering::Relaxed) {
-            match poll.poll(&mut events, Some(SHUTDOWN_CHECK)) {
+            let busy = !st.ready.is_empty() || st.accepting == Accepting::More;
+            let timeout = if busy {
+                Duration::ZERO
+            } else {
+                next_sweep.saturating_duration_since(shared.clock.now)
+            };
+            match st.poll.poll(&mut events, Some(timeout)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             }
+            shared.clock = Clock::new(Instant::now(), &self.limits);
             for event in events.iter() {
                 if event.token() == LISTENER {
-                    self.accept_all(&poll, &mut conns, &mut buffers, counters);
-                    continue;
-                }
-                let i = event.token().0;
-                let verdict = match conns.slots.get_mut(i) {
-                    Some(Some(conn)) => conn.drive(&shared),
-                    _ => continue,
-                };
-                if verdict == Verdict::Close {
-                    close(&poll, &mut conns, i, &mut buffers, counters);
+                    self.accept_some(&mut st, &shared);
+                } else {
+                    st.drive(event.token().0, &shared);
                 }
             }
+            st.drive_ready(&shared);
+            let sweep = shared.clock.now >= next_sweep;
+            if sweep {
+                st.close_expired(&shared);
+                next_sweep = shared.clock.now + SWEEP_INTERVAL;
+            }
+            if self.should_retry_accept(&st, sweep) {
+                self.accept_some(&mut st, &shared);
+            }
         }
-        for i in 0..conns.slots.len() {
-            close(&poll, &mut conns, i, &mut buffers, counters);
+        for i in 0..st.conns.slots.len() {
+            st.close(i, shared.counters);
         }
         Ok(())
     }
 
-    fn accept_all(
-        &mut self,
-        poll: &Poll,
-        conns: &mut Slab,
-        buffers: &mut Vec<Box<[u8]>>,
-        counters: &WorkerCounters,
-    ) {
-        loop {
+    /// Accepting again without a listener event: the last batch was cut short, or accepting
+    /// was paused and there may be room now.
+    fn should_retry_accept(&self, st: &State, sweep: bool) -> bool {
+        match st.accepting {
+            Accepting::Drained => false,
+            Accepting::More => true,
+            Accepting::Paused => sweep || st.conns.open < self.limits.max_connections,
+        }
+    }
+
+    /// Takes up to a batch of pending connections, shedding a waiting one for each new one
+    /// once at the limit.
+    fn accept_some(&self, st: &mut State, w: &WorkerShared<'_>) {
+        for _ in 0..ACCEPT_BATCH {
+            if st.conns.open >= self.limits.max_connections && !st.shed_oldest_waiter(w) {
+                st.pause_accepting(w.counters);
+                return;
+            }
             let stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // Out of fds or a connection reset before accept: keep serving the others.
-                Err(_) => return,
-            };
-            WorkerCounters::one(&counters.connections_accepted);
-            let _ = stream.set_nodelay(true);
-            let ssl = match Ssl::new(&self.ctx) {
-                Ok(ssl) => ssl,
-                Err(e) => {
-                    counters.handshake_failed(&e.to_string());
-                    continue;
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    st.accepting = Accepting::Drained;
+                    return;
                 }
-            };
-            let buf = buffers
-                .pop()
-                .unwrap_or_else(|| vec![0u8; MAX_HEAD_BYTES].into_boxed_slice());
-            let mut conn = match Conn::new(stream, ssl, buf) {
-                Ok(conn) => conn,
-                Err(e) => {
-                    counters.handshake_failed(&e.to_string());
-                    continue;
+                Err(e) if out_of_resources(&e) => {
+                    st.pause_accepting(w.counters);
+                    return;
                 }
+                // Interrupted, or a connection reset before it was taken: take the next.
+                Err(_) => continue,
             };
-            let i = conns.next_key();
-            let registered = poll.registry().register(
-                conn.stream_mut(),
-                Token(i),
-                Interest::READABLE | Interest::WRITABLE,
-            );
-            if registered.is_err() {
-                WorkerCounters::one(&counters.connection_errors);
-                buffers.push(conn.finish());
-                continue;
+            WorkerCounters::one(&w.counters.connections_accepted);
+            self.admit(st, stream, w);
+        }
+        st.accepting = Accepting::More;
+    }
+
+    /// Sets up a new connection's TLS and registers it.
+    fn admit(&self, st: &mut State, stream: TcpStream, w: &WorkerShared<'_>) {
+        let counters = w.counters;
+        let _ = stream.set_nodelay(true);
+        let ssl = match Ssl::new(&self.ctx) {
+            Ok(ssl) => ssl,
+            Err(e) => {
+                counters.handshake_failed(HandshakeFailure::Other, &e.to_string());
+                WorkerCounters::one(&counters.connections_closed);
+                return;
             }
-            let inserted = conns.insert(conn);
-            debug_assert_eq!(inserted, i);
+        };
+        let buf = st
+            .buffers
+            .pop()
+            .unwrap_or_else(|| vec![0u8; MAX_HEAD_BYTES].into_boxed_slice());
+        st.accepts += 1;
+        let mut conn = match Conn::new(stream, ssl, buf, st.accepts, &w.clock) {
+            Ok(conn) => conn,
+            Err(e) => {
+                counters.handshake_failed(HandshakeFailure::Other, &e.to_string());
+                WorkerCounters::one(&counters.connections_closed);
+                return;
+            }
+        };
+        let i = st.conns.next_key();
+        let registered = st.poll.registry().register(
+            conn.stream_mut(),
+            Token(i),
+            Interest::READABLE | Interest::WRITABLE,
+        );
+        if registered.is_err() {
+            WorkerCounters::one(&counters.connection_errors);
+            WorkerCounters::one(&counters.connections_closed);
+            st.recycle(conn.finish(counters));
+            return;
+        }
+        let inserted = st.conns.insert(conn);
+        debug_assert_eq!(inserted, i);
+    }
+}
+
+impl State {
+    /// Drives connection `i` after an event or a yield, and acts on the verdict.
+    fn drive(&mut self, i: usize, w: &WorkerShared<'_>) {
+        let Some(Some(conn)) = self.conns.slots.get_mut(i) else {
+            return;
+        };
+        match conn.drive(w) {
+            Verdict::Keep => {}
+            Verdict::Yield => {
+                if !conn.queued {
+                    conn.queued = true;
+                    self.ready_next.push(i);
+                }
+            }
+            Verdict::Close => self.close(i, w.counters),
+        }
+    }
+
+    /// Gives every connection that yielded in the previous turn its next turn.
+    fn drive_ready(&mut self, w: &WorkerShared<'_>) {
+        std::mem::swap(&mut self.ready, &mut self.ready_next);
+        let mut ready = std::mem::take(&mut self.ready);
+        for &i in &ready {
+            // A slot closed and reused since it was queued holds a connection not queued.
+            match self.conns.slots.get_mut(i) {
+                Some(Some(conn)) if conn.queued => conn.queued = false,
+                _ => continue,
+            }
+            self.drive(i, w);
+        }
+        ready.clear();
+        self.ready = ready;
+    }
+
+    /// Closes every connection whose deadline has passed, counting which deadline it was.
+    fn close_expired(&mut self, w: &WorkerShared<'_>) {
+        for i in 0..self.conns.slots.len() {
+            match &self.conns.slots[i] {
+                Some(conn) if conn.deadline() <= w.clock.now => conn.count_timeout(w.counters),
+                _ => continue,
+            }
+            self.close(i, w.counters);
+        }
+    }
+
+    /// Closes the connection that has waited longest for its client, to make room; false
+    /// when no connection is waiting on its client.
+    fn shed_oldest_waiter(&mut self, w: &WorkerShared<'_>) -> bool {
+        if self.shed_queue.entries.is_empty() {
+            self.fill_shed_queue();
+        }
+        while let Some((since, i, serial)) = self.shed_queue.entries.pop() {
+            let still_waiting = matches!(
+                &self.conns.slots[i],
+                Some(c) if c.serial() == serial && c.since() == since && c.stage().sheddable()
+            );
+            if still_waiting {
+                if let Some(conn) = &self.conns.slots[i] {
+                    conn.count_shed(w.counters);
+                }
+                self.close(i, w.counters);
+                return true;
+            }
+        }
+        false
+    }
+
+    fn fill_shed_queue(&mut self) {
+        let entries = &mut self.shed_queue.entries;
+        for (i, slot) in self.conns.slots.iter().enumerate() {
+            if let Some(c) = slot {
+                if c.stage().sheddable() {
+                    entries.push((c.since(), i, c.serial()));
+                }
+            }
+        }
+        // Longest waiter last, where `pop` takes it.
+        entries.sort_unstable_by_key(|e| std::cmp::Reverse(e.0));
+    }
+
+    fn pause_accepting(&mut self, counters: &WorkerCounters) {
+        if self.accepting != Accepting::Paused {
+            WorkerCounters::one(&counters.accept_pauses);
+        }
+        self.accepting = Accepting::Paused;
+    }
+
+    fn close(&mut self, i: usize, counters: &WorkerCounters) {
+        if let Some(mut conn) = self.conns.remove(i) {
+            let _ = self.poll.registry().deregister(conn.stream_mut());
+            WorkerCounters::one(&counters.connections_closed);
+            let buf = conn.finish(counters);
+            self.recycle(buf);
+        }
+    }
+
+    /// Keeps a closed connection's input buffer for the next one, up to a few spares.
+    fn recycle(&mut self, buf: Box<[u8]>) {
+        if self.buffers.len() < SPARE_BUFFERS {
+            self.buffers.push(buf);
         }
     }
 }
 
-fn close(
-    poll: &Poll,
-    conns: &mut Slab,
-    i: usize,
-    buffers: &mut Vec<Box<[u8]>>,
-    counters: &WorkerCounters,
-) {
-    if let Some(mut conn) = conns.remove(i) {
-        let _ = poll.registry().deregister(conn.stream_mut());
-        WorkerCounters::one(&counters.connections_closed);
-        buffers.push(conn.finish());
+/// Accept errors that mean "not now" for every pending connection, not just one.
+fn out_of_resources(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+/// Blocks SIGPIPE in this thread. Writing to a connection its client has reset then fails
+/// with EPIPE, which the connection handles like any lost peer, instead of raising a signal
+/// whose default action ends the process. (Rust programs start with SIGPIPE ignored; this
+/// keeps a worker safe in a process that put the default back.) A SIGPIPE raised in this
+/// thread stays pending, undelivered, and goes away with the thread.
+fn block_sigpipe() -> io::Result<()> {
+    // SAFETY: sigemptyset initializes the set before sigaddset and pthread_sigmask read it;
+    // a null old-set pointer is allowed; only this thread's mask changes.
+    let rc = unsafe {
+        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        libc::sigemptyset(set.as_mut_ptr());
+        libc::sigaddset(set.as_mut_ptr(), libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, set.as_ptr(), std::ptr::null_mut())
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
     }
+    Ok(())
 }
