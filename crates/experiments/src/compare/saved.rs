@@ -11,8 +11,9 @@ use report::compare::{
 };
 use serde_json::Value;
 
-/// Values taken from a histogram, at most (the bootstrap's cost grows with this).
-const HISTOGRAM_CAP: usize = 20_000;
+/// Values taken from a histogram, at most (the bootstrap's cost grows with this). Fuzzing builds
+/// take fewer, for the reason given at [`report::compare::RESAMPLES`].
+const HISTOGRAM_CAP: usize = if cfg!(fuzzing) { 500 } else { 20_000 };
 
 /// The newest schema version this tlsscope reads, per kind.
 fn known_version(kind: &str) -> Option<u64> {
@@ -33,7 +34,12 @@ struct Run {
 fn read(path: &Path) -> Result<Run> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read it", path.display()))?;
-    let doc: Value = serde_json::from_str(&text).map_err(|e| {
+    parse_run(path, &text)
+}
+
+/// A saved run from its text: JSON of a kind and schema version this tlsscope reads.
+fn parse_run(path: &Path, text: &str) -> Result<Run> {
+    let doc: Value = serde_json::from_str(text).map_err(|e| {
         Error::msg(format!(
             "{}: not JSON ({e}); give files saved with --json",
             path.display()
@@ -91,13 +97,39 @@ pub fn load(
     environment: report::Environment,
 ) -> Result<CompareDocument> {
     let runs = files.iter().map(|f| read(f)).collect::<Result<Vec<_>>>()?;
-    let first = experiment_key(&runs[0]);
+    compare(runs, level, environment)
+}
+
+/// As [`load`], for runs whose text is already in memory, each with the file name it goes by
+/// (in labels and errors). Public so that the fuzz targets can feed text that never was a file.
+pub fn load_texts(
+    texts: &[(PathBuf, &str)],
+    level: f64,
+    environment: report::Environment,
+) -> Result<CompareDocument> {
+    let runs = texts
+        .iter()
+        .map(|(path, text)| parse_run(path, text))
+        .collect::<Result<Vec<_>>>()?;
+    compare(runs, level, environment)
+}
+
+/// Compares runs of one experiment as variants, the first as the baseline.
+fn compare(
+    runs: Vec<Run>,
+    level: f64,
+    environment: report::Environment,
+) -> Result<CompareDocument> {
+    let Some(baseline) = runs.first() else {
+        fail!("no saved run to compare");
+    };
+    let first = experiment_key(baseline);
     for r in &runs[1..] {
         let key = experiment_key(r);
         if key != first {
             fail!(
                 "{} is {first} and {} is {key}: compare runs of one experiment",
-                runs[0].path.display(),
+                baseline.path.display(),
                 r.path.display()
             );
         }
@@ -116,8 +148,8 @@ pub fn load(
         kind: "compare".into(),
         environment,
         experiment: Experiment {
-            source: runs[0].kind.clone(),
-            files: files.iter().map(|f| f.display().to_string()).collect(),
+            source: baseline.kind.clone(),
+            files: runs.iter().map(|r| r.path.display().to_string()).collect(),
             ..Experiment::default()
         },
         level,
