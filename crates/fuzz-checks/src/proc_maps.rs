@@ -28,9 +28,8 @@ pub fn check(data: &[u8]) {
         }
     }
     let written: Vec<String> = mappings.iter().map(maps_line).collect();
-    // Joined without a final newline: a path may end in '\r', which a newline would turn into
-    // a line ending.
-    let again = probes::maps::parse_maps(&written.join("\n"));
+    // Lines end in '\n' alone, as the kernel writes them; a path may end in '\r'.
+    let again = probes::maps::parse_maps(&(written.join("\n") + "\n"));
     assert_eq!(again, mappings, "written out as {written:?}");
 }
 
