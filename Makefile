@@ -10,7 +10,7 @@ APT_PACKAGES := ca-certificates gcc make perl pkg-config binutils openssl curl n
 	util-linux mount iproute2 clang libelf-dev zlib1g-dev linux-libc-dev bpftrace gnutls-bin tshark \
 	python3 bpftool libnss3-tools chromium
 
-.PHONY: all deps build lab test lint bench clean
+.PHONY: all deps build lab test lint fuzz bench clean
 all: build
 
 deps:
@@ -26,11 +26,20 @@ lab: build
 lint: deps
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) fmt --manifest-path fuzz/Cargo.toml --check
+	$(CARGO) clippy --manifest-path fuzz/Cargo.toml --target-dir target --all-targets -- -D warnings
 
 # The suite runs as on a fresh machine: in a private mount namespace without tracefs or debugfs
 # (scripts/fresh-mounts), so a test passes only where tlsscope copes with that by itself.
+# Then every fuzz target for FUZZ_SECONDS (25 s) each, from its committed corpus; the corpus
+# alone is also replayed by `cargo test` (crates/fuzz-checks).
 test: lint
 	scripts/fresh-mounts $(CARGO) test --workspace
+	scripts/fuzz-smoke
+
+# The fuzz targets alone, longer: `make fuzz FUZZ_SECONDS=600`.
+fuzz: deps
+	scripts/fuzz-smoke
 
 bench: build
 	bench/serve-vs-nginx

@@ -101,6 +101,11 @@ impl ResponseParser {
                 return Ok(false);
             };
             let head_len = pos + 4;
+            // The limit holds however the head was split into reads: here for a head that came
+            // whole, above for one still arriving.
+            if head_len > MAX_HEAD_BYTES {
+                return Err(HttpError::Malformed);
+            }
             self.parse_head(head_len)?;
             // What followed the head in this read is body.
             let consumed_here = head_len - before;
@@ -233,6 +238,25 @@ mod tests {
             p.feed(b"SSH-2.0-OpenSSH\r\n\r\n"),
             Err(HttpError::Malformed)
         );
+    }
+
+    /// A head over the limit is refused whether it arrives in one read or in many; it used to
+    /// be refused only when the limit was crossed before the blank line arrived.
+    #[test]
+    fn a_head_over_64_kib_is_malformed_in_any_reads() {
+        let mut response = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n".to_vec();
+        while response.len() <= MAX_HEAD_BYTES {
+            response.extend_from_slice(b"X-Padding: 0123456789abcdef\r\n");
+        }
+        response.extend_from_slice(b"\r\n");
+        let mut p = ResponseParser::new();
+        assert_eq!(p.feed(&response), Err(HttpError::Malformed));
+        let mut p = ResponseParser::new();
+        let in_reads = response
+            .chunks(4096)
+            .map(|read| p.feed(read))
+            .find(|r| *r != Ok(false));
+        assert_eq!(in_reads, Some(Err(HttpError::Malformed)));
     }
 
     #[test]

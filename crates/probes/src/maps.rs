@@ -67,7 +67,9 @@ pub struct Mapping {
 
 /// Parses `/proc/PID/maps` text.
 pub fn parse_maps(text: &str) -> Vec<Mapping> {
-    text.lines().filter_map(parse_line).collect()
+    // The kernel ends each line with '\n' alone. `str::lines` would also take a '\r' before it
+    // as part of the line ending, cutting it off a file name that ends in one.
+    text.split('\n').filter_map(parse_line).collect()
 }
 
 fn parse_line(line: &str) -> Option<Mapping> {
@@ -130,6 +132,17 @@ mod tests {
             maps[2].path.as_deref(),
             Some(Path::new("/opt/my dir/libgnutls.so.30"))
         );
+    }
+
+    /// Found by the proc_maps fuzz target: a file name may end in '\r' (any byte but '/' and
+    /// NUL is allowed), which splitting on "\r\n" used to cut off.
+    #[test]
+    fn a_path_ending_in_carriage_return_keeps_it() {
+        let text = "7f0000000000-7f0000001000 r-xp 00000000 08:01 7 /tmp/odd\r\n\
+                    7f0000001000-7f0000002000 r-xp 00000000 08:01 8 /tmp/libssl.so.3\n";
+        let maps = parse_maps(text);
+        assert_eq!(maps[0].path.as_deref(), Some(Path::new("/tmp/odd\r")));
+        assert_eq!(maps[1].path.as_deref(), Some(Path::new("/tmp/libssl.so.3")));
     }
 
     #[test]

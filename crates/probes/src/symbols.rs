@@ -43,7 +43,13 @@ impl SymbolTable {
             path: path.to_path_buf(),
             source,
         })?;
-        let file = object::File::parse(&*data).map_err(|e| Error::NotElf {
+        SymbolTable::parse(path, &data)
+    }
+
+    /// Reads the function symbols of an ELF file already in memory; `path` names it in errors.
+    /// Public so that the fuzz targets can feed it bytes that never were a file.
+    pub fn parse(path: &Path, data: &[u8]) -> Result<SymbolTable, Error> {
+        let file = object::File::parse(data).map_err(|e| Error::NotElf {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
@@ -59,7 +65,7 @@ impl SymbolTable {
         }
         let segments = file
             .segments()
-            .map(|s| (s.address(), s.size(), s.file_range().0))
+            .filter_map(|s| file_backed(s.address(), s.size(), s.file_range(), data.len()))
             .collect();
         Ok(SymbolTable {
             path: path.to_path_buf(),
@@ -83,6 +89,11 @@ impl SymbolTable {
     /// A function by name (without a version suffix).
     pub fn function(&self, name: &str) -> Option<&Symbol> {
         self.functions.get(name)
+    }
+
+    /// Every function the file defines, in no particular order.
+    pub fn functions(&self) -> impl Iterator<Item = &Symbol> {
+        self.functions.values()
     }
 
     /// How many functions the file defines.
@@ -113,11 +124,27 @@ impl SymbolTable {
 
     /// Translates a virtual address into a file offset through the loadable segments.
     fn file_offset(&self, address: u64) -> Option<u64> {
-        self.segments
-            .iter()
-            .find(|&&(start, size, _)| address >= start && address < start + size)
-            .map(|&(start, _, offset)| address - start + offset)
+        // Differences, not `start + size`: a corrupt header can put a segment at the top of the
+        // address space, where the sum would overflow.
+        self.segments.iter().find_map(|&(start, size, offset)| {
+            let into = address.checked_sub(start).filter(|&into| into < size)?;
+            offset.checked_add(into)
+        })
     }
+}
+
+/// A loadable segment as (virtual address, bytes, file offset), cut to the bytes the file holds:
+/// a uprobe names a file offset, so an address past them (zero-filled memory such as `.bss`,
+/// or a header that claims more than the file has) has none. `None` when no byte is in the file.
+fn file_backed(
+    address: u64,
+    memory_bytes: u64,
+    (offset, file_bytes): (u64, u64),
+    data_bytes: usize,
+) -> Option<(u64, u64, u64)> {
+    let in_file = (data_bytes as u64).checked_sub(offset)?;
+    let size = memory_bytes.min(file_bytes).min(in_file);
+    (size > 0).then_some((address, size, offset))
 }
 
 fn insert_function<'data, S: ObjectSymbol<'data>>(
@@ -195,5 +222,46 @@ mod tests {
             err.contains("does not define absent") && !err.contains("stripped"),
             "{err}"
         );
+    }
+
+    /// Found by the elf_symbols fuzz target: a copy of a small library whose first loadable
+    /// segment claims file offset 0x2100 in a file of 0x1588 bytes. The uprobe offset of a
+    /// function in it came out past the end of the file; now that segment holds no function.
+    #[test]
+    fn a_segment_past_the_end_of_the_file_has_no_offsets() {
+        let data =
+            include_bytes!("../../../fuzz/corpus/elf_symbols/crash-segment-offset-past-the-end.so");
+        let t = SymbolTable::parse(Path::new("libtiny.so"), data).unwrap();
+        let err = t.uprobe_offset("tlsscope_tiny").unwrap_err();
+        assert!(matches!(err, Error::NotLoaded { .. }), "{err}");
+    }
+
+    /// Only the bytes a segment has in the file get offsets: not its zero-filled tail, nor
+    /// what a header claims past the end of the file.
+    #[test]
+    fn segments_are_cut_to_the_bytes_in_the_file() {
+        assert_eq!(
+            file_backed(0x1000, 0x300, (0x800, 0x100), 0x2000),
+            Some((0x1000, 0x100, 0x800))
+        );
+        assert_eq!(
+            file_backed(0x1000, 0x300, (0x1f00, 0x300), 0x2000),
+            Some((0x1000, 0x100, 0x1f00))
+        );
+        assert_eq!(file_backed(0x1000, 0x300, (0x2100, 0x300), 0x2000), None);
+        assert_eq!(file_backed(0x1000, 0x300, (0x800, 0), 0x2000), None);
+    }
+
+    /// A segment at the top of the address space, as a corrupt header can claim: its end does
+    /// not fit 64 bits, which used to overflow while looking an address up.
+    #[test]
+    fn a_segment_at_the_top_of_the_address_space() {
+        let mut t = table();
+        t.segments = vec![(u64::MAX - 0xff, 0x1000, 0x2000)];
+        t.functions.get_mut("main").unwrap().address = u64::MAX - 0x10;
+        assert_eq!(t.uprobe_offset("main").unwrap(), 0x20ef);
+        t.segments = vec![(0x401000, 0x1000, u64::MAX - 0x100)];
+        t.functions.get_mut("main").unwrap().address = 0x401fff;
+        assert!(t.uprobe_offset("main").is_err());
     }
 }

@@ -15,8 +15,10 @@ use crate::Environment;
 /// The version of the compare document.
 pub const COMPARE_SCHEMA_VERSION: u32 = 1;
 
-/// Bootstrap resamples per interval.
-pub const RESAMPLES: usize = 2000;
+/// Bootstrap resamples per interval. Fuzzing builds (`--cfg fuzzing`, set by cargo-fuzz) take
+/// far fewer: the fuzzer looks for inputs the loader mishandles, not for precise intervals, and
+/// at full count each input that expands a histogram costs seconds.
+pub const RESAMPLES: usize = if cfg!(fuzzing) { 20 } else { 2000 };
 
 /// The document `tlsscope compare` writes (`--json`).
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -303,8 +303,9 @@ pub fn compare(
 /// `cap` values in all, counts are scaled down to about `cap` (keeping at least one of every
 /// bucket), so a bootstrap over millions of recorded latencies stays cheap.
 pub fn expand_histogram(pairs: &[(f64, u64)], cap: usize) -> Vec<f64> {
-    let total: u64 = pairs.iter().map(|p| p.1).sum();
-    let scale = if total as usize > cap && cap > 0 {
+    // In 128 bits: the counts come from files, and any two near u64::MAX overflow 64.
+    let total: u128 = pairs.iter().map(|p| u128::from(p.1)).sum();
+    let scale = if total > cap as u128 && cap > 0 {
         cap as f64 / total as f64
     } else {
         1.0
@@ -479,5 +480,16 @@ mod tests {
             "rare buckets are kept"
         );
         assert!((describe(&v).median - 1.5).abs() < 0.51);
+    }
+
+    /// Counts from a saved run are whatever the file says: their sum may not fit 64 bits
+    /// (seen while writing the saved_runs fuzz target: the sum used to overflow).
+    #[test]
+    fn counts_whose_sum_overflows_64_bits_still_scale_to_the_cap() {
+        let pairs = [(1.0, u64::MAX), (2.0, u64::MAX), (3.0, 1)];
+        let v = expand_histogram(&pairs, 1000);
+        assert_eq!(v.iter().filter(|&&x| x == 1.0).count(), 500);
+        assert_eq!(v.iter().filter(|&&x| x == 2.0).count(), 500);
+        assert_eq!(v.iter().filter(|&&x| x == 3.0).count(), 1);
     }
 }

@@ -11,8 +11,16 @@ use report::compare::{
 };
 use serde_json::Value;
 
-/// Values taken from a histogram, at most (the bootstrap's cost grows with this).
-const HISTOGRAM_CAP: usize = 20_000;
+/// Values taken from a histogram, at most (the bootstrap's cost grows with this). Fuzzing builds
+/// take fewer, for the reason given at [`report::compare::RESAMPLES`].
+const HISTOGRAM_CAP: usize = if cfg!(fuzzing) { 500 } else { 20_000 };
+
+/// The largest magnitude of a value compared (a latency in microseconds, a rate per second,
+/// a sample of a compare run): 10^15 microseconds is 31 years. Values read from a file past it
+/// are refused: sums and squares of many such values leave the range of f64, and the
+/// document's statistics would be infinite or NaN, which its JSON writes as null, so
+/// `compare` could not read its own output back (the saved_runs fuzz target's property).
+const MAX_MAGNITUDE: f64 = 1e15;
 
 /// The newest schema version this tlsscope reads, per kind.
 fn known_version(kind: &str) -> Option<u64> {
@@ -33,7 +41,12 @@ struct Run {
 fn read(path: &Path) -> Result<Run> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read it", path.display()))?;
-    let doc: Value = serde_json::from_str(&text).map_err(|e| {
+    parse_run(path, &text)
+}
+
+/// A saved run from its text: JSON of a kind and schema version this tlsscope reads.
+fn parse_run(path: &Path, text: &str) -> Result<Run> {
+    let doc: Value = serde_json::from_str(text).map_err(|e| {
         Error::msg(format!(
             "{}: not JSON ({e}); give files saved with --json",
             path.display()
@@ -108,13 +121,39 @@ pub fn load(
     environment: report::Environment,
 ) -> Result<CompareDocument> {
     let runs = files.iter().map(|f| read(f)).collect::<Result<Vec<_>>>()?;
-    let first = experiment_key(&runs[0]);
+    compare(runs, level, environment)
+}
+
+/// As [`load`], for runs whose text is already in memory, each with the file name it goes by
+/// (in labels and errors). Public so that the fuzz targets can feed text that never was a file.
+pub fn load_texts(
+    texts: &[(PathBuf, &str)],
+    level: f64,
+    environment: report::Environment,
+) -> Result<CompareDocument> {
+    let runs = texts
+        .iter()
+        .map(|(path, text)| parse_run(path, text))
+        .collect::<Result<Vec<_>>>()?;
+    compare(runs, level, environment)
+}
+
+/// Compares runs of one experiment as variants, the first as the baseline.
+fn compare(
+    runs: Vec<Run>,
+    level: f64,
+    environment: report::Environment,
+) -> Result<CompareDocument> {
+    let Some(baseline) = runs.first() else {
+        fail!("no saved run to compare");
+    };
+    let first = experiment_key(baseline);
     for r in &runs[1..] {
         let key = experiment_key(r);
         if key != first {
             fail!(
                 "{} is {first} and {} is {key}: compare runs of one experiment",
-                runs[0].path.display(),
+                baseline.path.display(),
                 r.path.display()
             );
         }
@@ -122,11 +161,13 @@ pub fn load(
     let mut variants = Vec::new();
     let mut warnings = Vec::new();
     for r in &runs {
-        match r.kind.as_str() {
-            "bench" => variants.push(bench_variant(r, level, &mut warnings)),
-            "trace" => variants.push(trace_variant(r, level)),
-            _ => variants.extend(compare_variants(r, runs.len() > 1, level)?),
-        }
+        let made = match r.kind.as_str() {
+            "bench" => vec![bench_variant(r, level, &mut warnings)],
+            "trace" => vec![trace_variant(r, level)],
+            _ => compare_variants(r, runs.len() > 1, level)?,
+        };
+        check_magnitudes(&r.path, &made)?;
+        variants.extend(made);
     }
     unique_labels(&mut variants);
     Ok(CompareDocument {
@@ -134,8 +175,8 @@ pub fn load(
         kind: "compare".into(),
         environment,
         experiment: Experiment {
-            source: runs[0].kind.clone(),
-            files: files.iter().map(|f| f.display().to_string()).collect(),
+            source: baseline.kind.clone(),
+            files: runs.iter().map(|r| r.path.display().to_string()).collect(),
             ..Experiment::default()
         },
         level,
@@ -143,6 +184,20 @@ pub fn load(
         variants,
         warnings,
     })
+}
+
+/// Refuses a run with a sample beyond [`MAX_MAGNITUDE`], naming the metric and the file.
+fn check_magnitudes(path: &Path, variants: &[Variant]) -> Result<()> {
+    for metric in variants.iter().flat_map(|v| &v.metrics) {
+        if let Some(value) = metric.samples.iter().find(|v| v.abs() > MAX_MAGNITUDE) {
+            fail!(
+                "{}: {} has the value {value:e}, beyond anything tlsscope measures (at most {MAX_MAGNITUDE:e}): is the file corrupt?",
+                path.display(),
+                metric.name
+            );
+        }
+    }
+    Ok(())
 }
 
 fn from_histogram(name: &str, pairs: &[(f64, u64)], level: f64) -> Metric {
@@ -258,4 +313,43 @@ fn compare_variants(r: &Run, prefix: bool, level: f64) -> Result<Vec<Variant>> {
             v
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_one(text: &str) -> Result<CompareDocument> {
+        let texts = [
+            (PathBuf::from("a.json"), text),
+            (PathBuf::from("b.json"), text),
+        ];
+        load_texts(&texts, 0.95, report::Environment::default())
+    }
+
+    /// Issue 14 (fuzzing): latencies near f64's limit made every statistic infinite or NaN,
+    /// which the document's JSON writes as null, so `compare` wrote output it could not read
+    /// back. Such a run is now refused, by file and metric.
+    #[test]
+    fn issue_14_values_beyond_any_measurement_are_refused() {
+        let text = include_str!("../../../../fuzz/corpus/saved_runs/bench-huge-values.json");
+        let err = load_one(text).unwrap_err().to_string();
+        assert!(err.contains("a.json: total has the value 1e308"), "{err}");
+    }
+
+    #[test]
+    fn a_run_compared_with_itself_reads_back() {
+        let text = include_str!("../../../../fuzz/corpus/saved_runs/bench-histograms.json");
+        let doc = load_one(text).unwrap();
+        assert_eq!(doc.variants.len(), 2);
+        let json = serde_json::to_string(&doc).unwrap();
+        let again: CompareDocument = serde_json::from_str(&json).unwrap();
+        // Samples, not summaries: serde_json may read a float back one unit in the last place
+        // off, and compare recomputes summaries from samples anyway.
+        let samples = |d: &CompareDocument| -> Vec<Vec<f64>> {
+            let metrics = d.variants.iter().flat_map(|v| &v.metrics);
+            metrics.map(|m| m.samples.clone()).collect()
+        };
+        assert_eq!(samples(&again), samples(&doc));
+    }
 }
