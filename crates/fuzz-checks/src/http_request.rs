@@ -17,7 +17,7 @@ pub fn check(data: &[u8]) {
             );
             return;
         }
-        Err(ParseError::Bad | ParseError::Unsupported) => return,
+        Err(ParseError::Bad | ParseError::Unsupported | ParseError::TooLarge) => return,
     };
     check_bounds(data, &request);
     check_prefix(data, &request);
