@@ -614,7 +614,10 @@ fn static_tls_program(dir: &Path) -> PathBuf {
 }
 
 /// `tlsscope trace --backend user -p PID` on `program`, which is ended afterwards.
-fn attach_refused(program: &mut Command, pid_of: impl Fn(&Child) -> u32) -> std::process::Output {
+fn attach_refused(
+    program: &mut Command,
+    pid_of: impl Fn(&Child) -> Option<u32>,
+) -> std::process::Output {
     let mut child = program
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -622,7 +625,21 @@ fn attach_refused(program: &mut Command, pid_of: impl Fn(&Child) -> u32) -> std:
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let pid = pid_of(&child);
+    // strace's tracee may take longer to appear on a busy machine: up to 10 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let pid = loop {
+        match pid_of(&child) {
+            Some(pid) => break pid,
+            None if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50))
+            }
+            None => panic!("the program to attach to did not start"),
+        }
+    };
+    if pid != child.id() {
+        // A grandchild just forked (strace's tracee): give its parent time to finish with it.
+        std::thread::sleep(Duration::from_millis(300));
+    }
     let out = support::tlsscope(&[
         "trace",
         "--backend",
@@ -645,19 +662,18 @@ fn attach_refused(program: &mut Command, pid_of: impl Fn(&Child) -> u32) -> std:
 fn issue_13_processes_the_user_backend_cannot_attach_to_are_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let exe = static_tls_program(dir.path());
-    let out = attach_refused(&mut Command::new(&exe), Child::id);
+    let out = attach_refused(&mut Command::new(&exe), |c| Some(c.id()));
     support::assert_one_line_error(&out, &["statically", "--backend kernel"]);
     // Traced already (strace holds it).
     let out = attach_refused(
         Command::new("strace").args(["-o", "/dev/null", "sleep", "30"]),
-        |c| workers(c.id())[0],
+        |c| workers(c.id()).first().copied(),
     );
     support::assert_one_line_error(&out, &["traced already", "by PID", "--backend kernel"]);
     // In a mount namespace of its own.
-    let out = attach_refused(
-        Command::new("unshare").args(["-m", "sleep", "30"]),
-        Child::id,
-    );
+    let out = attach_refused(Command::new("unshare").args(["-m", "sleep", "30"]), |c| {
+        Some(c.id())
+    });
     support::assert_one_line_error(&out, &["mount namespace", "--backend kernel"]);
     // auto falls back to the kernel's uprobes, saying why: the built-in server looks the TLS
     // functions up with dlsym, so there is no GOT entry to redirect.
