@@ -32,7 +32,7 @@ GARBAGE_PER_S = 500       # connections per second sending something that is not
 OVERSIZED_PER_S = 20      # TLS connections per second with an oversized head
 PIPELINERS = 4            # connections flooding pipelined requests without reading
 PIPELINE_HOLD_S = 1.0     # how long a flooder holds its stalled connection before a reset
-RENEGOTIATIONS_PER_S = 5   # s_client runs per second asking for a TLS 1.2 renegotiation
+RENEGOTIATIONS_PER_S = 2   # s_client runs per second asking for a TLS 1.2 renegotiation
 RESETS_PER_S = 10         # 10 MB downloads per second reset after 64 KiB
 
 STOP = threading.Event()
