@@ -210,7 +210,7 @@ impl Conn {
         self.deadline
     }
 
-    /// See the field.
+    /// The accept count that tells this connection apart from a later one in its slot.
     pub fn serial(&self) -> u64 {
         self.serial
     }
