@@ -10,22 +10,10 @@ use inproc_abi::{
 };
 
 use crate::region;
-use crate::wrap::{resolve, tlsscope_inproc_real};
-
-/// A call that just returned, as its wrapper saw it.
-pub struct Sniffed {
-    pub index: usize,
-    pub semantics: Semantics,
-    pub args: [usize; 6],
-    pub ret: isize,
-    pub start_ns: u64,
-    pub latency_ns: u64,
-    /// The last descriptor the call read or wrote (`crate::sockets`), or -1.
-    pub io_fd: i32,
-}
+use crate::wrap::{resolve, tlsscope_inproc_real, FinishedCall};
 
 /// Writes the call into this thread's ring, if its function is sniffed.
-pub fn record(header: &Header, slot: &'static Slot, call: &Sniffed) {
+pub fn record(header: &Header, slot: &'static Slot, call: &FinishedCall) {
     let Some(kind) = header
         .sniff_kind
         .get(call.index)
@@ -108,7 +96,7 @@ pub fn record(header: &Header, slot: &'static Slot, call: &Sniffed) {
 }
 
 /// The bytes the call moved: its return value, or what it wrote through its fourth argument.
-fn bytes_moved(call: &Sniffed, count: u8) -> u64 {
+fn bytes_moved(call: &FinishedCall, count: u8) -> u64 {
     if count != COUNT_ARG4_POINTER {
         return u64::try_from(returned(call)).unwrap_or(0);
     }
@@ -213,7 +201,7 @@ fn ask_kernel(fd: i32, connection: usize) -> Ends {
 
 /// The return value: GnuTLS's record calls return a `ssize_t`, the others an `int` (the upper
 /// half of the register is not theirs).
-fn returned(call: &Sniffed) -> i64 {
+fn returned(call: &FinishedCall) -> i64 {
     if call.semantics == Semantics::GnuTls {
         call.ret as i64
     } else {

@@ -18,7 +18,7 @@ pub static tlsscope_inproc_real: [AtomicUsize; REAL_SLOTS] =
     [const { AtomicUsize::new(0) }; REAL_SLOTS];
 
 use crate::region;
-use crate::sniff::{self, Sniffed};
+use crate::sniff;
 use crate::sockets;
 
 /// Any wrapped function, as the wrappers call it (see the crate's doc).
@@ -149,7 +149,7 @@ unsafe fn call(index: usize, name: &CStr, real: &AtomicUsize, args: [usize; 6]) 
     // What the caller will read after the return: left as the real function set it.
     // SAFETY: __errno_location returns this thread's errno.
     let errno = unsafe { *libc::__errno_location() };
-    let call = Sniffed {
+    let call = FinishedCall {
         index,
         semantics: FUNCTIONS
             .get(index)
@@ -166,9 +166,21 @@ unsafe fn call(index: usize, name: &CStr, real: &AtomicUsize, args: [usize; 6]) 
     ret
 }
 
+/// A call that just returned, as its wrapper saw it: what counting and sniffing it need.
+pub struct FinishedCall {
+    pub index: usize,
+    pub semantics: Semantics,
+    pub args: [usize; 6],
+    pub ret: isize,
+    pub start_ns: u64,
+    pub latency_ns: u64,
+    /// The last descriptor the call read or wrote (`crate::sockets`), or -1.
+    pub io_fd: i32,
+}
+
 /// Counts a finished call, and copies it for sniff when `sniffing`.
 #[inline(always)]
-fn note(header: &'static Header, call: &Sniffed, sniffing: bool) {
+fn note(header: &'static Header, call: &FinishedCall, sniffing: bool) {
     if INJECTED.load(Ordering::Relaxed) == call.index {
         injected_failure(call.index);
     }

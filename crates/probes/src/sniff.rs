@@ -44,7 +44,8 @@ pub struct Call {
     pub latency_ns: u64,
     pub pid: u32,
     pub tid: u32,
-    pub comm: String,
+    /// The thread's name (shared: the same few threads make every call).
+    pub comm: std::sync::Arc<str>,
     /// The socket; `None` when the call made no syscall and the connection object was not
     /// seen with one before.
     pub fd: Option<i32>,
@@ -394,7 +395,7 @@ fn new_call(e: &sn_event) -> Call {
         latency_ns: e.latency_ns,
         pid: e.pid,
         tid: e.tid,
-        comm: String::from_utf8_lossy(&comm).into_owned(),
+        comm: String::from_utf8_lossy(&comm).into(),
         fd: (e.fd >= 0).then_some(e.fd),
         fd_from_earlier_call: e.flags & FD_GUESSED != 0,
         connection: e.ssl,

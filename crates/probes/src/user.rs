@@ -440,7 +440,7 @@ pub struct UserTracer {
     threads: Threads,
     calibration: Option<Calibration>,
     /// Thread names by (pid, tid), read once from /proc per thread for sniffed calls.
-    comms: std::sync::Mutex<std::collections::HashMap<(u32, u32), String>>,
+    comms: std::sync::Mutex<std::collections::HashMap<(u32, u32), std::sync::Arc<str>>>,
 }
 
 impl UserTracer {
@@ -688,6 +688,8 @@ impl UserTracer {
         let h = self.region.header();
         let taken = (h.slots_taken.load(Ordering::Acquire) as usize).min(MAX_SLOTS);
         let mut calls = Vec::new();
+        // Each ring is one thread's: its name is looked up once per ring, not per call.
+        let mut named: Option<((u32, u32), std::sync::Arc<str>)> = None;
         for i in 0..taken {
             let pid = self.region.slot(i).pid.load(Ordering::Acquire);
             let (ring, data) = self.region.ring(i);
@@ -710,7 +712,15 @@ impl UserTracer {
                 // SAFETY: as above.
                 let bytes = unsafe { std::slice::from_raw_parts(data.add(payload), len) };
                 if (pid == 0 || self.wants(pid, r.tid)) && r.size > 0 {
-                    calls.push(self.call_of(&r, bytes));
+                    let comm = match &named {
+                        Some((thread, comm)) if *thread == (r.pid, r.tid) => comm.clone(),
+                        _ => {
+                            let comm = self.comm(r.pid, r.tid);
+                            named = Some(((r.pid, r.tid), comm.clone()));
+                            comm
+                        }
+                    };
+                    calls.push(self.call_of(&r, bytes, comm));
                 }
                 tail += u64::from(r.size.max(8));
             }
@@ -719,7 +729,12 @@ impl UserTracer {
         calls
     }
 
-    fn call_of(&self, r: &inproc_abi::Record, data: &[u8]) -> crate::sniff::Call {
+    fn call_of(
+        &self,
+        r: &inproc_abi::Record,
+        data: &[u8],
+        comm: std::sync::Arc<str>,
+    ) -> crate::sniff::Call {
         let function = FUNCTIONS
             .get(usize::from(r.function))
             .map_or("?", |f| f.name);
@@ -728,7 +743,6 @@ impl UserTracer {
             inproc_abi::SNIFF_WRITE => catalog::Direction::Write,
             _ => catalog::Direction::Handshake,
         };
-        let comm = self.comm(r.pid, r.tid);
         crate::sniff::Call {
             start_ns: r.start_ns,
             latency_ns: r.latency_ns,
@@ -755,7 +769,7 @@ impl UserTracer {
 
     /// Thread `tid`'s name, read from /proc the first time it is asked for (a few threads make
     /// every call: reading it per call cost more than the rest of the reader).
-    fn comm(&self, pid: u32, tid: u32) -> String {
+    fn comm(&self, pid: u32, tid: u32) -> std::sync::Arc<str> {
         let mut comms = self.comms.lock().unwrap_or_else(|e| e.into_inner());
         if comms.len() > 4096 {
             comms.clear();
@@ -764,8 +778,8 @@ impl UserTracer {
             .entry((pid, tid))
             .or_insert_with(|| {
                 std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm"))
-                    .map(|c| c.trim_end().to_string())
-                    .unwrap_or_default()
+                    .map(|c| c.trim_end().into())
+                    .unwrap_or_else(|_| "".into())
             })
             .clone()
     }
@@ -844,7 +858,7 @@ impl UserTracer {
                 .threads
                 .comm
                 .as_ref()
-                .is_none_or(|comm| *comm == self.comm(pid, tid))
+                .is_none_or(|comm| **comm == *self.comm(pid, tid))
     }
 }
 
