@@ -249,3 +249,48 @@ fn emulated_and_entry_placements_count_the_same_on_openssl_302() {
     let prefix = support::openssl_302().to_str().unwrap();
     same_counts_at_both_placements(&["--openssl", prefix]);
 }
+
+/// SSL_read alone probed at its callee, which SSL_read_ex calls too: Python's SSL_read_ex and
+/// SSL_write_ex calls reach the same callees, and must not count as SSL_read and SSL_write
+/// (with no other probe there, the caller is told at the callee's return).
+#[test]
+fn a_callee_s_other_callers_are_not_counted_as_the_probed_function() {
+    let _one = one_at_a_time();
+    let serve = Serve::start_with(&[], &["--threads", "1"]);
+    let libssl = support::system_libssl();
+    let trace = Trace::start(&[
+        "--backend",
+        "kernel",
+        "--lib",
+        libssl.to_str().unwrap(),
+        "--functions",
+        "SSL_read,SSL_write",
+        "--placement",
+        "emulated",
+    ]);
+    // The built-in server reads and writes with SSL_read and SSL_write; Python with the _ex
+    // calls.
+    for i in 0..3 {
+        crate::sniff::python_post(serve.addr, &serve.cert(), &format!("token{i}"), 2000);
+    }
+    bench(serve.addr, &["--mode", "keepalive", "-n", "50", "-c", "1"]);
+    let (ok, stdout, stderr, doc) = trace.stop();
+    let stats = serve.stop();
+    assert!(ok, "{stderr}");
+    assert_eq!(placement_at(&doc, "SSL_read"), "callee", "{stdout}");
+    assert_eq!(placement_at(&doc, "SSL_write"), "callee", "{stdout}");
+    let requests = stats["requests"].as_u64().unwrap();
+    // The server's, plus those of tlsscope bench (SSL_write and SSL_read too), and no more:
+    // one write and one read per request on each side.
+    assert!(requests >= 53, "{stats}");
+    let (writes, reads) = (
+        calls(&doc, "SSL_write", "success"),
+        calls(&doc, "SSL_read", "success"),
+    );
+    let bench_requests = requests - 3;
+    assert_eq!(writes, requests + bench_requests, "{stdout}");
+    assert!(
+        reads >= requests + bench_requests && reads <= requests + 2 * bench_requests,
+        "SSL_read successes {reads} for {requests} requests: {stdout}"
+    );
+}

@@ -273,6 +273,20 @@ struct Moved {
     empty_calls: u64,
 }
 
+/// curl's four keep-alive requests to `serve`, for /r0-TOKEN to /r3-TOKEN; returns the token
+/// (the same length for every `placement`, so that byte counts compare across runs).
+fn curl_four_requests(serve: &Serve, placement: &str) -> String {
+    let token = format!("tok{:010}{placement:_>8}", std::process::id());
+    let urls: Vec<String> = (0..4)
+        .map(|i| format!("https://{}/r{i}-{token}", serve.addr))
+        .collect();
+    let mut args = vec!["--http1.1"];
+    args.extend(urls[..3].iter().map(String::as_str));
+    let out = support::curl(&serve.cert(), &urls[3], &args);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    token
+}
+
 /// curl (SSL_read, SSL_write) and Python (SSL_read_ex, SSL_write_ex) to the built-in server,
 /// sniffed in the kernel with the probes at `placement`: per (side, function, direction), what
 /// moved, after checking every call's socket, count and result, and that the server read each
@@ -288,15 +302,7 @@ fn sniffed_exchange(placement: &str) -> (std::collections::BTreeMap<String, Move
         "--placement",
         placement,
     ]);
-    // The same length in both runs, so that the byte counts can be compared.
-    let token = format!("tok{:010}{placement:_>8}", std::process::id());
-    let urls: Vec<String> = (0..4)
-        .map(|i| format!("https://{}/r{i}-{token}", serve.addr))
-        .collect();
-    let mut args = vec!["--http1.1"];
-    args.extend(urls[..3].iter().map(String::as_str));
-    let out = support::curl(&serve.cert(), &urls[3], &args);
-    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let token = curl_four_requests(&serve, placement);
     python_post(serve.addr, &serve.cert(), &token, 3000);
     let (code, stderr, calls) = sniff.stop();
     assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{stderr}");
@@ -394,11 +400,98 @@ fn callee_and_entry_placements_capture_the_same_calls() {
             .collect()
     };
     assert_eq!(moving(&emulated), moving(&entry), "{stderr}");
-    // The callee placement says which calls it cannot see (SSL_read's negative length check).
+    // It says where the probes are, and which calls a callee placement cannot see (SSL_read's
+    // negative length check).
+    assert!(
+        stderr.contains("tlsscope sniff: placement: 5 of 5 functions on emulated instructions"),
+        "{stderr}"
+    );
     assert!(
         stderr.contains("SSL_read is probed at its callee"),
         "{stderr}"
     );
+}
+
+/// The built-in server on the OpenSSL build at `prefix`, sniffed in the kernel (-p) with the
+/// probes at `placement`, while curl makes four keep-alive requests: per (function,
+/// direction), the server's calls and bytes that moved, after checking each call's socket,
+/// count and result, that every request was read with its token, and that each response was
+/// written by one call.
+fn sniffed_built_server(prefix: &std::path::Path, placement: &str) -> Vec<(String, u64, u64)> {
+    let serve = Serve::start_with(
+        &["--openssl", prefix.to_str().unwrap()],
+        &["--threads", "1"],
+    );
+    let pid = serve.pid().to_string();
+    let sniff = Sniff::start(&["-p", &pid, "--backend", "kernel", "--placement", placement]);
+    let token = curl_four_requests(&serve, placement);
+    let (code, stderr, calls) = sniff.stop();
+    let (server, local) = (serve.pid(), serve.addr.to_string());
+    let stats = serve.stop();
+    assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{stderr}");
+    let mut moved = std::collections::BTreeMap::<String, (u64, u64)>::new();
+    for c in &calls {
+        assert_eq!(c["pid"], server, "{c}");
+        assert!(c["fd"].as_i64().is_some_and(|fd| fd > 2), "{c}");
+        assert_eq!(c["local"].as_str(), Some(local.as_str()), "{c}");
+        let (total, ret) = (n(&c["total_bytes"]), c["ret"].as_i64().unwrap());
+        if total == 0 {
+            assert!(ret <= 0, "{c}");
+            continue;
+        }
+        // What the function returned, not its callee: SSL_read's count, SSL_read_ex's 1.
+        let function = c["function"].as_str().unwrap();
+        let want = if function.ends_with("_ex") {
+            1
+        } else {
+            total as i64
+        };
+        assert_eq!(ret, want, "{c}");
+        assert_eq!(data(c).len() as u64, total, "{c}");
+        let key = format!("{function} {}", c["direction"].as_str().unwrap());
+        let m = moved.entry(key).or_default();
+        m.0 += 1;
+        m.1 += total;
+    }
+    for i in 0..4 {
+        let line = format!("GET /r{i}-{token} HTTP/1.1");
+        assert!(
+            calls
+                .iter()
+                .any(|c| c["direction"] == "read" && contains(&data(c), &line)),
+            "no read of {line:?}: {calls:#?}"
+        );
+    }
+    let writes: u64 = moved
+        .iter()
+        .filter(|(k, _)| k.ends_with(" write"))
+        .map(|(_, m)| m.0)
+        .sum();
+    assert_eq!(
+        writes,
+        stats["requests"].as_u64().unwrap(),
+        "{moved:?} {stats}"
+    );
+    moved.into_iter().map(|(k, (c, b))| (k, c, b)).collect()
+}
+
+/// Callee placement against entry placement, sniffing a server on a built OpenSSL.
+fn same_capture_at_both_placements(prefix: &std::path::Path) {
+    let _one = one_at_a_time();
+    let entry = sniffed_built_server(prefix, "entry");
+    let emulated = sniffed_built_server(prefix, "emulated");
+    assert!(!entry.is_empty());
+    assert_eq!(emulated, entry, "emulated vs entry placement");
+}
+
+#[test]
+fn callee_and_entry_placements_capture_the_same_calls_on_openssl_111w() {
+    same_capture_at_both_placements(support::openssl_111w());
+}
+
+#[test]
+fn callee_and_entry_placements_capture_the_same_calls_on_openssl_302() {
+    same_capture_at_both_placements(support::openssl_302());
 }
 
 /// Waits for `child` to exit on its own; panics after `limit`.
@@ -418,7 +511,7 @@ fn n(v: &Value) -> u64 {
 }
 
 /// Python's ssl module writes a 1 MiB body with one SSL_write_ex.
-fn python_post(addr: SocketAddr, cert: &std::path::Path, token: &str, size: usize) {
+pub(crate) fn python_post(addr: SocketAddr, cert: &std::path::Path, token: &str, size: usize) {
     let script = format!(
         "import socket, ssl\n\
          ctx = ssl.create_default_context(cafile={cert:?})\n\

@@ -109,6 +109,7 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
     };
     let plan = probes::Plan::new(&request.targets, selection)?.with_placement(request.placement);
     let sniffer = Sniffer::start(c, &plan)?;
+    notes.extend(placement_note(sniffer.attached()));
     notes.extend(unseen_notes(sniffer.attached()));
     Ok(Session {
         capture: Box::new(sniffer),
@@ -116,6 +117,16 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
         targets: Vec::new(),
         notes,
     })
+}
+
+/// Where the kernel probes sit, as trace says it: "placement: 6 of 8 functions on emulated
+/// instructions (2 entry, 4 callee); single-stepped: ...".
+fn placement_note(attached: &[probes::AttachPoint]) -> Option<String> {
+    let docs: Vec<(&str, report::trace::PlacementDoc)> = attached
+        .iter()
+        .map(|p| (p.function.name, crate::trace::placement_doc(p)))
+        .collect();
+    report::trace::placement_line(docs.iter().map(|(f, d)| (*f, d)))
 }
 
 /// The calls a callee placement does not see (they return before the callee is called, having

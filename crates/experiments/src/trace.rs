@@ -169,7 +169,7 @@ pub fn document(
 }
 
 /// Where a kernel probe sits, for the document.
-fn placement_doc(point: &probes::AttachPoint) -> PlacementDoc {
+pub(crate) fn placement_doc(point: &probes::AttachPoint) -> PlacementDoc {
     PlacementDoc {
         at: point.placement.name().to_string(),
         emulated: point.placement.emulated(),

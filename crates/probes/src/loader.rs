@@ -362,23 +362,31 @@ impl<'a> Sites<'a> {
                 rules[class] = number.0 as u8;
                 values[class] = value;
             }
-            slot.set(site.return_delta, rules, values);
+            // Another point probed at the same instruction: its caller is told at the entry.
+            let sole = self
+                .points
+                .iter()
+                .filter(|q| q.path == point.path && q.probe_offset() == point.probe_offset())
+                .count()
+                == 1;
+            slot.set(site.return_delta, rules, values, sole);
         }
     }
 }
 
 /// A program's `struct ts_site` (`bpf/common.h`), which each skeleton declares as its own type.
 pub(crate) trait SiteSlot {
-    fn set(&mut self, return_delta: i64, rules: [u8; 3], values: [i32; 3]);
+    fn set(&mut self, return_delta: i64, rules: [u8; 3], values: [i32; 3], sole: bool);
 }
 
 macro_rules! site_slot {
     ($skel:ident) => {
         impl SiteSlot for $skel::types::ts_site {
-            fn set(&mut self, return_delta: i64, rules: [u8; 3], values: [i32; 3]) {
+            fn set(&mut self, return_delta: i64, rules: [u8; 3], values: [i32; 3], sole: bool) {
                 self.return_delta = return_delta;
                 self.rule = rules;
                 self.value = values;
+                self.sole_site = u8::from(sole);
             }
         }
     };

@@ -196,7 +196,11 @@ pub fn trace_text(w: &mut impl Write, doc: &TraceDocument, histograms: bool) -> 
 
 /// The trailer: where the probes are, what is not traced, and what tracing cost.
 pub fn trace_footer(w: &mut impl Write, doc: &TraceDocument) -> io::Result<()> {
-    if let Some(line) = placement_line(&doc.attached) {
+    let placed = doc
+        .attached
+        .iter()
+        .filter_map(|a| Some((a.function.as_str(), a.placement.as_ref()?)));
+    if let Some(line) = placement_line(placed) {
         writeln!(w, "{line}")?;
     }
     for m in &doc.not_attached {
@@ -232,12 +236,11 @@ pub fn trace_footer(w: &mut impl Write, doc: &TraceDocument) -> io::Result<()> {
 }
 
 /// "placement: 8 of 11 functions on emulated instructions (4 entry, 4 callee); single-stepped:
-/// SSL_connect, SSL_accept, SSL_get_error", when the probes have placements (kernel backend).
-pub fn placement_line(attached: &[ProbeDoc]) -> Option<String> {
-    let placed: Vec<(&str, &PlacementDoc)> = attached
-        .iter()
-        .filter_map(|a| Some((a.function.as_str(), a.placement.as_ref()?)))
-        .collect();
+/// SSL_connect, SSL_accept, SSL_get_error", for (function, placement) pairs (kernel probes).
+pub fn placement_line<'a>(
+    placed: impl IntoIterator<Item = (&'a str, &'a PlacementDoc)>,
+) -> Option<String> {
+    let placed: Vec<(&str, &PlacementDoc)> = placed.into_iter().collect();
     if placed.is_empty() {
         return None;
     }

@@ -49,7 +49,9 @@ struct ts_site {
 	__s64 return_delta;
 	__s32 value[3];
 	__u8 rule[3];
-	__u8 _pad[1];
+	/* No other probe of the program shares the callee: the latency program may check the
+	 * caller at the callee's return (from a register) instead of at its entry (from the stack). */
+	__u8 sole_site;
 };
 
 /* Which threads a program looks at: the first member of each program's configuration. */

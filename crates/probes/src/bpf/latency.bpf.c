@@ -158,8 +158,11 @@ int BPF_KPROBE(tls_enter)
 	__u64 cookie = bpf_get_attach_cookie(ctx);
 	__u8 site = TS_COOKIE_SITE(cookie);
 
-	/* A callee placement sees every call of the callee: only the function's count. */
-	if (site && !called_from_function(ctx, site))
+	/* A callee placement sees every call of the callee. Which function called it is checked
+	 * here, from the return address on the stack, when another probe shares the callee; else
+	 * at the return, where the return address is a register: reading the stack here was a third
+	 * of this program's time on keep-alive requests. */
+	if (site && !site_of(site)->sole_site && !called_from_function(ctx, site))
 		return 0;
 	count(TS_CALLS);
 	if (!wanted(pid_tgid))
@@ -227,6 +230,12 @@ int BPF_KRETPROBE(tls_return)
 		t->depth = 0;
 		return 0;
 	}
+	/* A sole callee site's frame is pushed for every caller: here ip is the return address
+	 * (handle_trampoline restores it before the handlers run), and the probe's address is the
+	 * callee's. Another function's call of the callee is popped, not counted. */
+	if (site && site_of(site)->sole_site &&
+	    (__s64)(PT_REGS_IP(ctx) - bpf_get_func_ip(ctx)) != site_of(site)->return_delta)
+		return 0;
 	__u64 latency_ns = now - f->start_ns;
 	__u64 arg0 = f->arg0;
 	long rc = PT_REGS_RC(ctx);
