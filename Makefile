@@ -47,6 +47,8 @@ bench: build
 	bench/trace-overhead
 	bench/sniff-overhead
 	bench/compare-openssl
+	bench/pacing
+	bench/hostile-clients
 
 clean:
 	$(CARGO) clean
