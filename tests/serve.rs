@@ -384,3 +384,28 @@ fn a_large_body_with_connection_close_is_read_before_closing() {
     let stats = server.stop();
     assert_eq!(stats["requests"], 1, "{stats}");
 }
+
+/// A response that takes many turns of the worker (about 1 MiB each) is written without
+/// waiting between turns: a connection that used up its turn used to wait for the next 100 ms
+/// sweep (no epoll event comes for it), and 100 MB took about 10 s. The bound leaves a margin of
+/// more than ten times the healthy time on this machine kind (0.05-0.3 s).
+#[test]
+fn a_long_response_is_written_without_waiting_between_turns() {
+    let server = Serve::start(&["--threads", "1"]);
+    let url = format!("https://localhost:{}/bytes/100000000", server.port());
+    let started = std::time::Instant::now();
+    let out = support::curl(
+        &server.cert(),
+        &url,
+        &["-o", "/dev/null", "-w", "%{size_download}"],
+    );
+    let took = started.elapsed();
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    assert_eq!(support::text(&out.stdout).trim(), "100000000");
+    assert!(
+        took < std::time::Duration::from_secs(4),
+        "100 MB took {took:?}: the connection waited between turns"
+    );
+    let stats = server.stop();
+    assert_eq!(stats["requests"], 1, "{stats}");
+}

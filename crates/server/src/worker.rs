@@ -141,7 +141,9 @@ impl Worker {
         };
         let mut next_sweep = shared.clock.now + SWEEP_INTERVAL;
         while !self.shutdown.load(Ordering::Relaxed) {
-            let busy = !st.ready.is_empty() || st.accepting == Accepting::More;
+            // Connections that used up their turn wait in `ready_next` (no event will come for
+            // them: epoll is edge-triggered).
+            let busy = !st.ready_next.is_empty() || st.accepting == Accepting::More;
             let timeout = if busy {
                 Duration::ZERO
             } else {
