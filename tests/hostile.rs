@@ -418,6 +418,30 @@ fn issue_14_a_flood_of_half_open_handshakes_is_shed_and_timed_out() {
     assert_eq!(n(&c["accepted"]), n(&c["closed"]), "{stats}");
 }
 
+/// Exactly as many connections as the limit, all waiting at once: the worker takes them in
+/// one batch and, looking for more, must not shed one of them when nobody else is queued (it
+/// shed first and accepted second, and the accept found nothing).
+#[test]
+fn issue_14_no_connection_is_shed_when_nobody_is_queued() {
+    let mut args = SHORT_LIMITS.to_vec();
+    args.extend(["--max-connections", "64", "--threads", "1"]);
+    let server = Serve::start(&args);
+    let pid = i32::try_from(server.pid()).unwrap();
+    // Stopped, the server leaves the 64 connections in the kernel's queue, to be taken in one
+    // batch of 64 (ACCEPT_BATCH) when it goes on.
+    // SAFETY: kill signals the server this test started.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let held: Vec<TcpStream> = (0..64).map(|_| tcp(server.addr)).collect();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGCONT) }, 0);
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    drop(held);
+    let stats = server.stop();
+    let c = &stats["connections"];
+    assert_eq!(n(&c["accepted"]), 64, "{stats}");
+    assert_eq!(n(&c["shed"]), 0, "nobody was queued: {stats}");
+}
+
 /// Garbage instead of a ClientHello (plain HTTP, an SSH banner, noise) is refused at once:
 /// the connection closes long before the 30 s handshake deadline, and each is counted as not
 /// TLS.

@@ -192,7 +192,10 @@ impl Worker {
     /// once at the limit.
     fn accept_some(&self, st: &mut State, w: &WorkerShared<'_>) {
         for _ in 0..ACCEPT_BATCH {
-            if st.conns.open >= self.limits.max_connections && !st.shed_oldest_waiter(w) {
+            // At the limit, a waiter makes room, but only for a connection that is there: shed
+            // before the accept, a WouldBlock would have closed it for nothing.
+            let full = st.conns.open >= self.limits.max_connections;
+            if full && st.oldest_waiter().is_none() {
                 st.pause_accepting(w.counters);
                 return;
             }
@@ -209,6 +212,9 @@ impl Worker {
                 // Interrupted, or a connection reset before it was taken: take the next.
                 Err(_) => continue,
             };
+            if full {
+                st.shed_oldest_waiter(w);
+            }
             WorkerCounters::one(&w.counters.connections_accepted);
             self.admit(st, stream, w);
         }
@@ -304,24 +310,36 @@ impl State {
 
     /// Closes the connection that has waited longest for its client, to make room; false
     /// when no connection is waiting on its client.
-    fn shed_oldest_waiter(&mut self, w: &WorkerShared<'_>) -> bool {
+    /// The connection that has waited longest of those that may be shed, left open; the
+    /// queue's stale entries (closed, reused or moved on since) are dropped on the way.
+    fn oldest_waiter(&mut self) -> Option<usize> {
         if self.shed_queue.entries.is_empty() {
             self.fill_shed_queue();
         }
-        while let Some((since, i, serial)) = self.shed_queue.entries.pop() {
+        while let Some(&(since, i, serial)) = self.shed_queue.entries.last() {
             let still_waiting = matches!(
                 &self.conns.slots[i],
                 Some(c) if c.serial() == serial && c.since() == since && c.stage().sheddable()
             );
             if still_waiting {
-                if let Some(conn) = &self.conns.slots[i] {
-                    conn.count_shed(w.counters);
-                }
-                self.close(i, w.counters);
-                return true;
+                return Some(i);
             }
+            self.shed_queue.entries.pop();
         }
-        false
+        None
+    }
+
+    /// Closes the longest waiter, counted as shed; false when none may be.
+    fn shed_oldest_waiter(&mut self, w: &WorkerShared<'_>) -> bool {
+        let Some(i) = self.oldest_waiter() else {
+            return false;
+        };
+        self.shed_queue.entries.pop();
+        if let Some(conn) = &self.conns.slots[i] {
+            conn.count_shed(w.counters);
+        }
+        self.close(i, w.counters);
+        true
     }
 
     fn fill_shed_queue(&mut self) {
