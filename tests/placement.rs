@@ -252,7 +252,8 @@ fn emulated_and_entry_placements_count_the_same_on_openssl_302() {
 
 /// SSL_read alone probed at its callee, which SSL_read_ex calls too: Python's SSL_read_ex and
 /// SSL_write_ex calls reach the same callees, and must not count as SSL_read and SSL_write
-/// (with no other probe there, the caller is told at the callee's return).
+/// (with no other probe there, the caller is told at the callee's return). Counted per process:
+/// the library is traced in every process, other tests' included.
 #[test]
 fn a_callee_s_other_callers_are_not_counted_as_the_probed_function() {
     let _one = one_at_a_time();
@@ -267,30 +268,63 @@ fn a_callee_s_other_callers_are_not_counted_as_the_probed_function() {
         "SSL_read,SSL_write",
         "--placement",
         "emulated",
+        "--per-pid",
     ]);
     // The built-in server reads and writes with SSL_read and SSL_write; Python with the _ex
-    // calls.
-    for i in 0..3 {
-        crate::sniff::python_post(serve.addr, &serve.cert(), &format!("token{i}"), 2000);
-    }
-    bench(serve.addr, &["--mode", "keepalive", "-n", "50", "-c", "1"]);
+    // calls, in three requests of its own.
+    let pythons: Vec<u64> = (0..3)
+        .map(|i| python_get(serve.addr, &serve.cert(), i))
+        .collect();
     let (ok, stdout, stderr, doc) = trace.stop();
+    let server = serve.pid();
     let stats = serve.stop();
     assert!(ok, "{stderr}");
     assert_eq!(placement_at(&doc, "SSL_read"), "callee", "{stdout}");
     assert_eq!(placement_at(&doc, "SSL_write"), "callee", "{stdout}");
+    let count = |pid: u64, function: &str| -> u64 {
+        doc["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["pid"] == pid && f["function"] == function && f["outcome"] == "success")
+            .map(|f| f["summary"]["count"].as_u64().unwrap())
+            .sum()
+    };
     let requests = stats["requests"].as_u64().unwrap();
-    // The server's, plus those of tlsscope bench (SSL_write and SSL_read too), and no more:
-    // one write and one read per request on each side.
-    assert!(requests >= 53, "{stats}");
-    let (writes, reads) = (
-        calls(&doc, "SSL_write", "success"),
-        calls(&doc, "SSL_read", "success"),
+    assert_eq!(requests, 3, "{stats}");
+    assert_eq!(count(u64::from(server), "SSL_write"), requests, "{stdout}");
+    assert_eq!(count(u64::from(server), "SSL_read"), requests, "{stdout}");
+    for pid in pythons {
+        for function in ["SSL_read", "SSL_write"] {
+            assert_eq!(
+                count(pid, function),
+                0,
+                "python {pid}, {function}: {stdout}"
+            );
+        }
+    }
+}
+
+/// One GET through Python's ssl module (SSL_write_ex, SSL_read_ex); returns its PID.
+fn python_get(addr: std::net::SocketAddr, cert: &Path, i: usize) -> u64 {
+    let script = format!(
+        "import os, socket, ssl\n\
+         ctx = ssl.create_default_context(cafile={cert:?})\n\
+         s = ctx.wrap_socket(socket.create_connection(('127.0.0.1', {port})), server_hostname='localhost')\n\
+         s.sendall(b'GET /?r={i} HTTP/1.1\\r\\nHost: localhost\\r\\n\\r\\n')\n\
+         assert s.recv(65536).startswith(b'HTTP/1.1 200')\n\
+         print(os.getpid())\n",
+        cert = cert.display().to_string(),
+        port = addr.port(),
     );
-    let bench_requests = requests - 3;
-    assert_eq!(writes, requests + bench_requests, "{stdout}");
+    let out = support::run_with_timeout(
+        std::process::Command::new("python3").args(["-c", &script]),
+        std::time::Duration::from_secs(60),
+    );
     assert!(
-        reads >= requests + bench_requests && reads <= requests + 2 * bench_requests,
-        "SSL_read successes {reads} for {requests} requests: {stdout}"
+        out.status.success(),
+        "python3: {}",
+        support::text(&out.stderr)
     );
+    support::text(&out.stdout).trim().parse().unwrap()
 }

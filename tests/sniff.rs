@@ -511,7 +511,7 @@ fn n(v: &Value) -> u64 {
 }
 
 /// Python's ssl module writes a 1 MiB body with one SSL_write_ex.
-pub(crate) fn python_post(addr: SocketAddr, cert: &std::path::Path, token: &str, size: usize) {
+fn python_post(addr: SocketAddr, cert: &std::path::Path, token: &str, size: usize) {
     let script = format!(
         "import socket, ssl\n\
          ctx = ssl.create_default_context(cafile={cert:?})\n\
