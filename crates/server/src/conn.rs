@@ -582,9 +582,9 @@ enum Step {
 }
 
 /// A short, stable reason for a failed handshake, for counting.
-fn failure_reason(e: &TlsError) -> String {
+fn failure_reason(e: &TlsError) -> std::borrow::Cow<'_, str> {
     match e.queue.reason() {
-        Some(reason) => reason.to_string(),
-        None => e.to_string(),
+        Some(reason) => reason.into(),
+        None => e.to_string().into(),
     }
 }
