@@ -109,7 +109,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     let elapsed = started.elapsed();
     let environment = experiments::environment::host(std::env::args().collect());
     let mut doc = trace::document(&session.targets, buckets, tracer, elapsed, environment);
-    let paths: Vec<String> = doc.attached.iter().map(|p| p.path.clone()).collect();
+    let paths = trace::traced_files(tracer, &watched);
     experiments::environment::note_traced(&mut doc.environment, paths.iter().map(String::as_str));
     // Detach before printing: a slow or closed stdout must not keep the probes in place.
     let child_end = session.end_child(CHILD_GRACE);

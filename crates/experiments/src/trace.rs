@@ -230,6 +230,28 @@ pub fn watched_pids(child: Option<&std::process::Child>, targets: &[u32]) -> Vec
     }
 }
 
+/// The library files whose calls a trace counted, for the environment: the probes' files for the
+/// kernel backend; for the in-process backend (whose probes are tlsscope's own wrapper library)
+/// the TLS libraries the traced processes map, those still running.
+pub fn traced_files(tracer: &dyn probes::Trace, pids: &[u32]) -> Vec<String> {
+    let mut paths: Vec<String> = match tracer.backend() {
+        probes::Backend::Kernel => tracer
+            .attached()
+            .iter()
+            .map(|a| a.point.path.display().to_string())
+            .collect(),
+        probes::Backend::User => pids
+            .iter()
+            .filter_map(|&pid| probes::tls_libraries(pid).ok())
+            .flatten()
+            .map(|l| l.path.display().to_string())
+            .collect(),
+    };
+    let mut seen = std::collections::HashSet::new();
+    paths.retain(|p| seen.insert(p.clone()));
+    paths
+}
+
 /// When a trace ends: after `duration`, when `stop` is set, or when every process of `pids`
 /// (if any) has exited.
 pub struct Until<'a> {

@@ -1,73 +1,156 @@
 //! The version of a TLS library file that tlsscope observes but does not use: the traced
-//! program's libssl (OpenSSL), libgnutls or NSS's libssl3, asked through its own version
-//! function after loading it privately (`RTLD_LOCAL`: nothing of it joins tlsscope's scope).
+//! program's libssl (OpenSSL), libgnutls or NSS's libssl3, read from the file's bytes. Nothing
+//! of it is loaded or run in tlsscope: the file may be any process's, and its initialisers are
+//! its own business.
 
-use std::ffi::{CStr, CString};
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What a library file says of itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileVersion {
     /// "OpenSSL 3.0.19 27 Jan 2026", "GnuTLS 3.7.9", "NSS 3.87.1".
     pub text: String,
-    /// OpenSSL's `OPENSSL_VERSION_NUMBER`; 0 for the others.
+    /// OpenSSL's `OPENSSL_VERSION_NUMBER`, as its version text gives it; 0 for the others.
     pub number: u64,
 }
 
-/// Loads `path` (or finds it loaded) and asks its version, or that of the library it links to
-/// for it (libssl answers through its libcrypto, NSS's libssl3 through libnss3). `None` when
-/// the file cannot be loaded or has no version function tlsscope knows.
+/// The version `path` carries, or that of the library it links to for it (OpenSSL's libssl
+/// answers through the libcrypto beside it, or the system's). `None` when neither holds a
+/// version string tlsscope knows.
 pub fn version_of_file(path: &Path) -> Option<FileVersion> {
-    let name = CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: dlopen with a NUL-terminated path; a null handle is handled. The handle is kept
-    // (never closed): the object may be one the process uses.
-    let handle = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_LOCAL) };
-    if handle.is_null() {
-        return None;
+    let bytes = std::fs::read(path).ok()?;
+    if let Some(v) = openssl_in(&bytes)
+        .or_else(|| nss_in(&bytes))
+        .or_else(|| gnutls_in(path, &bytes))
+    {
+        return Some(v);
     }
-    let symbol = |s: &CStr| {
-        // SAFETY: dlsym on a live handle with a NUL-terminated name.
-        let p = unsafe { libc::dlsym(handle, s.as_ptr()) };
-        (!p.is_null()).then_some(p)
+    libcrypto_for(path).find_map(|crypto| openssl_in(&std::fs::read(crypto).ok()?))
+}
+
+/// The NUL-terminated strings of `bytes` that start with `prefix`, without it.
+fn strings_after<'a>(bytes: &'a [u8], prefix: &'a [u8]) -> impl Iterator<Item = &'a str> + 'a {
+    let mut from = 0;
+    std::iter::from_fn(move || {
+        while let Some(at) = find(&bytes[from..], prefix) {
+            let start = from + at + prefix.len();
+            let end = bytes[start..]
+                .iter()
+                .position(|&b| b == 0)
+                .map_or(bytes.len(), |n| start + n);
+            from = start;
+            // A string of its own: what precedes the prefix ends the string before it.
+            let own = from - prefix.len() == 0 || bytes[from - prefix.len() - 1] == 0;
+            if let (true, Ok(text)) = (
+                own && end - start < 64,
+                std::str::from_utf8(&bytes[start..end]),
+            ) {
+                return Some(text);
+            }
+        }
+        None
+    })
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// OPENSSL_VERSION_TEXT ("OpenSSL 3.0.19 27 Jan 2026", "OpenSSL 1.1.1w  11 Sep 2023"), which
+/// libcrypto holds, and the number it stands for.
+fn openssl_in(bytes: &[u8]) -> Option<FileVersion> {
+    strings_after(bytes, b"OpenSSL ").find_map(|rest| {
+        let words: Vec<&str> = rest.split_whitespace().collect();
+        let [version, day, month, year] = words[..] else {
+            return None;
+        };
+        let dated = day.parse::<u8>().is_ok() && month.len() == 3 && year.parse::<u16>().is_ok();
+        let number = openssl_number(version)?;
+        dated.then(|| FileVersion {
+            text: format!("OpenSSL {}", rest.trim_end()),
+            number,
+        })
+    })
+}
+
+/// OPENSSL_VERSION_NUMBER from "3.0.19" (0x30000130: major, minor, patch) or "1.1.1w"
+/// (0x1010117f: major, minor, fix, patch letter, release).
+fn openssl_number(version: &str) -> Option<u64> {
+    let mut parts = version.splitn(3, '.');
+    let major: u64 = parts.next()?.parse().ok()?;
+    let minor: u64 = parts.next()?.parse().ok()?;
+    let last = parts.next()?;
+    let digits = last
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(last.len());
+    let patch: u64 = last[..digits].parse().ok()?;
+    let letters = &last[digits..];
+    if major >= 3 {
+        return (letters.is_empty() || letters.starts_with('-'))
+            .then_some(major << 28 | minor << 20 | patch << 4);
+    }
+    let letter = match letters.as_bytes() {
+        [] => 0,
+        [l @ b'a'..=b'z'] => u64::from(l - b'a' + 1),
+        _ => return None,
     };
-    let text_of = |p: *const libc::c_char| {
-        // SAFETY: a non-null version string of the library is NUL-terminated and static.
-        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
-    };
-    if let Some(f) = symbol(c"OpenSSL_version") {
-        type Text = unsafe extern "C" fn(libc::c_int) -> *const libc::c_char;
-        type Number = unsafe extern "C" fn() -> libc::c_ulong;
-        // SAFETY: OpenSSL_version(int) -> const char *; OpenSSL_version_num(void) ->
-        // unsigned long, both in every OpenSSL since 1.1.0.
-        let text = text_of(unsafe { std::mem::transmute::<*mut libc::c_void, Text>(f)(0) })?;
-        let number = symbol(c"OpenSSL_version_num").map_or(0, |n| {
-            // SAFETY: as above.
-            (unsafe { std::mem::transmute::<*mut libc::c_void, Number>(n)() }) as u64
-        });
-        return Some(FileVersion { text, number });
-    }
-    type NoArgs = unsafe extern "C" fn() -> *const libc::c_char;
-    if let Some(f) = symbol(c"gnutls_check_version") {
-        type Check = unsafe extern "C" fn(*const libc::c_char) -> *const libc::c_char;
-        // SAFETY: gnutls_check_version(NULL) returns the library's version string.
-        let v = text_of(unsafe {
-            std::mem::transmute::<*mut libc::c_void, Check>(f)(std::ptr::null())
-        })?;
-        return Some(FileVersion {
-            text: format!("GnuTLS {v}"),
-            number: 0,
-        });
-    }
-    if let Some(f) = symbol(c"NSS_GetVersion") {
-        // SAFETY: NSS_GetVersion(void) returns NSS's version string.
-        let v = text_of(unsafe { std::mem::transmute::<*mut libc::c_void, NoArgs>(f)() })?;
-        return Some(FileVersion {
+    Some(major << 28 | minor << 20 | patch << 12 | letter << 4 | 0xf)
+}
+
+/// NSS's "Version: NSS 3.87.1" (in libnss3 and NSS's libssl3).
+fn nss_in(bytes: &[u8]) -> Option<FileVersion> {
+    strings_after(bytes, b"Version: NSS ").find_map(|v| {
+        dotted(v).then(|| FileVersion {
             text: format!("NSS {v}"),
             number: 0,
-        });
+        })
+    })
+}
+
+/// GnuTLS's version string ("3.7.9", a string of its own in libgnutls), for a libgnutls file.
+fn gnutls_in(path: &Path, bytes: &[u8]) -> Option<FileVersion> {
+    let name = path.file_name()?.to_str()?;
+    if !name.starts_with("libgnutls.so") {
+        return None;
     }
-    None
+    strings_after(bytes, b"3.").find_map(|rest| {
+        let v = format!("3.{rest}");
+        dotted(&v).then(|| FileVersion {
+            text: format!("GnuTLS {v}"),
+            number: 0,
+        })
+    })
+}
+
+/// "3.87.1", "3.7.9": three numbers and two dots, nothing else.
+fn dotted(v: &str) -> bool {
+    let parts: Vec<&str> = v.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Where an OpenSSL libssl's libcrypto may be: beside it (a build's lib directory), then the
+/// system's library directories; the same soname version ("libssl.so.3" -> "libcrypto.so.3").
+fn libcrypto_for(path: &Path) -> impl Iterator<Item = PathBuf> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    let crypto = name
+        .strip_prefix("libssl.so")
+        .map(|suffix| format!("libcrypto.so{suffix}"));
+    let dirs = [
+        path.parent().map(Path::to_path_buf),
+        Some(PathBuf::from("/usr/lib/x86_64-linux-gnu")),
+        Some(PathBuf::from("/lib/x86_64-linux-gnu")),
+        Some(PathBuf::from("/usr/lib")),
+    ];
+    dirs.into_iter()
+        .flatten()
+        .filter_map(move |dir| Some(dir.join(crypto.as_ref()?)))
+        .filter(|p| p.is_file())
 }
 
 #[cfg(test)]
@@ -79,7 +162,12 @@ mod tests {
         let path = Path::new("/usr/lib/x86_64-linux-gnu/libssl.so.3");
         let v = version_of_file(path).expect("Debian's libssl.so.3 answers");
         assert!(v.text.starts_with("OpenSSL 3."), "{v:?}");
-        assert_eq!(v.number >> 28, 3, "{v:?}");
+        // What the library itself answers (tlsscope's own OpenSSL is the system's).
+        let own = crate::Library::load(&crate::LibrarySource::System)
+            .unwrap()
+            .version();
+        assert_eq!(v.text, own.text, "{v:?}");
+        assert_eq!(v.number, own.number, "{v:?}");
     }
 
     #[test]
@@ -90,6 +178,19 @@ mod tests {
         let nss = version_of_file(Path::new("/usr/lib/x86_64-linux-gnu/libssl3.so"))
             .expect("NSS's libssl3.so answers");
         assert!(nss.text.starts_with("NSS 3."), "{nss:?}");
+    }
+
+    #[test]
+    fn version_numbers_follow_openssl_s_layout() {
+        assert_eq!(openssl_number("3.0.19"), Some(0x3000_0130));
+        assert_eq!(openssl_number("3.4.1"), Some(0x3040_0010));
+        assert_eq!(openssl_number("1.1.1w"), Some(0x1010_117f));
+        assert_eq!(openssl_number("1.1.1"), Some(0x1010_100f));
+        assert_eq!(openssl_number("default"), None);
+        let text = b"\0OpenSSL 1.1.1w  11 Sep 2023\0OpenSSL default\0";
+        let v = openssl_in(text).unwrap();
+        assert_eq!(v.text, "OpenSSL 1.1.1w  11 Sep 2023");
+        assert_eq!(v.number, 0x1010_117f);
     }
 
     #[test]

@@ -43,8 +43,8 @@ pub struct Environment {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TracedLibrary {
     pub path: String,
-    /// "OpenSSL 3.0.19 27 Jan 2026", "GnuTLS 3.7.9", "NSS 3.87.1"; empty when it has no
-    /// version function tlsscope knows (NSPR's libnspr4).
+    /// "OpenSSL 3.0.19 27 Jan 2026", "GnuTLS 3.7.9", "NSS 3.87.1", as the file (or an OpenSSL
+    /// libssl's libcrypto) holds it; empty when it holds none tlsscope knows (NSPR's libnspr4).
     pub version: String,
     /// OpenSSL's `OPENSSL_VERSION_NUMBER`; 0 for the others.
     pub version_number: u64,
