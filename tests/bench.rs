@@ -190,8 +190,14 @@ fn keepalive_requests_on_the_builtin_server() {
         6,
         "five and the first check: {stats}"
     );
-    // The client closed its idle connections with close_notify: no error on the server's side.
+    // The client closed its idle connections with close_notify: no error on the server's side,
+    // and no connection ended without one.
     assert_eq!(n(&stats["connections"]["errors"]), 0, "{stats}");
+    assert_eq!(
+        n(&stats["connections"]["closed_without_close_notify"]),
+        0,
+        "{stats}"
+    );
 }
 
 #[test]

@@ -649,4 +649,11 @@ fn issue_14_clients_resetting_mid_response_are_counted_and_survived() {
         resets,
         "{stats}"
     );
+    // Each reset is also a connection that ended without close_notify (the polite load's end
+    // with one).
+    assert_eq!(
+        n(&stats["connections"]["closed_without_close_notify"]),
+        resets,
+        "{stats}"
+    );
 }

@@ -566,8 +566,12 @@ impl Conn {
             Io::Failed(e) => {
                 if e.code == ErrorCode::Ssl && !e.is_unexpected_eof() {
                     WorkerCounters::one(&counters.connection_errors);
-                } else if mid_response {
-                    WorkerCounters::one(&counters.responses_aborted);
+                } else {
+                    // An EOF or a reset without close_notify.
+                    WorkerCounters::one(&counters.closed_without_close_notify);
+                    if mid_response {
+                        WorkerCounters::one(&counters.responses_aborted);
+                    }
                 }
                 Step::Close
             }

@@ -36,6 +36,7 @@ pub struct WorkerCounters {
     pub connections_shed: AtomicU64,
     pub accept_pauses: AtomicU64,
     pub responses_aborted: AtomicU64,
+    pub closed_without_close_notify: AtomicU64,
     pub handshakes_failed_timeout: AtomicU64,
     pub handshakes_failed_not_tls: AtomicU64,
     pub handshakes_failed_peer_closed: AtomicU64,
@@ -218,6 +219,10 @@ pub struct ConnectionStats {
     pub accept_pauses: u64,
     /// Connections whose client went away (reset or closed) while a response was being sent.
     pub responses_aborted: u64,
+    /// Connections whose client, after the handshake, closed or reset the connection without a
+    /// TLS close_notify (a truncation TLS cannot tell from an end); not errors.
+    #[serde(default)]
+    pub closed_without_close_notify: u64,
 }
 
 /// Connections closed by each deadline.
@@ -343,6 +348,7 @@ impl ServerCounters {
                 shed: sum(|w| &w.connections_shed),
                 accept_pauses: sum(|w| &w.accept_pauses),
                 responses_aborted: sum(|w| &w.responses_aborted),
+                closed_without_close_notify: sum(|w| &w.closed_without_close_notify),
             },
             handshakes: HandshakeStats {
                 full: sum(|w| &w.handshakes_full),
