@@ -1,13 +1,16 @@
 //! The built-in server's request head parser (`server::http::parse_request`).
 //!
 //! Properties: the head it reports lies inside the input and ends at the first blank line
-//! (a byte less is incomplete); the method and path it returns are slices of that head; and a
-//! request that parses, written out again in canonical form, parses to the same request.
+//! (a byte less is incomplete); the method and path it returns are slices of that head; a
+//! request that parses, written out again in canonical form, parses to the same request; and
+//! the head scanner the server keeps across reads (`HeadScan`), fed the input in pieces, says
+//! after every piece what one scan of everything so far says.
 
-use server::http::{parse_request, route, ParseError, Request};
+use server::http::{parse_request, route, HeadScan, HeadStatus, ParseError, Request};
 
 /// Checks the request parser on `data` (see the module's properties); panics on a violation.
 pub fn check(data: &[u8]) {
+    check_pieces(data);
     let request = match parse_request(data) {
         Ok(request) => request,
         Err(ParseError::Incomplete) => {
@@ -24,6 +27,30 @@ pub fn check(data: &[u8]) {
     check_round_trip(&request);
     // Routing takes what the parser returned; it must cope with any of it.
     let _ = route(request.method, request.path);
+}
+
+/// `data`'s first byte picks the piece sizes (1 to 16 bytes, varying with the bytes read); the
+/// rest is the stream. Stops at the first answer that is not "incomplete", as the server does.
+fn check_pieces(data: &[u8]) {
+    let Some((&seed, stream)) = data.split_first() else {
+        return;
+    };
+    let mut scan = HeadScan::default();
+    let (mut read, mut piece) = (0, usize::from(seed % 16) + 1);
+    while read < stream.len() {
+        read = (read + piece).min(stream.len());
+        let so_far = &stream[..read];
+        let status = scan.advance(so_far);
+        assert_eq!(
+            status,
+            HeadScan::default().advance(so_far),
+            "after {read} bytes in pieces"
+        );
+        if status != HeadStatus::Incomplete {
+            return;
+        }
+        piece = usize::from((seed ^ stream[read - 1]) % 16) + 1;
+    }
 }
 
 /// The head is within `data`, ends with the first blank line, and holds method and path.
