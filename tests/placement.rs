@@ -317,14 +317,6 @@ fn python_get(addr: std::net::SocketAddr, cert: &Path, i: usize) -> u64 {
         cert = cert.display().to_string(),
         port = addr.port(),
     );
-    let out = support::run_with_timeout(
-        std::process::Command::new("python3").args(["-c", &script]),
-        std::time::Duration::from_secs(60),
-    );
-    assert!(
-        out.status.success(),
-        "python3: {}",
-        support::text(&out.stderr)
-    );
+    let out = support::python(&script);
     support::text(&out.stdout).trim().parse().unwrap()
 }

@@ -372,15 +372,7 @@ fn a_large_body_with_connection_close_is_read_before_closing() {
         cert = server.cert().display().to_string(),
         port = server.addr.port(),
     );
-    let out = support::run_with_timeout(
-        std::process::Command::new("python3").args(["-c", &script]),
-        std::time::Duration::from_secs(60),
-    );
-    assert!(
-        out.status.success(),
-        "python3: {}",
-        support::text(&out.stderr)
-    );
+    support::python(&script);
     let stats = server.stop();
     assert_eq!(stats["requests"], 1, "{stats}");
 }

@@ -524,15 +524,7 @@ fn python_post(addr: SocketAddr, cert: &std::path::Path, token: &str, size: usiz
         port = addr.port(),
         len = token.len(),
     );
-    let out = support::run_with_timeout(
-        Command::new("python3").args(["-c", &script]),
-        Duration::from_secs(60),
-    );
-    assert!(
-        out.status.success(),
-        "python3: {}",
-        support::text(&out.stderr)
-    );
+    support::python(&script);
 }
 
 #[test]

@@ -45,6 +45,17 @@ pub fn tlsscope(args: &[&str]) -> Output {
     run_with_timeout(Command::new(bin()).args(args), Duration::from_secs(600))
 }
 
+/// Runs a Python 3 script (`python3 -c`), at most 60 s; panics with its stderr unless it
+/// succeeds. Returns its output.
+pub fn python(script: &str) -> Output {
+    let out = run_with_timeout(
+        Command::new("python3").args(["-c", script]),
+        Duration::from_secs(60),
+    );
+    assert!(out.status.success(), "python3: {}", text(&out.stderr));
+    out
+}
+
 /// Runs a command with stdin closed, killing it if it outlives `limit`.
 pub fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Output {
     let mut child = cmd

@@ -233,8 +233,9 @@ pub fn watched_pids(child: Option<&std::process::Child>, targets: &[u32]) -> Vec
 /// The library files whose calls a trace counted, for the environment: the probes' files for the
 /// kernel backend; for the in-process backend (whose probes are tlsscope's own wrapper library)
 /// the TLS libraries the traced processes map, those still running.
+/// Repeats are left in (`environment::note_traced` names each file once).
 pub fn traced_files(tracer: &dyn probes::Trace, pids: &[u32]) -> Vec<String> {
-    let mut paths: Vec<String> = match tracer.backend() {
+    match tracer.backend() {
         probes::Backend::Kernel => tracer
             .attached()
             .iter()
@@ -246,10 +247,7 @@ pub fn traced_files(tracer: &dyn probes::Trace, pids: &[u32]) -> Vec<String> {
             .flatten()
             .map(|l| l.path.display().to_string())
             .collect(),
-    };
-    let mut seen = std::collections::HashSet::new();
-    paths.retain(|p| seen.insert(p.clone()));
-    paths
+    }
 }
 
 /// When a trace ends: after `duration`, when `stop` is set, or when every process of `pids`

@@ -30,30 +30,17 @@ pub fn version_of_file(path: &Path) -> Option<FileVersion> {
 
 /// The NUL-terminated strings of `bytes` that start with `prefix`, without it.
 fn strings_after<'a>(bytes: &'a [u8], prefix: &'a [u8]) -> impl Iterator<Item = &'a str> + 'a {
-    let mut from = 0;
-    std::iter::from_fn(move || {
-        while let Some(at) = find(&bytes[from..], prefix) {
-            let start = from + at + prefix.len();
-            let end = bytes[start..]
-                .iter()
-                .position(|&b| b == 0)
-                .map_or(bytes.len(), |n| start + n);
-            from = start;
-            // A string of its own: what precedes the prefix ends the string before it.
-            let own = from - prefix.len() == 0 || bytes[from - prefix.len() - 1] == 0;
-            if let (true, Ok(text)) = (
-                own && end - start < 64,
-                std::str::from_utf8(&bytes[start..end]),
-            ) {
-                return Some(text);
-            }
+    memchr::memmem::find_iter(bytes, prefix).filter_map(move |at| {
+        // A string of its own: the prefix follows the NUL that ends the string before it.
+        if at > 0 && bytes[at - 1] != 0 {
+            return None;
         }
-        None
+        let start = at + prefix.len();
+        let len = memchr::memchr(0, &bytes[start..]).unwrap_or(bytes.len() - start);
+        (len < 64)
+            .then(|| std::str::from_utf8(&bytes[start..start + len]).ok())
+            .flatten()
     })
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// OPENSSL_VERSION_TEXT ("OpenSSL 3.0.19 27 Jan 2026", "OpenSSL 1.1.1w  11 Sep 2023"), which

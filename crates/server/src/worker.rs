@@ -194,11 +194,15 @@ impl Worker {
         for _ in 0..ACCEPT_BATCH {
             // At the limit, a waiter makes room, but only for a connection that is there: shed
             // before the accept, a WouldBlock would have closed it for nothing.
-            let full = st.conns.open >= self.limits.max_connections;
-            if full && st.oldest_waiter().is_none() {
-                st.pause_accepting(w.counters);
-                return;
-            }
+            let waiter = if st.conns.open >= self.limits.max_connections {
+                let Some(i) = st.oldest_waiter() else {
+                    st.pause_accepting(w.counters);
+                    return;
+                };
+                Some(i)
+            } else {
+                None
+            };
             let stream = match self.listener.accept() {
                 Ok((stream, _)) => stream,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
@@ -212,8 +216,8 @@ impl Worker {
                 // Interrupted, or a connection reset before it was taken: take the next.
                 Err(_) => continue,
             };
-            if full {
-                st.shed_oldest_waiter(w);
+            if let Some(i) = waiter {
+                st.shed(i, w);
             }
             WorkerCounters::one(&w.counters.connections_accepted);
             self.admit(st, stream, w);
@@ -329,17 +333,13 @@ impl State {
         None
     }
 
-    /// Closes the longest waiter, counted as shed; false when none may be.
-    fn shed_oldest_waiter(&mut self, w: &WorkerShared<'_>) -> bool {
-        let Some(i) = self.oldest_waiter() else {
-            return false;
-        };
+    /// Closes connection `i`, the longest waiter (`oldest_waiter`), counted as shed.
+    fn shed(&mut self, i: usize, w: &WorkerShared<'_>) {
         self.shed_queue.entries.pop();
         if let Some(conn) = &self.conns.slots[i] {
             conn.count_shed(w.counters);
         }
         self.close(i, w.counters);
-        true
     }
 
     fn fill_shed_queue(&mut self) {
