@@ -173,6 +173,11 @@ pub struct Function {
     pub internal: bool,
     /// How the sniffer sees its calls; `None`: the sniffer does not probe it.
     pub sniffed: Option<Sniffed>,
+    /// The argument (from 0) holding the count of bytes asked for, where a call that succeeds
+    /// with a count above zero returns a count above zero: OpenSSL's `SSL_read`, `SSL_peek`
+    /// and `SSL_write` (its record layer reads on until it has a byte, and writes at least
+    /// one).
+    pub length_arg: Option<u8>,
 }
 
 impl Function {
@@ -199,6 +204,7 @@ const fn f(
         semantics,
         internal,
         sniffed: None,
+        length_arg: None,
     }
 }
 
@@ -207,6 +213,14 @@ impl Function {
     const fn sniffs(self, direction: Direction, count: Count) -> Function {
         Function {
             sniffed: Some(Sniffed { direction, count }),
+            ..self
+        }
+    }
+
+    /// The count of bytes asked for is argument `n` (from 0); see [`Function::length_arg`].
+    const fn asks_bytes_in(self, n: u8) -> Function {
+        Function {
+            length_arg: Some(n),
             ..self
         }
     }
@@ -240,11 +254,15 @@ pub const CATALOG: &[Function] = &[
         .sniffs(Direction::Handshake, Return),
     Function::api("SSL_connect", OpensslSsl, Handshake, OpensslIo),
     Function::api("SSL_accept", OpensslSsl, Handshake, OpensslIo),
-    Function::api("SSL_read", OpensslSsl, Io, OpensslIo).sniffs(Read, Return),
+    Function::api("SSL_read", OpensslSsl, Io, OpensslIo)
+        .sniffs(Read, Return)
+        .asks_bytes_in(2),
     Function::api("SSL_read_ex", OpensslSsl, Io, OpensslIo).sniffs(Read, Arg4Pointer),
-    Function::api("SSL_peek", OpensslSsl, Io, OpensslIo),
+    Function::api("SSL_peek", OpensslSsl, Io, OpensslIo).asks_bytes_in(2),
     Function::api("SSL_peek_ex", OpensslSsl, Io, OpensslIo),
-    Function::api("SSL_write", OpensslSsl, Io, OpensslIo).sniffs(Write, Return),
+    Function::api("SSL_write", OpensslSsl, Io, OpensslIo)
+        .sniffs(Write, Return)
+        .asks_bytes_in(2),
     Function::api("SSL_write_ex", OpensslSsl, Io, OpensslIo).sniffs(Write, Arg4Pointer),
     Function::api("SSL_shutdown", OpensslSsl, Io, OpensslShutdown),
     crypto("EVP_DigestSign", Positive, false),

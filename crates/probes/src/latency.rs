@@ -322,6 +322,7 @@ const CALIBRATION: Function = Function {
     semantics: Semantics::Positive,
     internal: false,
     sniffed: None,
+    length_arg: None,
 };
 
 /// A running latency trace. Detaches on drop.

@@ -10,7 +10,8 @@ use std::path::Path;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut, UprobeMultiOpts};
 
-use crate::placement::{Placement, ResultRule};
+use crate::catalog::Function;
+use crate::placement::{CalleeSite, Placement, ResultRule};
 use crate::plan::{AttachPoint, Missing, Threads};
 use crate::skel::latency::types::{ts_cookie, ts_result_rule, ts_sites};
 use crate::skel::{latency, sniff};
@@ -369,24 +370,49 @@ impl<'a> Sites<'a> {
                 .filter(|q| q.path == point.path && q.probe_offset() == point.probe_offset())
                 .count()
                 == 1;
-            slot.set(site.return_delta, rules, values, sole);
+            slot.set(&SiteFields {
+                return_delta: site.return_delta,
+                rule: rules,
+                value: values,
+                sole_site: sole,
+                positive_with_len3: sign_known_from_length(point.function, site),
+            });
         }
     }
 }
 
-/// A program's `struct ts_site` (`bpf/common.h`), which each skeleton declares as its own type.
+/// Whether a callee result > 0 is enough to know that the function's result is > 0 when the
+/// call asked for bytes (`ts_site.positive_with_len3`): the function returns the count its
+/// callee wrote through the fourth argument (SSL_read's `readbytes`), a count above zero
+/// whenever bytes were asked for, and the callee's third argument is zero exactly when the
+/// function's count is.
+fn sign_known_from_length(function: &Function, site: &CalleeSite) -> bool {
+    site.results[0] == ResultRule::OutInt && function.length_arg == Some(2) && site.zero_alike(2)
+}
+
+/// One `struct ts_site` (`bpf/common.h`), as both programs read it.
+pub(crate) struct SiteFields {
+    return_delta: i64,
+    rule: [u8; 3],
+    value: [i32; 3],
+    sole_site: bool,
+    positive_with_len3: bool,
+}
+
+/// A program's `struct ts_site`, which each skeleton declares as its own type.
 pub(crate) trait SiteSlot {
-    fn set(&mut self, return_delta: i64, rules: [u8; 3], values: [i32; 3], sole: bool);
+    fn set(&mut self, fields: &SiteFields);
 }
 
 macro_rules! site_slot {
     ($skel:ident) => {
         impl SiteSlot for $skel::types::ts_site {
-            fn set(&mut self, return_delta: i64, rules: [u8; 3], values: [i32; 3], sole: bool) {
-                self.return_delta = return_delta;
-                self.rule = rules;
-                self.value = values;
-                self.sole_site = u8::from(sole);
+            fn set(&mut self, f: &SiteFields) {
+                self.return_delta = f.return_delta;
+                self.rule = f.rule;
+                self.value = f.value;
+                self.sole_site = u8::from(f.sole_site);
+                self.positive_with_len3 = u8::from(f.positive_with_len3);
             }
         }
     };
@@ -421,6 +447,51 @@ mod tests {
         assert_eq!(
             sniff::types::ts_cookie::TS_COOKIE_FIELD_BITS.0,
             ts_cookie::TS_COOKIE_FIELD_BITS.0
+        );
+    }
+
+    #[test]
+    fn read_and_write_are_classed_without_reading_their_count() {
+        use crate::catalog::Selection;
+        use crate::placement::PlacementMode;
+        use crate::plan::{Plan, Target};
+        let libssl = std::path::PathBuf::from("/usr/lib/x86_64-linux-gnu/libssl.so.3");
+        assert!(libssl.exists(), "Debian's libssl3 (in make deps)");
+        let only = [
+            "SSL_read",
+            "SSL_write",
+            "SSL_peek",
+            "SSL_read_ex",
+            "SSL_write_ex",
+        ];
+        let selection = Selection::Latency {
+            groups: crate::catalog::Groups::all(),
+            only: only.iter().map(|s| s.to_string()).collect(),
+            exact: false,
+        };
+        let plan = Plan::new(&[Target::Library(libssl)], selection)
+            .unwrap()
+            .with_placement(PlacementMode::Emulated);
+        let mut known = Vec::new();
+        for p in &plan.points {
+            let Placement::Callee(site) = &p.placement else {
+                continue;
+            };
+            if sign_known_from_length(p.function, site) {
+                known.push(p.function.name);
+            }
+            // Without the count's argument check, or with another count, the count is read.
+            let mut other = site.clone();
+            other.zero_alike[2] = false;
+            assert!(!sign_known_from_length(p.function, &other));
+        }
+        known.sort_unstable();
+        // The _ex functions return 1 and leave the count behind their fourth argument.
+        assert_eq!(
+            known,
+            ["SSL_peek", "SSL_read", "SSL_write"],
+            "{:?}",
+            plan.points
         );
     }
 

@@ -116,12 +116,20 @@ pub struct CalleeSite {
     /// Whether the callee gets the function's argument n (0: rdi ... 5: r9) as its own
     /// argument n: what a probe reading the function's arguments at the callee relies on.
     pub passes_on: [bool; 6],
+    /// Whether the callee's argument n is zero exactly when the function's is: passed on, or
+    /// its low half widened (SSL_read's `int num` made a `size_t` with `movslq`).
+    pub zero_alike: [bool; 6],
 }
 
 impl CalleeSite {
     /// Whether the callee gets the function's argument `n` (from 0) as its own argument `n`.
     pub fn passes_on(&self, n: usize) -> bool {
         self.passes_on.get(n).copied().unwrap_or(false)
+    }
+
+    /// Whether the callee's argument `n` (from 0) is zero exactly when the function's is.
+    pub fn zero_alike(&self, n: usize) -> bool {
+        self.zero_alike.get(n).copied().unwrap_or(false)
     }
 }
 
@@ -369,6 +377,8 @@ enum Before {
     Arg(u8),
     /// The address `k` bytes from %rsp at the function's entry.
     Stack(i64),
+    /// The low half of argument `n`, sign- or zero-extended: zero exactly when that half is.
+    Widened(u8),
     Other,
 }
 
@@ -384,6 +394,8 @@ struct FirstCall {
     unseen: Option<String>,
     /// Which of the function's arguments the call gets in the same registers.
     passes_on: [bool; 6],
+    /// Which it gets passed on or widened from their low half.
+    zero_alike: [bool; 6],
 }
 
 /// The callee placement of the function at `address`, if it has one.
@@ -402,6 +414,7 @@ fn callee_site(code: &Code, address: u64, kernel: Kernel) -> Option<CalleeSite> 
         results: [positive, zero, negative],
         unseen: call.unseen,
         passes_on: call.passes_on,
+        zero_alike: call.zero_alike,
     })
 }
 
@@ -445,6 +458,9 @@ fn first_call(code: &Code, address: u64) -> Option<FirstCall> {
                     },
                     unseen: unseen_words(address, &exits),
                     passes_on: std::array::from_fn(|n| regs[ARG_REGS[n]] == Before::Arg(n as u8)),
+                    zero_alike: std::array::from_fn(
+                        |n| matches!(regs[ARG_REGS[n]], Before::Arg(a) | Before::Widened(a) if a == n as u8),
+                    ),
                 });
             }
             m if is_jcc(m) => match tested {
@@ -483,7 +499,15 @@ fn assign_before(i: &Instruction, regs: &mut [Before; 16], rsp: i64) -> Option<(
             (RSP, _) => Before::Stack(rsp),
             (src, _) => regs[src],
         },
-        // 32-bit moves, sign extensions, loads: nothing the call's arguments can rely on.
+        // `movslq %edx,%rdx`, `mov %edx,%edx`: an argument's low half, widened.
+        (Mnemonic::Movsxd | Mnemonic::Mov, OpKind::Register) => match reg_op(i, 1)? {
+            (src, Width::Low32) => match regs[src] {
+                Before::Arg(n) | Before::Widened(n) => Before::Widened(n),
+                _ => Before::Other,
+            },
+            _ => Before::Other,
+        },
+        // Loads and the rest: nothing the call's arguments can rely on.
         _ => Before::Other,
     };
     regs[dst] = value;
@@ -894,6 +918,17 @@ mod tests {
         };
         use ResultRule::*;
         assert_eq!(site.results, [OutInt, Callee, Callee]);
+        // The count asked for is widened, not passed as it is: zero exactly when it is.
+        assert!(!site.passes_on(2) && site.zero_alike(2));
+        assert!(site.passes_on(0) && site.zero_alike(0));
+        // Widened from another argument's low half: no longer the function's count.
+        let mut other = b.clone();
+        other[15] = 0xd6; // movslq %esi,%rdx
+        let Placement::Callee(widened_other) = place(&code(&other), 0, Semantics::OpensslIo, NEW)
+        else {
+            panic!("callee placement expected");
+        };
+        assert!(!widened_other.zero_alike(2));
         let unseen = site.unseen.expect("the length check is reported");
         assert!(
             unseen.contains("argument 3") && unseen.contains("+0x6"),

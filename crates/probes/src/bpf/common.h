@@ -52,6 +52,10 @@ struct ts_site {
 	/* No other probe of the program shares the callee: the latency program may check the
 	 * caller at the callee's return (from a register) instead of at its entry (from the stack). */
 	__u8 sole_site;
+	/* The callee's third argument is the byte count asked for (SSL_read's, SSL_write's), and a
+	 * callee result > 0 with a count above zero makes the function's result > 0: the
+	 * out int (rule OUT_INT) need not be read to tell the call's outcome class. */
+	__u8 positive_with_len3;
 };
 
 /* Which threads a program looks at: the first member of each program's configuration. */

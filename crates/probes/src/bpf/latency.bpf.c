@@ -189,7 +189,12 @@ int BPF_KPROBE(tls_enter)
 
 	f->func = TS_COOKIE_FUNC(cookie);
 	f->arg0 = PT_REGS_PARM1(ctx);
-	f->out_ptr = PT_REGS_PARM4(ctx);
+	/* Where the function's result lies for a callee result > 0; 0 where only its class is
+	 * needed and the call asked for bytes, so that it is positive (one user-memory read fewer
+	 * at the return of most SSL_read and SSL_write calls). */
+	f->out_ptr = site && site_of(site)->positive_with_len3 && PT_REGS_PARM3(ctx) ?
+			     0 :
+			     PT_REGS_PARM4(ctx);
 	f->sp_low = (__u32)PT_REGS_SP(ctx);
 	if (settled_by_syscalls(TS_COOKIE_SEM(cookie)))
 		t->last_syscall_ret = TS_NO_SYSCALL;
@@ -239,7 +244,10 @@ int BPF_KRETPROBE(tls_return)
 	__u64 latency_ns = now - f->start_ns;
 	__u64 arg0 = f->arg0;
 	long rc = PT_REGS_RC(ctx);
-	int rc32 = site ? function_result(site, (int)rc, f->out_ptr) : (int)rc;
+	int rc32 = (int)rc;
+
+	if (site && (rc32 <= 0 || f->out_ptr))
+		rc32 = function_result(site, rc32, f->out_ptr);
 	__u8 sem = TS_COOKIE_SEM(cookie);
 	__s64 last_syscall = t->last_syscall_ret;
 

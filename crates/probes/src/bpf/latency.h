@@ -78,7 +78,8 @@ struct ts_hist_value {
 struct ts_frame {
 	__u64 start_ns;
 	__u64 arg0;    /* the SSL * of OpenSSL calls */
-	__u64 out_ptr; /* a callee placement's fourth argument (where SSL_read's count goes) */
+	__u64 out_ptr; /* a callee placement's fourth argument (where SSL_read's count goes), or 0
+			* where the result's sign is known without it (ts_site.positive_with_len3) */
 	__u32 sp_low;  /* a callee placement's %rsp at entry, low half: which return is its own */
 	__u16 func;
 	__u8 _pad[2];
