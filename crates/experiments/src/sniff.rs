@@ -14,7 +14,7 @@ use crate::fail;
 use crate::trace::BackendChoice;
 use report::pcap::PcapWriter;
 use report::sniff::{
-    push_text, redact_headers, write_hex, write_json, write_lost_line, Losses, Record, Tally,
+    push_hex, push_text, redact_headers, write_json, write_lost_line, Losses, Record, Tally,
 };
 
 /// What to sniff and how, as typed values.
@@ -372,14 +372,14 @@ fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call) -> io::Result<()> {
     };
     match view.format {
         Format::Json => write_json(&mut w.pending, &record)?,
-        Format::Hex => write_hex(&mut w.pending, &record)?,
+        Format::Hex => push_hex(&mut w.pending, &record),
         Format::Text | Format::Quiet => push_text(&mut w.pending, &record),
     }
     w.write_chunk()
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    needle.is_empty() || haystack.windows(needle.len()).any(|w| w == needle)
+    memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// How a capture ended.

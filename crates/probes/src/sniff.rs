@@ -318,7 +318,12 @@ pub struct Assembler {
     open: HashMap<u32, (u64, Call)>,
     /// The record being read, kept between records (its payload is `SN_PIECE` bytes).
     scratch: Box<sn_event>,
+    /// Thread names as the records carry them, made once: the same few threads make every call.
+    names: HashMap<[i8; 16], std::sync::Arc<str>>,
 }
+
+/// Distinct thread names kept, at most; past it the table starts again.
+const MAX_NAMES: usize = 1024;
 
 impl Assembler {
     /// Takes one ring-buffer record; returns the calls it completed.
@@ -350,10 +355,11 @@ impl Assembler {
                 done.push(stale);
             }
         }
-        let entry = self
-            .open
-            .entry(tid)
-            .or_insert_with(|| (call_id, new_call(e)));
+        if !self.open.contains_key(&tid) {
+            let comm = shared_name(&mut self.names, &e.comm);
+            self.open.insert(tid, (call_id, new_call(e, comm)));
+        }
+        let entry = self.open.get_mut(&tid).expect("present");
         let call = &mut entry.1;
         if e.offset as usize != call.data.len() {
             call.incomplete = true;
@@ -383,19 +389,34 @@ impl Assembler {
 const LAST_PIECE: u8 = sn_flags::SN_LAST_PIECE.0 as u8;
 const FD_GUESSED: u8 = sn_flags::SN_FD_GUESSED.0 as u8;
 
-fn new_call(e: &sn_event) -> Call {
-    let comm: Vec<u8> = e
-        .comm
+/// The thread name a record carries (NUL-padded), shared with earlier calls of that name.
+fn shared_name(
+    names: &mut HashMap<[i8; 16], std::sync::Arc<str>>,
+    raw: &[i8; 16],
+) -> std::sync::Arc<str> {
+    if let Some(name) = names.get(raw) {
+        return name.clone();
+    }
+    if names.len() >= MAX_NAMES {
+        names.clear();
+    }
+    let bytes: Vec<u8> = raw
         .iter()
         .take_while(|&&c| c != 0)
         .map(|&c| c as u8)
         .collect();
+    let name: std::sync::Arc<str> = String::from_utf8_lossy(&bytes).into();
+    names.insert(*raw, name.clone());
+    name
+}
+
+fn new_call(e: &sn_event, comm: std::sync::Arc<str>) -> Call {
     Call {
         start_ns: e.start_ns,
         latency_ns: e.latency_ns,
         pid: e.pid,
         tid: e.tid,
-        comm: String::from_utf8_lossy(&comm).into(),
+        comm,
         fd: (e.fd >= 0).then_some(e.fd),
         fd_from_earlier_call: e.flags & FD_GUESSED != 0,
         connection: e.ssl,
@@ -513,7 +534,15 @@ mod tests {
     /// A ring-buffer record as `send_piece` in `bpf/sniff.bpf.c` sends it: the header and
     /// `data.len()` bytes of payload.
     fn record(call_id: u64, offset: u32, data: &[u8], flags: u8) -> Vec<u8> {
+        named_record(call_id, offset, data, flags, "")
+    }
+
+    /// A record as above from a thread named `comm`.
+    fn named_record(call_id: u64, offset: u32, data: &[u8], flags: u8, comm: &str) -> Vec<u8> {
         let mut e = Box::<sn_event>::default();
+        for (to, from) in e.comm.iter_mut().zip(comm.bytes()) {
+            *to = from as i8;
+        }
         e.call_id = call_id;
         e.pid = 7;
         e.tid = 7;
@@ -550,5 +579,20 @@ mod tests {
         assert!(done[0].incomplete && done[0].data == b"part");
         assert!(!done[1].incomplete && !done[1].fd_from_earlier_call);
         assert!(assembler.finish().is_empty());
+    }
+
+    #[test]
+    fn a_thread_name_is_made_once_and_shared() {
+        let mut assembler = Assembler::default();
+        let mut name_of = |id, comm| {
+            let done = assembler.push(&named_record(id, 0, b"x", LAST_PIECE, comm));
+            done[0].comm.clone()
+        };
+        let (a, b, other) = (name_of(1, "nginx"), name_of(2, "nginx"), name_of(3, "curl"));
+        assert_eq!((&*a, &*other), ("nginx", "curl"));
+        assert!(std::sync::Arc::ptr_eq(&a, &b));
+        assert!(!std::sync::Arc::ptr_eq(&a, &other));
+        // A name filling all 16 bytes, without a NUL, is read whole.
+        assert_eq!(&*name_of(4, "sixteen-bytes-ab"), "sixteen-bytes-ab");
     }
 }

@@ -214,23 +214,33 @@ pub fn write_text(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<(
 }
 
 /// Header line, then a hex dump (offset, 16 bytes in hex, ASCII).
-pub fn write_hex(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<()> {
-    writeln!(w, "{}", header(r))?;
+pub fn push_hex(out: &mut Vec<u8>, r: &Record<'_>) {
+    push_header(out, r);
+    out.push(b'\n');
     for (i, row) in r.data.chunks(16).enumerate() {
-        let hex: Vec<String> = row.iter().map(|b| format!("{b:02x}")).collect();
-        let ascii: String = row
-            .iter()
-            .map(|&b| {
-                if (0x20..0x7f).contains(&b) {
-                    b as char
-                } else {
-                    '.'
-                }
-            })
-            .collect();
-        writeln!(w, "  {:08x}  {:<47}  {ascii}", i * 16, hex.join(" "))?;
+        push_hex_row(out, i * 16, row);
     }
-    Ok(())
+}
+
+/// One row of the dump: `  {offset:08x}  {up to 16 bytes in hex, 47 wide}  {them as ASCII}`,
+/// from a table, not a string per byte.
+fn push_hex_row(out: &mut Vec<u8>, offset: usize, row: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let _ = write!(out, "  {offset:08x}  ");
+    let start = out.len();
+    for (k, &b) in row.iter().enumerate() {
+        if k > 0 {
+            out.push(b' ');
+        }
+        out.extend_from_slice(&[DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 0xf)]]);
+    }
+    out.resize(start + 47, b' ');
+    out.extend_from_slice(b"  ");
+    out.extend(
+        row.iter()
+            .map(|&b| if (0x20..0x7f).contains(&b) { b } else { b'.' }),
+    );
+    out.push(b'\n');
 }
 
 #[derive(Serialize)]
@@ -530,5 +540,38 @@ mod tests {
             "{}",
             header(&early)
         );
+    }
+
+    #[test]
+    fn hex_rows_are_the_classic_dump() {
+        // Every byte value, in lengths that end mid-row, on a row, and after several rows.
+        let all: Vec<u8> = (0..=255u8).chain(0..=40).collect();
+        for len in [0, 1, 15, 16, 17, 33, all.len()] {
+            let data = &all[..len];
+            let mut out = Vec::new();
+            for (i, row) in data.chunks(16).enumerate() {
+                push_hex_row(&mut out, i * 16, row);
+            }
+            let mut want = String::new();
+            for (i, row) in data.chunks(16).enumerate() {
+                let hex: Vec<String> = row.iter().map(|b| format!("{b:02x}")).collect();
+                let ascii: String = row
+                    .iter()
+                    .map(|&b| {
+                        if (0x20..0x7f).contains(&b) {
+                            b as char
+                        } else {
+                            '.'
+                        }
+                    })
+                    .collect();
+                want.push_str(&format!(
+                    "  {:08x}  {:<47}  {ascii}\n",
+                    i * 16,
+                    hex.join(" ")
+                ));
+            }
+            assert_eq!(String::from_utf8(out).unwrap(), want, "{len} bytes");
+        }
     }
 }
