@@ -94,7 +94,8 @@ impl ResponseParser {
             self.head.extend_from_slice(data);
             // The blank line may straddle two reads: search from a little before the new bytes.
             let from = before.saturating_sub(3);
-            let Some(pos) = find(&self.head[from..], b"\r\n\r\n").map(|p| p + from) else {
+            let Some(pos) = memchr::memmem::find(&self.head[from..], b"\r\n\r\n").map(|p| p + from)
+            else {
                 if self.head.len() > MAX_HEAD_BYTES {
                     return Err(HttpError::Malformed);
                 }
@@ -185,10 +186,6 @@ impl ResponseParser {
         };
         Ok(())
     }
-}
-
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 #[cfg(test)]

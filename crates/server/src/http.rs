@@ -103,25 +103,20 @@ impl HeadScan {
         let from = self.scanned.saturating_sub(3).min(buf.len());
         self.scanned = buf.len();
         if self.line_end.is_none() {
-            self.line_end = find(&buf[from..], b"\r\n").map(|i| from + i);
+            self.line_end = memchr::memmem::find(&buf[from..], b"\r\n").map(|i| from + i);
         }
         match self.line_end {
             Some(end) if end > MAX_REQUEST_LINE_BYTES => return HeadStatus::LineTooLong,
             None if buf.len() > MAX_REQUEST_LINE_BYTES => return HeadStatus::LineTooLong,
             _ => {}
         }
-        match find(&buf[from..], b"\r\n\r\n") {
+        match memchr::memmem::find(&buf[from..], b"\r\n\r\n") {
             Some(i) if from + i + 4 > MAX_HEAD_BYTES => HeadStatus::TooLarge,
             Some(i) => HeadStatus::Complete(from + i),
             None if buf.len() >= MAX_HEAD_BYTES => HeadStatus::TooLarge,
             None => HeadStatus::Incomplete,
         }
     }
-}
-
-/// The offset of `needle` in `haystack`.
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
 }
 
 /// Parses the request head that ends (blank line excluded) at `end` of `buf`, as found by
