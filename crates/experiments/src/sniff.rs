@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use probes::sniff::{Assembler, Call, Capture, Direction, SniffConfig, SniffCounters, Sniffer};
 use probes::Target;
@@ -201,9 +202,9 @@ impl<'a, W: Write> Writer<'a, W> {
         }
     }
 
-    /// Filters, resolves and writes one call.
-    pub fn call(&mut self, call: &Call) -> io::Result<()> {
-        emit(self, call)
+    /// Filters, resolves and writes one call, whose captured bytes are `data`.
+    pub fn call(&mut self, call: &Call, data: &[u8]) -> io::Result<()> {
+        emit(self, call, data)
     }
 
     /// Writes a line for the calls lost since the last one, if any; true when it did.
@@ -284,8 +285,8 @@ impl Clock {
     }
 }
 
-/// Filters, resolves and writes one call.
-fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call) -> io::Result<()> {
+/// Filters, resolves and writes one call, whose captured bytes are `data`.
+fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call, data: &[u8]) -> io::Result<()> {
     let (view, tally) = (&w.view, &mut w.tally);
     let quiet = view.format == Format::Quiet;
     tally.calls += 1;
@@ -300,7 +301,7 @@ fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call) -> io::Result<()> {
         tally.failed_calls += 1;
     }
     if let Some(pattern) = &view.grep {
-        if !contains(&call.data, pattern.as_bytes()) {
+        if !contains(data, pattern.as_bytes()) {
             return Ok(());
         }
     }
@@ -329,16 +330,16 @@ fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call) -> io::Result<()> {
             Direction::Handshake => None,
         };
         match (ends, sent) {
-            (Some((local, peer)), Some(sent)) if !call.data.is_empty() => pcap.add(
+            (Some((local, peer)), Some(sent)) if !data.is_empty() => pcap.add(
                 call.pid,
                 local,
                 peer,
                 w.clock.wall_us(call.start_ns),
                 sent,
-                &call.data,
+                data,
                 call.uncaptured_bytes,
             )?,
-            (None, Some(_)) if !call.data.is_empty() => pcap.skipped_calls += 1,
+            (None, Some(_)) if !data.is_empty() => pcap.skipped_calls += 1,
             _ => {}
         }
     }
@@ -347,10 +348,10 @@ fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call) -> io::Result<()> {
     }
     let redacted;
     let data: &[u8] = if view.redact_headers {
-        redacted = redact_headers(&call.data);
+        redacted = redact_headers(data);
         &redacted
     } else {
-        &call.data
+        data
     };
     let record = Record {
         start_ns: call.start_ns,
@@ -385,7 +386,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 /// How a capture ended.
 pub struct CaptureEnd {
     /// How long it captured (the detach that follows is not counted).
-    pub window: std::time::Duration,
+    pub window: Duration,
     /// Why it ended early ("signal", "the sniffed process exited"); None when the duration ran
     /// out or the output failed (see `write_error`).
     pub ended_by: Option<String>,
@@ -396,16 +397,16 @@ pub struct CaptureEnd {
 }
 
 /// How long the reader sleeps between polls while no calls come.
-const IDLE_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+const IDLE_POLL: Duration = Duration::from_millis(20);
 
 /// ... and while they do: small batches, often. The reader shares a CPU with other work (the
 /// load generator, in the benchmarks); at 80k requests a second a 20 ms batch kept that CPU for
 /// milliseconds at a time, the generator stalled, and the sniffed server sat idle for 8-10% of
 /// the run (2 ms: 1-2%).
-const BUSY_POLL: std::time::Duration = std::time::Duration::from_millis(2);
+const BUSY_POLL: Duration = Duration::from_millis(2);
 
 /// How often the output is flushed, at least, while calls keep coming.
-const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
 /// Reads the sniffer's calls into `writer` until `until` says stop or writing fails; the
 /// output is flushed when the calls pause and every `FLUSH_EVERY` while they flow, and losses are written where they happen. What is still
@@ -420,39 +421,30 @@ pub fn capture<W: Write>(
     let mut interval = IDLE_POLL;
     let (mut unflushed, mut last_flush) = (false, started);
     let mut end = CaptureEnd {
-        window: std::time::Duration::ZERO,
+        window: Duration::ZERO,
         ended_by: None,
         poll_error: None,
         write_error: None,
     };
     loop {
-        let calls = match sniffer.poll(interval, &mut assembler) {
-            Ok(calls) => calls,
+        let (polled, written) = poll_into(sniffer, interval, &mut assembler, writer);
+        let seen = match polled {
+            Ok(seen) => seen,
             Err(e) => {
                 end.poll_error = Some(e);
                 break;
             }
         };
-        interval = if calls.is_empty() {
-            IDLE_POLL
-        } else {
-            BUSY_POLL
-        };
-        let mut result = match sniffer.counters() {
-            Ok(now) => writer.losses(&now).map(|lost| lost || !calls.is_empty()),
-            Err(_) => Ok(!calls.is_empty()),
-        };
-        for call in &calls {
-            if result.is_err() {
-                break;
-            }
-            result = writer.call(call).map(|()| true);
-        }
+        interval = if seen == 0 { IDLE_POLL } else { BUSY_POLL };
+        let result = written.and_then(|()| match sniffer.counters() {
+            Ok(now) => writer.losses(&now).map(|lost| lost || seen > 0),
+            Err(_) => Ok(seen > 0),
+        });
         // What was written reaches the reader when the calls pause, and at least every
         // FLUSH_EVERY while they flow (a closed pipe shows up then, not at exit).
         let result = result.and_then(|wrote| {
             unflushed |= wrote;
-            if unflushed && (calls.is_empty() || last_flush.elapsed() >= FLUSH_EVERY) {
+            if unflushed && (seen == 0 || last_flush.elapsed() >= FLUSH_EVERY) {
                 unflushed = false;
                 last_flush = std::time::Instant::now();
                 writer.flush()
@@ -478,13 +470,31 @@ pub fn capture<W: Write>(
     }
     end.window = started.elapsed();
     if end.poll_error.is_none() && end.write_error.is_none() {
-        if let Ok(calls) = sniffer.poll(std::time::Duration::ZERO, &mut assembler) {
-            for call in calls.into_iter().chain(assembler.finish()) {
-                if writer.call(&call).is_err() {
+        let (_, written) = poll_into(sniffer, Duration::ZERO, &mut assembler, writer);
+        if written.is_ok() {
+            for call in assembler.finish() {
+                if writer.call(&call, &call.data).is_err() {
                     break;
                 }
             }
         }
     }
     end
+}
+
+/// One poll of the capture, each call written as it is handed over; after a write error the
+/// rest of the poll's calls are drained unwritten. Returns the poll's result and the writes'.
+fn poll_into<W: Write>(
+    sniffer: &dyn Capture,
+    interval: Duration,
+    assembler: &mut Assembler,
+    writer: &mut Writer<'_, W>,
+) -> (Result<usize, probes::Error>, io::Result<()>) {
+    let mut written = Ok(());
+    let polled = sniffer.poll(interval, assembler, &mut |call, data| {
+        if written.is_ok() {
+            written = writer.call(call, data);
+        }
+    });
+    (polled, written)
 }

@@ -61,6 +61,9 @@ pub struct Call {
     pub ret: i64,
     /// Bytes the call moved.
     pub total_bytes: u64,
+    /// The captured bytes, where the backend copies them out (the kernel backend's assembler);
+    /// the in-process backend leaves this empty and hands the bytes beside the call, read in
+    /// place in its ring ([`CallSink`]).
     pub data: Vec<u8>,
     /// Bytes over the capture limit, not captured.
     pub uncaptured_bytes: u64,
@@ -242,10 +245,20 @@ fn sniffable(point: &AttachPoint) -> AttachPoint {
     point
 }
 
+/// Where a capture hands each completed call: the call, and its captured bytes (read in place
+/// where the backend can; `Call::data` is then left empty).
+pub type CallSink<'a> = dyn FnMut(&Call, &[u8]) + 'a;
+
 /// A running capture, whichever backend copies the calls: what `sniff` reads.
 pub trait Capture {
-    /// Waits `interval`, then returns the calls completed since the last poll.
-    fn poll(&self, interval: Duration, assembler: &mut Assembler) -> Result<Vec<Call>, Error>;
+    /// Waits `interval`, then hands `sink` the calls completed since the last poll; returns
+    /// how many.
+    fn poll(
+        &self,
+        interval: Duration,
+        assembler: &mut Assembler,
+        sink: &mut CallSink<'_>,
+    ) -> Result<usize, Error>;
     fn counters(&self) -> Result<SniffCounters, Error>;
     /// The functions sniffed.
     fn functions(&self) -> Vec<&'static str>;
@@ -256,8 +269,17 @@ pub trait Capture {
 }
 
 impl Capture for Sniffer {
-    fn poll(&self, interval: Duration, assembler: &mut Assembler) -> Result<Vec<Call>, Error> {
-        Sniffer::poll(self, interval, assembler)
+    fn poll(
+        &self,
+        interval: Duration,
+        assembler: &mut Assembler,
+        sink: &mut CallSink<'_>,
+    ) -> Result<usize, Error> {
+        let calls = Sniffer::poll(self, interval, assembler)?;
+        for call in &calls {
+            sink(call, &call.data);
+        }
+        Ok(calls.len())
     }
     fn counters(&self) -> Result<SniffCounters, Error> {
         Sniffer::counters(self)
@@ -277,11 +299,16 @@ impl Capture for Sniffer {
 }
 
 impl Capture for crate::user::UserTracer {
-    fn poll(&self, interval: Duration, _: &mut Assembler) -> Result<Vec<Call>, Error> {
+    fn poll(
+        &self,
+        interval: Duration,
+        _: &mut Assembler,
+        sink: &mut CallSink<'_>,
+    ) -> Result<usize, Error> {
         if !interval.is_zero() {
             std::thread::sleep(interval);
         }
-        Ok(self.take_calls())
+        Ok(self.visit_calls(sink))
     }
     fn counters(&self) -> Result<SniffCounters, Error> {
         Ok(self.sniff_counters())

@@ -683,13 +683,14 @@ impl UserTracer {
         h.sniff.store(1, Ordering::Release);
     }
 
-    /// The sniffed calls the rings hold, oldest first per thread; the rings are emptied.
-    pub fn take_calls(&self) -> Vec<crate::sniff::Call> {
+    /// Hands `sink` each sniffed call the rings hold, oldest first per thread, with its
+    /// payload read in place in the ring (not copied); the rings are emptied. Returns how many.
+    pub fn visit_calls(&self, sink: &mut crate::sniff::CallSink<'_>) -> usize {
         let h = self.region.header();
         let taken = (h.slots_taken.load(Ordering::Acquire) as usize).min(MAX_SLOTS);
-        let mut calls = Vec::new();
-        // Each ring is one thread's: its name is looked up once per ring, not per call.
-        let mut named: Option<((u32, u32), std::sync::Arc<str>)> = None;
+        let mut seen = 0;
+        // One call, refilled per record: its payload is the `bytes` handed beside it.
+        let mut call: Option<crate::sniff::Call> = None;
         for i in 0..taken {
             let pid = self.region.slot(i).pid.load(Ordering::Acquire);
             let (ring, data) = self.region.ring(i);
@@ -698,7 +699,8 @@ impl UserTracer {
             while tail < head {
                 let at = (tail % self.region.ring_bytes as u64) as usize;
                 // SAFETY: [tail, head) holds records the thread finished writing (its Release
-                // store of head, read with Acquire above), within the ring's data.
+                // store of head, read with Acquire above), within the ring's data; the thread
+                // writes there again only after the Release store of tail below.
                 let size = unsafe { std::ptr::read_unaligned(data.add(at).cast::<u32>()) };
                 if size & inproc_abi::PADDING != 0 {
                     tail += u64::from(size & !inproc_abi::PADDING);
@@ -712,59 +714,70 @@ impl UserTracer {
                 // SAFETY: as above.
                 let bytes = unsafe { std::slice::from_raw_parts(data.add(payload), len) };
                 if (pid == 0 || self.wants(pid, r.tid)) && r.size > 0 {
-                    let comm = match &named {
-                        Some((thread, comm)) if *thread == (r.pid, r.tid) => comm.clone(),
-                        _ => {
-                            let comm = self.comm(r.pid, r.tid);
-                            named = Some(((r.pid, r.tid), comm.clone()));
-                            comm
+                    let filled = match call.as_mut() {
+                        // Each ring is one thread's: its name is looked up once per ring.
+                        Some(c) if (c.pid, c.tid) == (r.pid, r.tid) => {
+                            self.refill(c, &r);
+                            c
                         }
+                        _ => call.insert(self.call_of(&r, self.comm(r.pid, r.tid))),
                     };
-                    calls.push(self.call_of(&r, bytes, comm));
+                    sink(filled, bytes);
+                    seen += 1;
                 }
                 tail += u64::from(r.size.max(8));
             }
             ring.tail.store(tail, Ordering::Release);
         }
-        calls
+        seen
     }
 
-    fn call_of(
-        &self,
-        r: &inproc_abi::Record,
-        data: &[u8],
-        comm: std::sync::Arc<str>,
-    ) -> crate::sniff::Call {
-        let function = FUNCTIONS
+    /// A call from a ring record, without its payload (handed apart).
+    fn call_of(&self, r: &inproc_abi::Record, comm: std::sync::Arc<str>) -> crate::sniff::Call {
+        let mut call = crate::sniff::Call {
+            start_ns: 0,
+            latency_ns: 0,
+            pid: r.pid,
+            tid: r.tid,
+            comm,
+            fd: None,
+            fd_from_earlier_call: false,
+            connection: 0,
+            endpoints: None,
+            function: "?",
+            direction: catalog::Direction::Handshake,
+            ret: 0,
+            total_bytes: 0,
+            data: Vec::new(),
+            uncaptured_bytes: 0,
+            incomplete: false,
+        };
+        self.refill(&mut call, r);
+        call
+    }
+
+    /// Sets everything of `call` that differs between one thread's records.
+    fn refill(&self, call: &mut crate::sniff::Call, r: &inproc_abi::Record) {
+        call.start_ns = r.start_ns;
+        call.latency_ns = r.latency_ns;
+        call.fd = (r.fd >= 0).then_some(r.fd);
+        call.connection = r.connection;
+        call.endpoints = crate::sniff::socket_pair(
+            r.family,
+            (&r.local_addr, r.local_port),
+            (&r.peer_addr, r.peer_port),
+        );
+        call.function = FUNCTIONS
             .get(usize::from(r.function))
             .map_or("?", |f| f.name);
-        let direction = match r.kind {
+        call.direction = match r.kind {
             inproc_abi::SNIFF_READ => catalog::Direction::Read,
             inproc_abi::SNIFF_WRITE => catalog::Direction::Write,
             _ => catalog::Direction::Handshake,
         };
-        crate::sniff::Call {
-            start_ns: r.start_ns,
-            latency_ns: r.latency_ns,
-            pid: r.pid,
-            tid: r.tid,
-            comm,
-            fd: (r.fd >= 0).then_some(r.fd),
-            fd_from_earlier_call: false,
-            connection: r.connection,
-            endpoints: crate::sniff::socket_pair(
-                r.family,
-                (&r.local_addr, r.local_port),
-                (&r.peer_addr, r.peer_port),
-            ),
-            function,
-            direction,
-            ret: r.ret,
-            total_bytes: r.total_bytes,
-            data: data.to_vec(),
-            uncaptured_bytes: r.uncaptured,
-            incomplete: false,
-        }
+        call.ret = r.ret;
+        call.total_bytes = r.total_bytes;
+        call.uncaptured_bytes = r.uncaptured;
     }
 
     /// Thread `tid`'s name, read from /proc the first time it is asked for (a few threads make
