@@ -13,10 +13,6 @@ use experiments::sniff::{Format, View, Writer};
 use probes::sniff::SniffConfig;
 use probes::{Edge, Selection};
 
-/// Bytes gathered before each write to an -o file: fewer, larger writes (a busy server's
-/// capture runs at tens of MB/s).
-const OUTPUT_BUFFER: usize = 256 << 10;
-
 /// The kernel backend's ring buffer unless --ring-size says otherwise.
 const KERNEL_RING_BYTES: u32 = 16 << 20;
 use report::pcap::PcapWriter;
@@ -82,10 +78,8 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     let signals = StopFlags::install()?;
     let stop = signals.stop.clone();
     let mut out: Box<dyn Write> = match &a.output {
-        Some(path) => Box::new(BufWriter::with_capacity(
-            OUTPUT_BUFFER,
-            create_private(path)?,
-        )),
+        // Past the page cache: a busy server's capture runs at tens of MB/s.
+        Some(path) => Box::new(host::DirectFile::new(create_private(path)?)),
         None => Box::new(BufWriter::new(io::stdout())),
     };
     let mut pcap = match &a.pcap {

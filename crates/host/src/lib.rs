@@ -3,6 +3,9 @@
 
 use std::io;
 
+mod direct;
+pub use direct::DirectFile;
+
 /// CPUs online on this machine. Not `available_parallelism`, which counts only the CPUs this
 /// process may run on: under `taskset -c 1` it is 1, yet CPU 1 is the one asked for.
 pub fn online_cpus() -> usize {
