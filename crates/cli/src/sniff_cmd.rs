@@ -77,10 +77,10 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     };
     let signals = StopFlags::install()?;
     let stop = signals.stop.clone();
-    let mut out: Box<dyn Write> = match &a.output {
+    let mut out = match &a.output {
         // Past the page cache: a busy server's capture runs at tens of MB/s.
-        Some(path) => Box::new(host::DirectFile::new(create_private(path)?)),
-        None => Box::new(BufWriter::new(io::stdout())),
+        Some(path) => Stream::File(host::DirectFile::new(create_private(path)?)),
+        None => Stream::Stdout(BufWriter::new(io::stdout())),
     };
     let mut pcap = match &a.pcap {
         Some(path) => Some(
@@ -128,7 +128,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         eprintln!("tlsscope sniff: {note}");
     }
 
-    let mut writer = Writer::new(view(a), &mut *out, pcap.as_mut());
+    let mut writer = Writer::new(view(a), &mut out, pcap.as_mut());
     let watched = experiments::trace::watched_pids(session.child.as_ref(), &a.target.pids);
     let until = experiments::trace::Until {
         duration: a.duration,
@@ -154,6 +154,7 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     let mut flushed = writer.flush();
     let tally = writer.tally().clone();
     drop(writer);
+    flushed = flushed.and(out.finish());
     if let Some(p) = pcap.as_mut() {
         flushed = flushed.and(p.flush());
     }
@@ -197,6 +198,38 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_LOST));
     }
     Ok(signals.exit_code(ExitCode::SUCCESS))
+}
+
+/// Where the stream goes: a file (`-o`) or standard output.
+enum Stream {
+    File(host::DirectFile),
+    Stdout(BufWriter<io::Stdout>),
+}
+
+impl Stream {
+    /// Waits until everything written is where it goes, with the first error on the way.
+    fn finish(&mut self) -> io::Result<()> {
+        match self {
+            Stream::File(f) => f.wait(),
+            Stream::Stdout(s) => s.flush(),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::File(f) => f.write(data),
+            Stream::Stdout(s) => s.write(data),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::File(f) => f.flush(),
+            Stream::Stdout(s) => s.flush(),
+        }
+    }
 }
 
 /// What to show, as the options say.
