@@ -382,12 +382,10 @@ impl Assembler {
                 done.push(stale);
             }
         }
-        if !self.open.contains_key(&tid) {
+        let (_, call) = self.open.entry(tid).or_insert_with(|| {
             let comm = shared_name(&mut self.names, &e.comm);
-            self.open.insert(tid, (call_id, new_call(e, comm)));
-        }
-        let entry = self.open.get_mut(&tid).expect("present");
-        let call = &mut entry.1;
+            (call_id, new_call(e, comm))
+        });
         if e.offset as usize != call.data.len() {
             call.incomplete = true;
         }

@@ -312,8 +312,6 @@ impl State {
         }
     }
 
-    /// Closes the connection that has waited longest for its client, to make room; false
-    /// when no connection is waiting on its client.
     /// The connection that has waited longest of those that may be shed, left open; the
     /// queue's stale entries (closed, reused or moved on since) are dropped on the way.
     fn oldest_waiter(&mut self) -> Option<usize> {
