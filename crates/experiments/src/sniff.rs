@@ -7,7 +7,9 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use probes::sniff::{Assembler, Call, Capture, Direction, SniffConfig, SniffCounters, Sniffer};
+use probes::sniff::{
+    Assembler, Call, Capture, Direction, Polled, SniffConfig, SniffCounters, Sniffer,
+};
 use probes::Target;
 
 use crate::error::Result;
@@ -405,6 +407,30 @@ const IDLE_POLL: Duration = Duration::from_millis(20);
 /// the run (2 ms: 1-2%).
 const BUSY_POLL: Duration = Duration::from_millis(2);
 
+/// The shortest wait between polls, for a ring that fills fast: a wakeup costs the CPU the
+/// reader shares.
+const MIN_POLL: Duration = Duration::from_micros(250);
+
+/// How full a ring may get between polls before the reader polls sooner, and how empty before
+/// it polls later again (up to `BUSY_POLL`): traffic that would fill a ring within `BUSY_POLL`
+/// is read more often instead of lost.
+const FILL_HIGH: f64 = 0.25;
+const FILL_LOW: f64 = 0.0625;
+
+/// The wait before the next poll, after one that found `polled` having waited `waited`.
+fn next_interval(waited: Duration, polled: Polled) -> Duration {
+    if polled.calls == 0 {
+        return IDLE_POLL;
+    }
+    let busy = waited.min(BUSY_POLL);
+    match polled.fullest {
+        Some(f) if f > FILL_HIGH => (busy / 2).max(MIN_POLL),
+        Some(f) if f < FILL_LOW => (busy * 2).min(BUSY_POLL),
+        Some(_) => busy.max(MIN_POLL),
+        None => BUSY_POLL,
+    }
+}
+
 /// How often the output is flushed, at least, while calls keep coming.
 const FLUSH_EVERY: Duration = Duration::from_millis(100);
 
@@ -428,14 +454,15 @@ pub fn capture<W: Write>(
     };
     loop {
         let (polled, written) = poll_into(sniffer, interval, &mut assembler, writer);
-        let seen = match polled {
-            Ok(seen) => seen,
+        let polled = match polled {
+            Ok(polled) => polled,
             Err(e) => {
                 end.poll_error = Some(e);
                 break;
             }
         };
-        interval = if seen == 0 { IDLE_POLL } else { BUSY_POLL };
+        let seen = polled.calls;
+        interval = next_interval(interval, polled);
         let result = written.and_then(|()| match sniffer.counters() {
             Ok(now) => writer.losses(&now).map(|lost| lost || seen > 0),
             Err(_) => Ok(seen > 0),
@@ -489,7 +516,7 @@ fn poll_into<W: Write>(
     interval: Duration,
     assembler: &mut Assembler,
     writer: &mut Writer<'_, W>,
-) -> (Result<usize, probes::Error>, io::Result<()>) {
+) -> (Result<Polled, probes::Error>, io::Result<()>) {
     let mut written = Ok(());
     let polled = sniffer.poll(interval, assembler, &mut |call, data| {
         if written.is_ok() {
@@ -497,4 +524,41 @@ fn poll_into<W: Write>(
         }
     });
     (polled, written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn polled(calls: usize, fullest: Option<f64>) -> Polled {
+        Polled { calls, fullest }
+    }
+
+    #[test]
+    fn the_reader_polls_sooner_as_a_ring_fills_and_later_as_it_empties() {
+        // Nothing came: back to the idle wait, whatever the ring.
+        assert_eq!(next_interval(MIN_POLL, polled(0, Some(0.9))), IDLE_POLL);
+        // Calls after an idle wait: at most the busy wait, halved while the ring fills.
+        assert_eq!(next_interval(IDLE_POLL, polled(5, Some(0.1))), BUSY_POLL);
+        let mut wait = IDLE_POLL;
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            wait = next_interval(wait, polled(100, Some(0.5)));
+            waits.push(wait);
+        }
+        assert_eq!(waits[0], BUSY_POLL / 2);
+        assert!(waits.windows(2).all(|w| w[1] <= w[0]), "{waits:?}");
+        assert_eq!(*waits.last().unwrap(), MIN_POLL);
+        // A nearly empty ring: doubled back up to the busy wait, not beyond.
+        for _ in 0..8 {
+            wait = next_interval(wait, polled(100, Some(0.01)));
+        }
+        assert_eq!(wait, BUSY_POLL);
+        // Between the marks the wait stays; a backend that cannot tell gets the busy wait.
+        assert_eq!(
+            next_interval(BUSY_POLL / 4, polled(9, Some(0.1))),
+            BUSY_POLL / 4
+        );
+        assert_eq!(next_interval(MIN_POLL, polled(9, None)), BUSY_POLL);
+    }
 }

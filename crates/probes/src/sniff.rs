@@ -249,16 +249,25 @@ fn sniffable(point: &AttachPoint) -> AttachPoint {
 /// where the backend can; `Call::data` is then left empty).
 pub type CallSink<'a> = dyn FnMut(&Call, &[u8]) + 'a;
 
+/// What one poll of a capture found.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Polled {
+    /// Calls handed to the sink.
+    pub calls: usize,
+    /// How full the fullest ring was when the poll began (0 to 1), where the backend can
+    /// tell: the reader polls sooner when it nears full, and later when it stays nearly empty.
+    pub fullest: Option<f64>,
+}
+
 /// A running capture, whichever backend copies the calls: what `sniff` reads.
 pub trait Capture {
-    /// Waits `interval`, then hands `sink` the calls completed since the last poll; returns
-    /// how many.
+    /// Waits `interval`, then hands `sink` the calls completed since the last poll.
     fn poll(
         &self,
         interval: Duration,
         assembler: &mut Assembler,
         sink: &mut CallSink<'_>,
-    ) -> Result<usize, Error>;
+    ) -> Result<Polled, Error>;
     fn counters(&self) -> Result<SniffCounters, Error>;
     /// The functions sniffed.
     fn functions(&self) -> Vec<&'static str>;
@@ -274,12 +283,15 @@ impl Capture for Sniffer {
         interval: Duration,
         assembler: &mut Assembler,
         sink: &mut CallSink<'_>,
-    ) -> Result<usize, Error> {
+    ) -> Result<Polled, Error> {
         let calls = Sniffer::poll(self, interval, assembler)?;
         for call in &calls {
             sink(call, &call.data);
         }
-        Ok(calls.len())
+        Ok(Polled {
+            calls: calls.len(),
+            fullest: None,
+        })
     }
     fn counters(&self) -> Result<SniffCounters, Error> {
         Sniffer::counters(self)
@@ -304,7 +316,7 @@ impl Capture for crate::user::UserTracer {
         interval: Duration,
         _: &mut Assembler,
         sink: &mut CallSink<'_>,
-    ) -> Result<usize, Error> {
+    ) -> Result<Polled, Error> {
         if !interval.is_zero() {
             std::thread::sleep(interval);
         }

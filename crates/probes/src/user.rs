@@ -66,6 +66,9 @@ pub fn library_file() -> Result<PathBuf, Error> {
 /// How the library's file name starts (the rest is its content's hash).
 pub const LIBRARY_FILE_PREFIX: &str = "libtlsscope_inproc-";
 
+/// How much of a ring the reader consumes before handing the space back mid-drain.
+const RELEASE_EVERY: u64 = 64 << 10;
+
 fn library_dir() -> PathBuf {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
@@ -684,11 +687,13 @@ impl UserTracer {
     }
 
     /// Hands `sink` each sniffed call the rings hold, oldest first per thread, with its
-    /// payload read in place in the ring (not copied); the rings are emptied. Returns how many.
-    pub fn visit_calls(&self, sink: &mut crate::sniff::CallSink<'_>) -> usize {
+    /// payload read in place in the ring (not copied); the rings are emptied. Returns how many,
+    /// and how full the fullest ring was.
+    pub fn visit_calls(&self, sink: &mut crate::sniff::CallSink<'_>) -> crate::sniff::Polled {
         let h = self.region.header();
         let taken = (h.slots_taken.load(Ordering::Acquire) as usize).min(MAX_SLOTS);
-        let mut seen = 0;
+        let ring_bytes = self.region.ring_bytes as u64;
+        let (mut seen, mut fullest) = (0, 0u64);
         // One call, refilled per record: its payload is the `bytes` handed beside it.
         let mut call: Option<crate::sniff::Call> = None;
         for i in 0..taken {
@@ -696,11 +701,20 @@ impl UserTracer {
             let (ring, data) = self.region.ring(i);
             let head = ring.head.load(Ordering::Acquire);
             let mut tail = ring.tail.load(Ordering::Relaxed);
+            fullest = fullest.max(head - tail);
+            let mut released = tail;
             while tail < head {
-                let at = (tail % self.region.ring_bytes as u64) as usize;
+                // A long drain hands space back as it goes, so the thread need not wait for the
+                // end of it to find room.
+                if tail - released >= RELEASE_EVERY {
+                    ring.tail.store(tail, Ordering::Release);
+                    released = tail;
+                }
+                let at = (tail % ring_bytes) as usize;
                 // SAFETY: [tail, head) holds records the thread finished writing (its Release
                 // store of head, read with Acquire above), within the ring's data; the thread
-                // writes there again only after the Release store of tail below.
+                // writes there again only after a Release store of tail past them, made once
+                // the sink is done with them.
                 let size = unsafe { std::ptr::read_unaligned(data.add(at).cast::<u32>()) };
                 if size & inproc_abi::PADDING != 0 {
                     tail += u64::from(size & !inproc_abi::PADDING);
@@ -729,7 +743,10 @@ impl UserTracer {
             }
             ring.tail.store(tail, Ordering::Release);
         }
-        seen
+        crate::sniff::Polled {
+            calls: seen,
+            fullest: Some(fullest as f64 / ring_bytes as f64),
+        }
     }
 
     /// A call from a ring record, without its payload (handed apart).
@@ -980,5 +997,75 @@ mod tests {
             .find(|m| m.function == "rsa_ossl_private_decrypt")
             .unwrap();
         assert!(rsa.reason.contains("--backend kernel"), "{}", rsa.reason);
+    }
+
+    /// Writes `n` records of `payload` bytes into slot 0's ring, as a wrapper does.
+    fn fill_ring(tracer: &UserTracer, n: usize, payload: usize) -> u64 {
+        let (ring, data) = tracer.region.ring(0);
+        let record = std::mem::size_of::<inproc_abi::Record>();
+        let size = (record + payload).next_multiple_of(8);
+        let mut head = ring.head.load(Ordering::Relaxed);
+        for _ in 0..n {
+            let at = (head % tracer.region.ring_bytes as u64) as usize;
+            let r = inproc_abi::Record {
+                size: size as u32,
+                len: payload as u32,
+                kind: inproc_abi::SNIFF_READ,
+                ..Default::default()
+            };
+            // SAFETY: the test's own region; every record fits before the ring's end.
+            unsafe {
+                let at = data.cast_mut().add(at);
+                std::ptr::write_unaligned(at.cast::<inproc_abi::Record>(), r);
+                std::ptr::write_bytes(at.add(record), b'x', payload);
+            }
+            head += size as u64;
+        }
+        ring.head.store(head, Ordering::Release);
+        tracer
+            .region
+            .header()
+            .slots_taken
+            .store(1, Ordering::Release);
+        head
+    }
+
+    #[test]
+    fn a_long_drain_hands_ring_space_back_before_it_ends_and_tells_how_full_the_ring_was() {
+        let ring_bytes = 1 << 20;
+        let tracer = UserTracer::new(
+            &Selection::latency(crate::Groups::all(), false),
+            Buckets::Log2,
+            false,
+            Threads::default(),
+            ring_bytes,
+        )
+        .unwrap();
+        // A quarter of the ring: four times what is handed back at once.
+        let head = fill_ring(&tracer, 256, 1000);
+        let (ring, _) = tracer.region.ring(0);
+        let mut tails = Vec::new();
+        let polled = tracer.visit_calls(&mut |call, bytes| {
+            assert_eq!(
+                (call.direction, bytes.len()),
+                (catalog::Direction::Read, 1000)
+            );
+            tails.push(ring.tail.load(Ordering::Acquire));
+        });
+        assert_eq!(polled.calls, 256);
+        let fullest = polled.fullest.unwrap();
+        assert!(
+            (fullest - head as f64 / ring_bytes as f64).abs() < 1e-9,
+            "{fullest}"
+        );
+        assert_eq!(ring.tail.load(Ordering::Acquire), head);
+        // Space came back while the sink still had records to take, in steps of RELEASE_EVERY.
+        let last = *tails.last().unwrap();
+        assert!(
+            last > 0 && last < head && head - last <= RELEASE_EVERY + 2000,
+            "{last} of {head}"
+        );
+        let empty = tracer.visit_calls(&mut |_, _| panic!("the ring was emptied"));
+        assert_eq!((empty.calls, empty.fullest), (0, Some(0.0)));
     }
 }
