@@ -134,6 +134,22 @@ speed_probe() {
 }
 calc() { awk "BEGIN { v = ($2); printf \"$1\n\", v }"; } # FORMAT EXPR
 
+# The order of the variants SEL in round R (sets ORDER): the canonical order rotated one place
+# every two rounds, reversed in even rounds. So no variant always runs first or always right
+# after another, and with two variants each goes first in half the rounds (rotating one place
+# every round and reversing every other would put the same one first every time).
+order_for_round() {
+    local r=$1 n=${#SEL[@]} i
+    local -a rot=()
+    for ((i = 0; i < n; i++)); do rot+=("${SEL[(i + (r - 1) / 2) % n]}"); done
+    ORDER=()
+    if ((r % 2)); then
+        ORDER=("${rot[@]}")
+    else
+        for ((i = n - 1; i >= 0; i--)); do ORDER+=("${rot[i]}"); done
+    fi
+}
+
 # Pick a free TCP port on 127.0.0.1 (nginx is retried on a bind failure anyway).
 free_port() {
     local p i
@@ -158,11 +174,12 @@ NGINX_CERT=""            # default $WORK/cert.pem
 NGINX_KEY=""             # default $WORK/key.pem
 NGINX_SESSIONS=off       # off: no session cache, no tickets; on: shared cache + tickets
 NGINX_LOG_BUFFER=""      # e.g. 64k: buffer the access log (flushed by reopen_nginx_log)
+NGINX_DIR=""             # default $WORK/nginx: its pid file, logs, temporary files and html/
 
 # usage: write_nginx_conf CONF PORT [ACCESS_LOG_FILE]
 write_nginx_conf() {
     local conf=$1 port=$2 alog=${3:-}
-    local access="access_log off;" sessions buf=""
+    local access="access_log off;" sessions buf="" dir=${NGINX_DIR:-$WORK/nginx}
     [[ -n $NGINX_LOG_BUFFER ]] && buf=" buffer=$NGINX_LOG_BUFFER"
     [[ -n $alog ]] && access="log_format chk '\$ssl_session_reused \$connection_requests \$ssl_protocol \$status'; access_log $alog chk$buf;"
     case $NGINX_SESSIONS in
@@ -179,8 +196,8 @@ write_nginx_conf() {
 master_process off;
 daemon off;
 worker_processes 1;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log warn;
+pid $dir/nginx.pid;
+error_log $dir/error.log warn;
 events {
     worker_connections 4096;
 }
@@ -194,18 +211,18 @@ http {
     # Serve the page from a cached descriptor, like tlsscope serves it from memory.
     open_file_cache max=16 inactive=600s;
     open_file_cache_valid 600s;
-    client_body_temp_path $WORK/nginx/tmp/body;
-    proxy_temp_path $WORK/nginx/tmp/proxy;
-    fastcgi_temp_path $WORK/nginx/tmp/fastcgi;
-    uwsgi_temp_path $WORK/nginx/tmp/uwsgi;
-    scgi_temp_path $WORK/nginx/tmp/scgi;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
     server {
         listen 127.0.0.1:$port ssl;
         ssl_certificate ${NGINX_CERT:-$WORK/cert.pem};
         ssl_certificate_key ${NGINX_KEY:-$WORK/key.pem};
         ssl_protocols TLSv1.2 TLSv1.3;
         $sessions
-        root $WORK/nginx/html;
+        root $dir/html;
         location / { }
     }
 }
@@ -222,15 +239,16 @@ wait_https() { # port: wait up to 10 s for an HTTPS answer on /
     return 1
 }
 
-# usage: start_nginx [ACCESS_LOG_FILE]   (needs $WORK/nginx/{html,tmp}; sets SPID, SPORT, SNAME)
+# usage: start_nginx [ACCESS_LOG_FILE]   (needs $NGINX_DIR/{html,tmp}; sets SPID, SPORT, SNAME)
 start_nginx() {
-    local try port conf="$WORK/nginx/nginx.conf"
+    local try port dir=${NGINX_DIR:-$WORK/nginx}
+    local conf="$dir/nginx.conf"
     for try in 1 2 3 4 5; do
         port=$(free_port)
         write_nginx_conf "$conf" "$port" "${1:-}"
-        : >"$WORK/nginx/error.log"
-        taskset -c "$SERVER_CPU" "$NGINX" -e "$WORK/nginx/error.log" -p "$WORK/nginx/" -c "$conf" \
-            >"$WORK/nginx/stdout.log" 2>&1 &
+        : >"$dir/error.log"
+        taskset -c "$SERVER_CPU" "$NGINX" -e "$dir/error.log" -p "$dir/" -c "$conf" \
+            >"$dir/stdout.log" 2>&1 &
         SPID=$!
         track "$SPID"
         if wait_https "$port"; then
@@ -238,9 +256,9 @@ start_nginx() {
             return 0
         fi
         stop_pid "$SPID"
-        grep -q 'Address already in use' "$WORK/nginx/error.log" "$WORK/nginx/stdout.log" || break
+        grep -q 'Address already in use' "$dir/error.log" "$dir/stdout.log" || break
     done
-    cat "$WORK/nginx/error.log" "$WORK/nginx/stdout.log" >&2
+    cat "$dir/error.log" "$dir/stdout.log" >&2
     die "nginx did not start"
 }
 
