@@ -5,10 +5,11 @@ CARGO ?= cargo
 # Debian packages: the build (gcc, make, perl also build OpenSSL versions; binutils' nm and
 # readelf check them), the real peers the tests and benchmarks use (openssl s_client/s_server/
 # s_time, curl, nginx, wrk), procps, util-linux and mount (taskset, setpriv, unshare, mount),
-# iproute2 (the tests' network namespaces), and the BPF toolchain (clang, bpftool).
+# iproute2 (the tests' network namespaces), the BPF toolchain (clang, bpftool), and perf
+# (linux-perf: `tlsscope profile` drives it).
 APT_PACKAGES := ca-certificates gcc make perl pkg-config binutils openssl curl nginx wrk procps \
 	util-linux mount iproute2 clang libelf-dev zlib1g-dev linux-libc-dev bpftrace gnutls-bin tshark \
-	python3 bpftool libnss3-tools chromium
+	python3 bpftool libnss3-tools chromium linux-perf
 
 .PHONY: all deps build lab test lint fuzz bench clean
 all: build

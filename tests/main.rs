@@ -14,6 +14,7 @@ mod ossl_api;
 mod peers;
 mod placement;
 mod probes;
+mod profile;
 mod serve;
 mod sniff;
 mod support;

@@ -40,6 +40,9 @@ pub enum Command {
     /// Show the plaintext TLS libraries read and write (SSL_read/_ex, SSL_write/_ex, GnuTLS),
     /// per call and connection, with nothing lost silently.
     Sniff(SniffArgs),
+    /// Sample a running process's CPU stacks (Debian's perf, DWARF unwinding through libraries
+    /// without frame pointers): a flame graph, folded stacks and the costliest functions.
+    Profile(ProfileArgs),
     /// Compare library versions and configurations: saved runs side by side, or (--matrix) an
     /// experiment run across variants, with confidence intervals, a rank test and a verdict.
     Compare(CompareArgs),
@@ -52,6 +55,26 @@ pub enum Command {
     /// Build OpenSSL versions to test against, or list the builds.
     #[command(subcommand)]
     Openssl(OpensslCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ProfileArgs {
+    /// The process to sample, every thread of it (e.g. nginx's worker, or `tlsscope serve`).
+    #[arg(short = 'p', long = "pid", value_name = "PID")]
+    pub pid: u32,
+    /// How long to sample.
+    #[arg(long, short = 'd', default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration)]
+    pub duration: std::time::Duration,
+    /// Samples per second of CPU time (the cpu-clock event).
+    #[arg(long, short = 'F', default_value_t = 999, value_parser = clap::value_parser!(u32).range(1..=20000))]
+    pub frequency: u32,
+    /// Write flamegraph.svg, stacks.folded (CPU-microseconds per stack), top.txt and perf's
+    /// perf.data into this directory (created if missing).
+    #[arg(long, short = 'o', value_name = "DIR")]
+    pub output: Option<PathBuf>,
+    /// Functions in the table.
+    #[arg(long, default_value_t = 25, value_name = "N")]
+    pub top: usize,
 }
 
 #[derive(Debug, Subcommand)]

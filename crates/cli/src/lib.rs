@@ -10,6 +10,7 @@ mod lab_cmd;
 mod library;
 mod openssl_cmd;
 mod output;
+mod profile_cmd;
 mod serve_cmd;
 pub mod signals;
 mod sniff_cmd;
@@ -61,6 +62,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         Command::Compare(a) => compare_cmd::run(openssl, &a),
         Command::CompareWorker { spec } => compare_cmd::worker(library(), &spec),
         Command::Sniff(a) => sniff_cmd::run(&a),
+        Command::Profile(a) => profile_cmd::run(&a),
         Command::Openssl(OpensslCommand::Build(a)) => {
             let jobs = a
                 .jobs

@@ -1,0 +1,101 @@
+//! `tlsscope profile -p PID`: where a running process's CPU goes.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context as _};
+use profile::Sampler;
+use report::profile::{top_table, write_flamegraph, write_folded, ProfileInfo};
+
+use crate::args::ProfileArgs;
+use crate::signals::StopFlags;
+
+pub fn run(a: &ProfileArgs) -> anyhow::Result<ExitCode> {
+    let sampler = Sampler {
+        frequency_hz: a.frequency,
+        ..Sampler::default()
+    };
+    let perf_version = sampler.check()?;
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", a.pid))
+        .map(|s| s.trim().to_string())
+        .map_err(|_| profile::PerfError::NoProcess { pid: a.pid })?;
+    let scratch;
+    let dir: &Path = match &a.output {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating the output directory {}", dir.display()))?;
+            dir
+        }
+        None => {
+            scratch = tempfile::tempdir().context("creating a temporary directory")?;
+            scratch.path()
+        }
+    };
+    let flags = StopFlags::install()?;
+    eprintln!(
+        "tlsscope profile: sampling {comm} (pid {}) for {:.1} s at {} Hz ({perf_version}, cpu-clock, DWARF unwinding); Ctrl-C to stop early",
+        a.pid,
+        a.duration.as_secs_f64(),
+        a.frequency
+    );
+    let data = dir.join("perf.data");
+    let recording = sampler.record(a.pid, a.duration, &data, &flags.stop)?;
+    let (profile, skipped) = sampler.read(&recording)?;
+    if profile.stacks.is_empty() {
+        bail!(
+            "no samples: {comm} (pid {}) used no CPU in the {:.1} s sampled; put it under load (e.g. tlsscope bench) while profiling",
+            a.pid,
+            recording.window.as_secs_f64()
+        );
+    }
+    let subject = format!("{comm} (pid {})", a.pid);
+    let info = ProfileInfo {
+        subject: &subject,
+        // From the first sample to the last: perf's own start and exit are not sampling time.
+        window_s: if profile.sampled_s() > 0.0 {
+            profile.sampled_s()
+        } else {
+            recording.window.as_secs_f64()
+        },
+        frequency_hz: a.frequency,
+        sampler: &perf_version,
+    };
+    let table = top_table(&profile, &info, a.top);
+    print!("{table}");
+    if skipped > 0 {
+        eprintln!("tlsscope profile: {skipped} lines of perf's output could not be read and were left out");
+    }
+    if let Some(dir) = &a.output {
+        write_outputs(dir, &profile, &info, &table)?;
+        eprintln!(
+            "tlsscope profile: wrote flamegraph.svg, stacks.folded, top.txt and perf.data in {}",
+            dir.display()
+        );
+    }
+    Ok(flags.exit_code(ExitCode::SUCCESS))
+}
+
+fn write_outputs(
+    dir: &Path,
+    profile: &profile::Profile,
+    info: &ProfileInfo<'_>,
+    table: &str,
+) -> anyhow::Result<()> {
+    let create = |name: &str| -> anyhow::Result<(PathBuf, std::io::BufWriter<std::fs::File>)> {
+        let path = dir.join(name);
+        let file =
+            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        Ok((path, std::io::BufWriter::new(file)))
+    };
+    let (path, mut svg) = create("flamegraph.svg")?;
+    write_flamegraph(profile, info, &mut svg)
+        .and_then(|()| std::io::Write::flush(&mut svg))
+        .with_context(|| format!("writing {}", path.display()))?;
+    let (path, mut folded) = create("stacks.folded")?;
+    write_folded(profile, &mut folded)
+        .and_then(|()| std::io::Write::flush(&mut folded))
+        .with_context(|| format!("writing {}", path.display()))?;
+    let path = dir.join("top.txt");
+    std::fs::write(&path, table).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,205 @@
+//! Running Debian's `perf`: record a process's stacks for a while, then read them back.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::stacks::{lost_chunks, parse_perf_script, Profile};
+
+/// How stacks are sampled.
+#[derive(Clone, Debug)]
+pub struct Sampler {
+    /// Samples per second of CPU time (cpu-clock). 999 rather than 1000, so that sampling does
+    /// not run in step with timers of round periods.
+    pub frequency_hz: u32,
+    /// Bytes of user stack copied with each sample, for the DWARF unwinder: deep enough for a
+    /// handshake's stack through Rust, libssl and libcrypto.
+    pub stack_bytes: u32,
+    /// The perf program.
+    pub perf: PathBuf,
+}
+
+impl Default for Sampler {
+    fn default() -> Sampler {
+        Sampler {
+            frequency_hz: 999,
+            stack_bytes: 16384,
+            perf: PathBuf::from("perf"),
+        }
+    }
+}
+
+/// A finished recording.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    pub data: PathBuf,
+    pub pid: u32,
+    /// How long perf recorded (wall time).
+    pub window: Duration,
+    /// `perf --version`.
+    pub perf_version: String,
+}
+
+/// Why sampling could not be done.
+#[derive(Debug)]
+pub enum PerfError {
+    NotFound { perf: PathBuf },
+    NotPermitted { paranoid: i32 },
+    NoProcess { pid: u32 },
+    Failed { what: String, detail: String },
+}
+
+impl fmt::Display for PerfError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PerfError::NotFound { perf } => write!(
+                f,
+                "{} not found: profiling drives Debian's perf (package linux-perf); run `make deps`",
+                perf.display()
+            ),
+            PerfError::NotPermitted { paranoid } => write!(
+                f,
+                "sampling another process needs root or kernel.perf_event_paranoid <= 1 (it is {paranoid}): run as root"
+            ),
+            PerfError::NoProcess { pid } => {
+                write!(f, "no process {pid}: give the PID of a running process")
+            }
+            PerfError::Failed { what, detail } => write!(f, "{what} failed: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for PerfError {}
+
+impl Sampler {
+    /// perf's version, or why it cannot sample other processes here.
+    pub fn check(&self) -> Result<String, PerfError> {
+        let out = Command::new(&self.perf)
+            .arg("--version")
+            .output()
+            .map_err(|_| PerfError::NotFound {
+                perf: self.perf.clone(),
+            })?;
+        if !out.status.success() {
+            return Err(PerfError::NotFound {
+                perf: self.perf.clone(),
+            });
+        }
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .unwrap_or(2);
+        if !root && paranoid > 1 {
+            return Err(PerfError::NotPermitted { paranoid });
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+
+    /// Samples process `pid` (all its threads) for `duration` into `data`, or until `stop` is
+    /// set (perf is then asked to stop as Ctrl-C would, and what it sampled is kept).
+    pub fn record(
+        &self,
+        pid: u32,
+        duration: Duration,
+        data: &Path,
+        stop: &AtomicBool,
+    ) -> Result<Recording, PerfError> {
+        let perf_version = self.check()?;
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            return Err(PerfError::NoProcess { pid });
+        }
+        let failed = |what: &str, e: std::io::Error| PerfError::Failed {
+            what: what.into(),
+            detail: e.to_string(),
+        };
+        let log = data.with_extension("log");
+        let stderr = std::fs::File::create(&log).map_err(|e| failed("creating perf's log", e))?;
+        let started = Instant::now();
+        let mut child = Command::new(&self.perf)
+            .args(["record", "-q", "-e", "cpu-clock", "-F"])
+            .arg(self.frequency_hz.to_string())
+            .arg("--call-graph")
+            .arg(format!("dwarf,{}", self.stack_bytes))
+            .arg("-p")
+            .arg(pid.to_string())
+            .arg("-o")
+            .arg(data)
+            .args(["--", "sleep"])
+            .arg(format!("{:.3}", duration.as_secs_f64()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| failed("starting perf record", e))?;
+        let mut asked = false;
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) => {}
+                Err(e) => return Err(failed("waiting for perf record", e)),
+            }
+            if stop.load(Ordering::Relaxed) && !asked {
+                asked = true;
+                // SAFETY: kill with a PID this process started and has not reaped.
+                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let window = started.elapsed();
+        let said = std::fs::read(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        if std::fs::metadata(data).map_or(0, |m| m.len()) == 0 {
+            return Err(PerfError::Failed {
+                what: format!("perf record -p {pid}"),
+                detail: first_line(&said).unwrap_or_else(|| format!("it wrote nothing ({status})")),
+            });
+        }
+        Ok(Recording {
+            data: data.to_path_buf(),
+            pid,
+            window,
+            perf_version,
+        })
+    }
+
+    /// The recording's stacks, as perf symbolizes them (`.symtab` where the object kept it,
+    /// `.dynsym` otherwise), inlined frames not expanded.
+    pub fn read(&self, recording: &Recording) -> Result<(Profile, usize), PerfError> {
+        let out = Command::new(&self.perf)
+            .args([
+                "script",
+                "--no-inline",
+                "-F",
+                "pid,tid,time,period,ip,sym,dso",
+                "-i",
+            ])
+            .arg(&recording.data)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| PerfError::Failed {
+                what: "starting perf script".into(),
+                detail: e.to_string(),
+            })?;
+        if !out.status.success() {
+            return Err(PerfError::Failed {
+                what: format!("perf script -i {}", recording.data.display()),
+                detail: first_line(&out.stderr).unwrap_or_else(|| out.status.to_string()),
+            });
+        }
+        let (mut profile, skipped) = parse_perf_script(&String::from_utf8_lossy(&out.stdout));
+        profile.lost_chunks = lost_chunks(&String::from_utf8_lossy(&out.stderr));
+        Ok((profile, skipped))
+    }
+}
+
+fn first_line(bytes: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .map(str::to_string)
+}

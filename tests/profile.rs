@@ -1,0 +1,154 @@
+//! Issue 15: `tlsscope profile -p PID` samples a running process with Debian's perf (DWARF
+//! unwinding) and writes a flame graph, folded stacks and a table of the costliest functions.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::support::{self, text, Serve};
+
+/// Full handshakes against `serve` for 8 s, longer than a profile runs (bench stops itself).
+fn handshake_load(serve: &Serve) -> std::process::Child {
+    Command::new(support::bin())
+        .args(["bench", &serve.addr.to_string(), "-c", "4", "-d", "8s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("bench")
+}
+
+#[test]
+fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() {
+    let serve = Serve::start(&["--threads", "1"]);
+    let pid = serve.pid().to_string();
+    let mut load = handshake_load(&serve);
+    std::thread::sleep(Duration::from_millis(500));
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("profile");
+    let out = support::tlsscope(&[
+        "profile",
+        "-p",
+        &pid,
+        "-d",
+        "2s",
+        "--top",
+        "60",
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    let _ = load.wait();
+    serve.stop();
+    let table = text(&out.stdout);
+    assert!(out.status.success(), "{}{table}", text(&out.stderr));
+
+    // The table: a summary line, then the costliest functions, the server's handshake among
+    // them, reached through libssl into libcrypto's signing.
+    let first = table.lines().next().unwrap();
+    assert!(
+        first.starts_with(&format!("tlsscope (pid {pid}): ")),
+        "{first}"
+    );
+    assert!(first.contains(" samples, "), "{first}");
+    assert!(
+        table.contains("ossl::ssl::Ssl::do_handshake (tlsscope)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("(libssl)") && table.contains("(libcrypto)"),
+        "{table}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("top.txt")).unwrap(),
+        table
+    );
+
+    // Folded stacks: root first, a CPU-microsecond count last; the handshake's stacks reach a
+    // signing call in libcrypto (RSA-2048, the server's default certificate).
+    let folded = std::fs::read_to_string(out_dir.join("stacks.folded")).unwrap();
+    let mut total_us = 0;
+    for line in folded.lines() {
+        let (stack, us) = line.rsplit_once(' ').unwrap();
+        total_us += us.parse::<u64>().unwrap_or_else(|_| panic!("{line}"));
+        assert!(!stack.is_empty());
+    }
+    assert!(
+        total_us > 100_000,
+        "{total_us} us of samples in 2 s of a busy server"
+    );
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.contains("ossl::ssl::Ssl::do_handshake (tlsscope)")
+                && l.contains("EVP_DigestSign")),
+        "no handshake stack reaches EVP_DigestSign*:\n{}",
+        &folded[..folded.len().min(3000)]
+    );
+
+    // The flame graph: an SVG (inferno's) naming the same frames.
+    let svg = std::fs::read_to_string(out_dir.join("flamegraph.svg")).unwrap();
+    assert!(
+        svg.starts_with("<?xml") && svg.contains("<svg"),
+        "{}",
+        &svg[..100]
+    );
+    assert!(svg.contains("ossl::ssl::Ssl::do_handshake (tlsscope)"));
+    assert!(out_dir.join("perf.data").exists());
+}
+
+#[test]
+fn issue_15_profile_refuses_a_missing_process_and_an_idle_one_with_one_line() {
+    let out = support::tlsscope(&["profile", "-p", "4194303", "-d", "1s"]);
+    support::assert_one_line_error(&out, &["no process 4194303"]);
+
+    // A process that uses no CPU gives no samples: said, not an empty report.
+    let mut idle = Command::new("sleep").arg("30").spawn().unwrap();
+    let out = support::tlsscope(&["profile", "-p", &idle.id().to_string(), "-d", "1s"]);
+    let _ = idle.kill();
+    let _ = idle.wait();
+    support::assert_error_line(&out, &["no samples", "used no CPU"]);
+}
+
+#[test]
+fn issue_15_ctrl_c_ends_a_profile_early_and_keeps_what_was_sampled() {
+    let serve = Serve::start(&["--threads", "1"]);
+    let mut load = handshake_load(&serve);
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("p");
+    let mut profile = Command::new(support::bin());
+    profile.args([
+        "profile",
+        "-p",
+        &serve.pid().to_string(),
+        "-d",
+        "60s",
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    profile.stdout(Stdio::null());
+    let watched = support::start_until(
+        &mut profile,
+        "Ctrl-C to stop early",
+        Duration::from_secs(30),
+    );
+    let mut child = watched.child;
+    std::thread::sleep(Duration::from_secs(3));
+    let started = std::time::Instant::now();
+    // SAFETY: kill with the PID of a child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "profile did not stop after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let _ = load.wait();
+    serve.stop();
+    assert_eq!(status.code(), Some(crate::EXIT_INTERRUPTED));
+    let table = std::fs::read_to_string(out_dir.join("top.txt")).unwrap();
+    assert!(table.contains(" samples, "), "{table}");
+    assert!(out_dir.join("flamegraph.svg").exists());
+}
