@@ -93,6 +93,28 @@ fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() 
     );
     assert!(svg.contains("ossl::ssl::Ssl::do_handshake (tlsscope)"));
     assert!(out_dir.join("perf.data").exists());
+
+    // The pprof file, as Go's pprof reads it (Go comes with this machine kind).
+    let go = ["go", "/usr/local/go/bin/go"]
+        .into_iter()
+        .find(|g| {
+            Command::new(g)
+                .arg("version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .expect("go (for go tool pprof)");
+    let pprof = support::run_with_timeout(
+        Command::new(go)
+            .args(["tool", "pprof", "-top", "-cum", "-nodecount=300"])
+            .arg(out_dir.join("profile.pb")),
+        Duration::from_secs(120),
+    );
+    let top = text(&pprof.stdout);
+    assert!(pprof.status.success(), "{}{top}", text(&pprof.stderr));
+    assert!(top.contains("Type: cpu"), "{top}");
+    assert!(top.contains("ossl::ssl::Ssl::do_handshake"), "{top}");
+    assert!(top.contains("[unknown in libcrypto]"), "{top}");
 }
 
 #[test]

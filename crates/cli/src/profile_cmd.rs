@@ -68,7 +68,7 @@ pub fn run(a: &ProfileArgs) -> anyhow::Result<ExitCode> {
     if let Some(dir) = &a.output {
         write_outputs(dir, &profile, &info, &table)?;
         eprintln!(
-            "tlsscope profile: wrote flamegraph.svg, stacks.folded, top.txt and perf.data in {}",
+            "tlsscope profile: wrote flamegraph.svg, stacks.folded, profile.pb (pprof), top.txt and perf.data in {}",
             dir.display()
         );
     }
@@ -97,5 +97,8 @@ fn write_outputs(
         .with_context(|| format!("writing {}", path.display()))?;
     let path = dir.join("top.txt");
     std::fs::write(&path, table).with_context(|| format!("writing {}", path.display()))?;
+    let path = dir.join("profile.pb");
+    std::fs::write(&path, report::pprof::encode(profile, info.frequency_hz))
+        .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }

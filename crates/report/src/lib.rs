@@ -5,6 +5,7 @@ pub mod compare;
 pub mod handshake;
 pub mod lab;
 pub mod pcap;
+pub mod pprof;
 pub mod profile;
 pub mod serve;
 pub mod sniff;
