@@ -174,3 +174,107 @@ fn issue_15_ctrl_c_ends_a_profile_early_and_keeps_what_was_sampled() {
     assert!(table.contains(" samples, "), "{table}");
     assert!(out_dir.join("flamegraph.svg").exists());
 }
+
+/// CPU-us per operation of `function` in the variant columns of `profile.txt`, in order.
+fn per_op(table: &str, function: &str) -> Vec<f64> {
+    let line = table
+        .lines()
+        .find(|l| l.ends_with(&format!("  {function}")))
+        .unwrap_or_else(|| panic!("{function} not in profile.txt:\n{table}"));
+    line.split(" | ")
+        .map(|cell| cell.split_whitespace().next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn issue_15_compare_profile_finds_3_0_2s_method_store_walk_absent_from_1_1_1w() {
+    let libs = format!(
+        "{},{}",
+        support::openssl_111w().display(),
+        support::openssl_302().display()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().join("profiles");
+    let json = dir.path().join("compare.json");
+    let out = support::tlsscope(&[
+        "--openssl",
+        &libs,
+        "compare",
+        "--matrix",
+        "--ctx",
+        "per-connection",
+        "--experiment",
+        "pretransfer",
+        "-n",
+        "20",
+        "--repeat",
+        "2",
+        "--profile",
+        profiles.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let table = std::fs::read_to_string(profiles.join("profile.txt")).unwrap();
+    // 3.0.2 walks its method store (ossl_sa_doall_arg) for each new context's decoders; 1.1.1w
+    // has no such function.
+    let walk = per_op(&table, "ossl_sa_doall_arg (libcrypto)");
+    assert_eq!(walk[0], 0.0, "{table}");
+    assert!(walk[1] > 100.0, "{table}");
+    // The profile's CPU per connection agrees with compare's own measure within 20%.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    // "  <label>: N operations, X CPU-us each", one line per variant.
+    let root: Vec<f64> = table
+        .lines()
+        .filter_map(|l| {
+            l.strip_suffix(" CPU-us each")?
+                .rsplit_once(", ")?
+                .1
+                .parse()
+                .ok()
+        })
+        .collect();
+    assert_eq!(root.len(), 2, "{table}");
+    for (i, v) in doc["variants"].as_array().unwrap().iter().enumerate() {
+        let measured: Vec<f64> = v["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "client_cpu_per_connection")
+            .unwrap()["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect();
+        let mean = measured.iter().sum::<f64>() / measured.len() as f64;
+        let ratio = root[i] / mean;
+        assert!(
+            (0.8..=1.2).contains(&ratio),
+            "variant {i}: profile {} us against {mean} us per connection",
+            root[i]
+        );
+    }
+    // Per variant: flame graph, folded stacks, pprof; the second against the first.
+    let names: Vec<String> = std::fs::read_dir(&profiles)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    for suffix in [".svg", ".folded", ".pb"] {
+        assert_eq!(
+            names
+                .iter()
+                .filter(|n| n.ends_with(suffix) && !n.contains("-vs-"))
+                .count(),
+            2,
+            "{names:?}"
+        );
+    }
+    let diff = names
+        .iter()
+        .find(|n| n.ends_with("-vs-1.svg"))
+        .expect("differential flame graph");
+    let svg = std::fs::read_to_string(profiles.join(diff)).unwrap();
+    assert!(svg.contains("ossl_sa_doall_arg (libcrypto)"));
+}

@@ -825,4 +825,10 @@ pub struct CompareArgs {
     /// Write one self-contained HTML page with the tables and plots.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    /// With --matrix: sample each worker's measured operations with perf (DWARF stacks) and
+    /// write per variant a flame graph, folded stacks and a pprof file, a differential flame
+    /// graph against the first variant, and profile.txt (CPU-us per operation per function,
+    /// with the change) into this directory.
+    #[arg(long, value_name = "DIR", requires = "matrix")]
+    pub profile: Option<PathBuf>,
 }

@@ -101,6 +101,7 @@ fn matrix_config(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<Matri
         server_cpu: a.server_cpu,
         client_cpu: a.client_cpu,
         environment: experiments::environment::host(std::env::args().collect()),
+        profile: a.profile.clone(),
     })
 }
 

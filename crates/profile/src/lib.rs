@@ -8,5 +8,5 @@
 pub mod perf;
 pub mod stacks;
 
-pub use perf::{PerfError, Recording, Sampler};
+pub use perf::{make_control_fifo, window, PerfError, Recording, Sampler};
 pub use stacks::{Frame, FunctionCost, Profile, Stack};

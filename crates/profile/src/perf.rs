@@ -166,6 +166,33 @@ impl Sampler {
         })
     }
 
+    /// `perf record` of a program to be started (the caller appends it after the returned
+    /// command's `--`), sampling only while the program has said `enable` and not yet
+    /// `disable` on the FIFO `control` (see [`make_control_fifo`], [`window`]).
+    pub fn record_windows(&self, data: &Path, control: &Path) -> Command {
+        let mut cmd = Command::new(&self.perf);
+        cmd.args(["record", "-q", "-e", "cpu-clock", "-F"])
+            .arg(self.frequency_hz.to_string())
+            .arg("--call-graph")
+            .arg(format!("dwarf,{}", self.stack_bytes))
+            .args(["-D", "-1", "--control"])
+            .arg(format!("fifo:{}", control.display()))
+            .arg("-o")
+            .arg(data)
+            .arg("--");
+        cmd
+    }
+
+    /// The stacks of a recording made by [`Sampler::record_windows`].
+    pub fn read_data(&self, data: &Path) -> Result<(Profile, usize), PerfError> {
+        self.read(&Recording {
+            data: data.to_path_buf(),
+            pid: 0,
+            window: Duration::ZERO,
+            perf_version: String::new(),
+        })
+    }
+
     /// The recording's stacks, as perf symbolizes them (`.symtab` where the object kept it,
     /// `.dynsym` otherwise), inlined frames not expanded.
     pub fn read(&self, recording: &Recording) -> Result<(Profile, usize), PerfError> {
@@ -202,4 +229,32 @@ fn first_line(bytes: &[u8]) -> Option<String> {
         .map(str::trim)
         .find(|l| !l.is_empty())
         .map(str::to_string)
+}
+
+/// Makes the FIFO through which a program run under [`Sampler::record_windows`] opens and
+/// closes its sampling windows.
+pub fn make_control_fifo(path: &Path) -> Result<(), PerfError> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
+        PerfError::Failed {
+            what: "making perf's control FIFO".into(),
+            detail: format!("{} holds a NUL byte", path.display()),
+        }
+    })?;
+    // SAFETY: mkfifo with a NUL-terminated path; the result is checked.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+        return Err(PerfError::Failed {
+            what: format!("mkfifo {}", path.display()),
+            detail: std::io::Error::last_os_error().to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// Opens (`true`) or closes a sampling window of the perf that runs this program, by writing
+/// to its control FIFO (perf holds it open from before the program starts, so this does not
+/// block).
+pub fn window(control: &Path, open: bool) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut fifo = std::fs::OpenOptions::new().write(true).open(control)?;
+    fifo.write_all(if open { b"enable\n" } else { b"disable\n" })
 }

@@ -94,6 +94,93 @@ pub fn top_table(p: &Profile, info: &ProfileInfo<'_>, n: usize) -> String {
     s
 }
 
+/// Folded stacks with each stack's CPU time per operation, in nanoseconds: what lines two
+/// variants up when they completed different numbers of operations.
+pub fn folded_per_op(p: &Profile, ops: u64) -> String {
+    let mut s = String::new();
+    for (stack, ns) in p.folded() {
+        let per = (ns as f64 / ops.max(1) as f64).round() as u64;
+        if per > 0 {
+            let _ = writeln!(s, "{stack} {per}");
+        }
+    }
+    s
+}
+
+/// A differential flame graph: `after`'s stacks, each coloured by how its CPU time per
+/// operation changed from `before` (red: more, blue: less).
+pub fn write_differential(
+    before: (&Profile, u64),
+    after: (&Profile, u64),
+    title: &str,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let (b, a) = (
+        folded_per_op(before.0, before.1),
+        folded_per_op(after.0, after.1),
+    );
+    let mut combined = Vec::new();
+    inferno::differential::from_readers(
+        inferno::differential::Options::default(),
+        b.as_bytes(),
+        a.as_bytes(),
+        &mut combined,
+    )?;
+    let combined = String::from_utf8_lossy(&combined);
+    let mut options = inferno::flamegraph::Options::default();
+    options.title = title.to_string();
+    options.subtitle = Some("widths: CPU-nanoseconds per operation in the second; red: more than in the first, blue: less".into());
+    options.count_name = "ns/op".into();
+    inferno::flamegraph::from_lines(&mut options, combined.lines(), out)
+}
+
+/// Per function, CPU-microseconds per operation in each variant and the change from the first
+/// (the baseline), largest changes in total time first.
+pub fn diff_table(variants: &[(&str, &Profile, u64)], n: usize) -> String {
+    use std::collections::BTreeMap;
+    let mut per: BTreeMap<profile::Frame, Vec<(f64, f64)>> = BTreeMap::new();
+    for (i, (_, p, ops)) in variants.iter().enumerate() {
+        let ops = (*ops).max(1) as f64;
+        for f in p.functions() {
+            let e = per
+                .entry(f.frame)
+                .or_insert_with(|| vec![(0.0, 0.0); variants.len()]);
+            e[i] = (f.total_ns as f64 / ops / 1e3, f.self_ns as f64 / ops / 1e3);
+        }
+    }
+    let mut rows: Vec<_> = per.into_iter().collect();
+    let change = |v: &[(f64, f64)]| v.iter().map(|x| (x.0 - v[0].0).abs()).fold(0.0, f64::max);
+    rows.sort_by(|a, b| change(&b.1).total_cmp(&change(&a.1)));
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "CPU-us per operation, total (self); change against {}",
+        variants[0].0
+    );
+    for (name, p, ops) in variants {
+        let _ = writeln!(
+            s,
+            "  {name}: {ops} operations, {:.1} CPU-us each",
+            p.total_ns() as f64 / (*ops).max(1) as f64 / 1e3
+        );
+    }
+    for (frame, v) in rows.into_iter().take(n) {
+        let cells: Vec<String> = v
+            .iter()
+            .enumerate()
+            .map(|(i, (t, own))| {
+                if i == 0 {
+                    format!("{t:.1} ({own:.1})")
+                } else {
+                    format!("{t:.1} ({own:.1}) {:+.1}", t - v[0].0)
+                }
+            })
+            .collect();
+        let _ = writeln!(s, "{}  {}", cells.join(" | "), frame.label());
+    }
+    s
+}
+
 fn row(f: &FunctionCost, total: f64) -> String {
     format!(
         "{:>10.1} {:>5.1}% {:>10.1} {:>5.1}%  {}",
@@ -165,6 +252,32 @@ mod tests {
         assert!(svg.contains("CPU of app (pid 1)"));
         let empty = Profile::default();
         assert!(write_flamegraph(&empty, &info, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn variants_are_compared_per_operation_largest_change_first() {
+        let base = sample();
+        // Twice the operations, and sha256_block twice as costly per operation.
+        let mut slower = sample();
+        slower.stacks[0].weight_ns = 12_000_000;
+        slower.stacks[1].weight_ns = 2_000_000;
+        let t = diff_table(&[("old", &base, 1000), ("new", &slower, 2000)], 10);
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[1], "  old: 1000 operations, 4.0 CPU-us each");
+        assert_eq!(lines[2], "  new: 2000 operations, 7.0 CPU-us each");
+        // main: 4.0 us per op before, 7.0 after; sha256_block: 3.0 before, 6.0 after.
+        assert!(
+            lines[3].ends_with("main (app)") && lines[3].contains("4.0 (1.0) | 7.0 (1.0) +3.0"),
+            "{t}"
+        );
+        assert!(
+            lines[4].contains("3.0 (3.0) | 6.0 (6.0) +3.0  sha256_block (libcrypto)"),
+            "{t}"
+        );
+        let mut svg = Vec::new();
+        write_differential((&base, 1000), (&slower, 2000), "old vs new", &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains("sha256_block (libcrypto)") && svg.contains("old vs new"));
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct MatrixConfig {
     pub client_cpu: usize,
     /// Where the run is made, for the document.
     pub environment: report::Environment,
+    /// Sample each worker's measured operations with perf and write flame graphs, tables and
+    /// the difference against the first variant into this directory (`compare --profile`).
+    pub profile: Option<PathBuf>,
 }
 
 /// What the matrix tells its caller as it goes.
@@ -106,6 +109,10 @@ struct Gathered {
     error: Option<String>,
     /// Rounds that completed: those before a failure are still reported.
     rounds_done: usize,
+    /// The workers' stacks over their measured operations (`compare --profile`), and how many
+    /// operations they were.
+    profile: profile::Profile,
+    profiled_ops: u64,
 }
 
 /// Why a variant stopped at `round` (from 0), with what is still reported: a library
@@ -280,6 +287,14 @@ pub fn run(
 ) -> Result<CompareDocument> {
     let plans = plans(c);
     let pretransfer = c.experiments.contains(&ExperimentKind::Pretransfer);
+    let sampler = match &c.profile {
+        Some(_) => {
+            let s = profile::Sampler::default();
+            s.check().map_err(|e| Error::msg(e.to_string()))?;
+            Some(s)
+        }
+        None => None,
+    };
     let build_failures = ensure_built(&plans, build);
     let dir = tempfile::tempdir()?;
     let mut servers: Vec<(ServerKey, std::result::Result<Server, String>)> = Vec::new();
@@ -336,6 +351,7 @@ pub fn run(
                 ctx_per_connection: p.per_connection,
                 cert_type: p.cert,
                 cpu: Some(c.client_cpu),
+                profile_control: None,
             };
             events(Event::Round {
                 round: round + 1,
@@ -343,12 +359,17 @@ pub fn run(
                 label: &p.label,
             });
             let server_cpu_before = server.and_then(|s| host::proc_cpu_total_s(s.process.pid()));
-            let outcome = run_worker(&c.exe, p.client_openssl.as_deref(), &spec);
+            let outcome = run_worker(&c.exe, p.client_openssl.as_deref(), &spec, sampler.as_ref());
             let server_cpu_after = server.and_then(|s| host::proc_cpu_total_s(s.process.pid()));
             let g = &mut gathered[i];
             match outcome {
-                Ok(r) => {
+                Ok((r, sampled)) => {
                     events(Event::RoundDone(Ok(one_line(&r))));
+                    if let Some(p) = sampled {
+                        g.profile.stacks.extend(p.stacks);
+                        g.profile.lost_chunks += p.lost_chunks;
+                        g.profiled_ops += (c.count * c.experiments.len()) as u64;
+                    }
                     if let (Some(b), Some(e)) = (server_cpu_before, server_cpu_after) {
                         if r.connections > 0 {
                             let cpu = e - b;
@@ -369,19 +390,114 @@ pub fn run(
         }
     }
     drop(servers);
+    if let Some(dir) = &c.profile {
+        write_profiles(dir, &plans, &gathered)?;
+    }
     Ok(document(&plans, gathered, c))
+}
+
+/// Each variant's flame graph, folded stacks (CPU-nanoseconds per operation) and pprof file,
+/// a differential flame graph of each against the first, and one table of every variant's
+/// costliest functions per operation: `profile.txt`.
+fn write_profiles(dir: &Path, plans: &[Plan], gathered: &[Gathered]) -> Result<()> {
+    use report::profile::{diff_table, folded_per_op, write_differential, write_flamegraph};
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating the profile directory {}", dir.display()))?;
+    let profiled: Vec<(usize, &Plan, &Gathered)> = plans
+        .iter()
+        .zip(gathered)
+        .enumerate()
+        .filter(|(_, (_, g))| !g.profile.stacks.is_empty())
+        .map(|(i, (p, g))| (i, p, g))
+        .collect();
+    let write = |name: String, bytes: &[u8]| -> Result<()> {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
+    };
+    for &(i, p, g) in &profiled {
+        let stem = file_stem(i, &p.label);
+        let info = report::profile::ProfileInfo {
+            subject: &p.label,
+            window_s: g.profile.total_ns() as f64 / 1e9,
+            frequency_hz: profile::Sampler::default().frequency_hz,
+            sampler: "perf (cpu-clock, DWARF stacks), measured operations only",
+        };
+        let mut svg = Vec::new();
+        write_flamegraph(&g.profile, &info, &mut svg)?;
+        write(format!("{stem}.svg"), &svg)?;
+        write(
+            format!("{stem}.folded"),
+            folded_per_op(&g.profile, g.profiled_ops).as_bytes(),
+        )?;
+        write(
+            format!("{stem}.pb"),
+            &report::pprof::encode(&g.profile, info.frequency_hz),
+        )?;
+        if let Some(&(b, base_plan, base)) = profiled.first().filter(|(b, _, _)| *b != i) {
+            let mut svg = Vec::new();
+            write_differential(
+                (&base.profile, base.profiled_ops),
+                (&g.profile, g.profiled_ops),
+                &format!("{} against {}", p.label, base_plan.label),
+                &mut svg,
+            )?;
+            write(format!("{stem}-vs-{}.svg", b + 1), &svg)?;
+        }
+    }
+    let variants: Vec<(&str, &profile::Profile, u64)> = profiled
+        .iter()
+        .map(|(_, p, g)| (p.label.as_str(), &g.profile, g.profiled_ops))
+        .collect();
+    if !variants.is_empty() {
+        write("profile.txt".into(), diff_table(&variants, 40).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// `2-openssl=3.0.2`: the variant's number and label, safe as a file name.
+fn file_stem(i: usize, label: &str) -> String {
+    let clean: String = label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || ".=-_".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{}-{clean}", i + 1)
 }
 
 /// Runs one worker process and reads its result line, which says why when it failed. Its stderr
 /// is quoted only when it ended without one (it crashed).
-fn run_worker(exe: &Path, openssl: Option<&str>, spec: &WorkerSpec) -> Result<WorkerResult> {
-    let mut cmd = Command::new(exe);
+fn run_worker(
+    exe: &Path,
+    openssl: Option<&str>,
+    spec: &WorkerSpec,
+    sampler: Option<&profile::Sampler>,
+) -> Result<(WorkerResult, Option<profile::Profile>)> {
+    let scratch = tempfile::tempdir()?;
+    let data = scratch.path().join("perf.data");
+    let mut spec = spec.clone();
+    // Profiled: perf starts the worker, sampling only while the worker says so.
+    let mut cmd = match sampler {
+        Some(s) => {
+            let fifo = scratch.path().join("control");
+            profile::make_control_fifo(&fifo).map_err(|e| Error::msg(e.to_string()))?;
+            spec.profile_control = Some(fifo.clone());
+            let mut cmd = s.record_windows(&data, &fifo);
+            cmd.arg(exe);
+            cmd
+        }
+        None => Command::new(exe),
+    };
     if let Some(o) = openssl {
         cmd.args(["--openssl", o]);
     }
     let out = cmd
         .arg("compare-worker")
-        .arg(serde_json::to_string(spec)?)
+        .arg(serde_json::to_string(&spec)?)
         .stdin(Stdio::null())
         .output()
         .context("starting a compare worker")?;
@@ -397,7 +513,11 @@ fn run_worker(exe: &Path, openssl: Option<&str>, spec: &WorkerSpec) -> Result<Wo
     if let Some(e) = &r.error {
         return Err(Error::msg(e));
     }
-    Ok(r)
+    let profile = match sampler {
+        Some(s) => Some(s.read_data(&data).map_err(|e| Error::msg(e.to_string()))?.0),
+        None => None,
+    };
+    Ok((r, profile))
 }
 
 /// "pretransfer median 12.3ms, engine median 4.1ms".

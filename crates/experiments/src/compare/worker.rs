@@ -46,6 +46,10 @@ pub struct WorkerSpec {
     pub cert_type: ossl::CertType,
     /// Pin the worker to this CPU.
     pub cpu: Option<usize>,
+    /// perf's control FIFO when `compare --profile` samples this worker: each experiment's
+    /// measured operations are one sampling window (warm-up and setup are left out).
+    #[serde(default)]
+    pub profile_control: Option<PathBuf>,
 }
 
 /// What a worker measured.
@@ -88,6 +92,20 @@ pub fn run(lib: &'static ossl::Library, spec: &WorkerSpec) -> WorkerResult {
         }
     }
     result
+}
+
+/// Opens or closes the worker's sampling window, when it is profiled.
+fn sampling(spec: &WorkerSpec, open: bool) -> Result<()> {
+    if let Some(fifo) = &spec.profile_control {
+        profile::window(fifo, open).with_context(|| {
+            format!(
+                "telling perf to {} sampling through {}",
+                if open { "start" } else { "stop" },
+                fifo.display()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 fn settings(spec: &WorkerSpec) -> Settings {
@@ -154,6 +172,7 @@ fn pretransfer(
     let mut cpu_start = (0.0, 0.0);
     for i in 0..spec.warmup + spec.count {
         if i == spec.warmup {
+            sampling(spec, true)?;
             cpu_start = host::process_cpu_s();
         }
         let start = Instant::now();
@@ -182,6 +201,7 @@ fn pretransfer(
         record(&mut negotiated, &o.negotiated);
     }
     let cpu_end = host::process_cpu_s();
+    sampling(spec, false)?;
     let cpu = (cpu_end.0 - cpu_start.0) + (cpu_end.1 - cpu_start.1);
     out.samples.insert("pretransfer".into(), pre);
     out.samples.insert("request_total".into(), total);
@@ -232,6 +252,9 @@ fn engine(lib: &'static ossl::Library, spec: &WorkerSpec, out: &mut WorkerResult
     let mut negotiated = Vec::new();
     let mut session: Option<Session> = None;
     for i in 0..spec.warmup + spec.count {
+        if i == spec.warmup {
+            sampling(spec, true)?;
+        }
         let offer = if spec.resume { session.as_ref() } else { None };
         let h =
             load::memory::handshake(&client, &server, offer, verify_host).map_err(|e| match e {
@@ -249,6 +272,7 @@ fn engine(lib: &'static ossl::Library, spec: &WorkerSpec, out: &mut WorkerResult
         server_us.push(us(h.timing.server));
         record(&mut negotiated, &h.negotiated);
     }
+    sampling(spec, false)?;
     out.samples.insert("engine_handshake".into(), total);
     out.samples.insert("engine_client".into(), client_us);
     out.samples.insert("engine_server".into(), server_us);
