@@ -243,7 +243,6 @@ fn bad_inputs_get_one_line_errors() {
     support::assert_one_line_error(&out, &["--ctx sometimes"]);
 }
 
-/// Debian's chromium, headless, prints the page's DOM after its script has run.
 /// The matrix reads a worker's JSON result line, never its stderr: a worker that cannot start
 /// says why in that line too.
 #[test]
@@ -326,29 +325,6 @@ fn a_library_removed_mid_compare_keeps_its_finished_rounds() {
         .find(|v| v["label"] == "openssl=system")
         .unwrap();
     assert!(system["error"].is_null(), "{system:#}");
-}
-
-fn rendered_dom(html: &Path) -> String {
-    let out = support::run_with_timeout(
-        Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--disable-background-networking",
-                "--no-first-run",
-                "--dump-dom",
-            ])
-            .arg(format!("file://{}", html.display())),
-        Duration::from_secs(120),
-    );
-    assert!(
-        out.status.success(),
-        "chromium (Debian's package) failed: {}",
-        support::text(&out.stderr)
-    );
-    support::text(&out.stdout)
 }
 
 fn body_attribute(dom: &str, name: &str) -> usize {
@@ -468,7 +444,7 @@ fn matrix_over_3_0_and_1_1_1w_writes_every_format_and_the_html_renders() {
             "the page loads something: {outside}"
         );
     }
-    let dom = rendered_dom(&html);
+    let dom = support::chromium_dom(&html);
     let plots = body_attribute(&dom, "data-plots");
     let rendered = body_attribute(&dom, "data-plots-rendered");
     // Per metric a CDF and a bar chart (7 metrics), and the handshake mix.

@@ -277,4 +277,24 @@ fn issue_15_compare_profile_finds_3_0_2s_method_store_walk_absent_from_1_1_1w() 
         .expect("differential flame graph");
     let svg = std::fs::read_to_string(profiles.join(diff)).unwrap();
     assert!(svg.contains("ossl_sa_doall_arg (libcrypto)"));
+    // Both kinds render in a browser: Chromium parses them as SVG (a malformed one gives its
+    // XML error page) and keeps every frame's name.
+    for name in [
+        diff.as_str(),
+        names
+            .iter()
+            .find(|n| n.starts_with("2-") && n.ends_with(".svg") && !n.contains("-vs-"))
+            .unwrap(),
+    ] {
+        let dom = support::chromium_dom(&profiles.join(name));
+        assert!(
+            dom.contains("<svg") && dom.contains("ossl_sa_doall_arg (libcrypto)"),
+            "{name}: {}",
+            &dom[..dom.len().min(500)]
+        );
+        assert!(
+            !dom.contains("This page contains the following errors"),
+            "{name}: {dom}"
+        );
+    }
 }

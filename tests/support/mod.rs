@@ -463,3 +463,27 @@ pub fn system_libssl() -> PathBuf {
         .expect("libssl mapped")
         .path
 }
+
+/// Debian's chromium, headless, prints a page's DOM after its scripts have run (an SVG's too).
+pub fn chromium_dom(page: &Path) -> String {
+    let out = run_with_timeout(
+        Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--disable-background-networking",
+                "--no-first-run",
+                "--dump-dom",
+            ])
+            .arg(format!("file://{}", page.display())),
+        Duration::from_secs(120),
+    );
+    assert!(
+        out.status.success(),
+        "chromium (Debian's package) failed: {}",
+        text(&out.stderr)
+    );
+    text(&out.stdout)
+}
