@@ -213,6 +213,8 @@ fn issue_15_compare_profile_finds_3_0_2s_method_store_walk_absent_from_1_1_1w() 
         profiles.to_str().unwrap(),
         "--json",
         json.to_str().unwrap(),
+        "--html",
+        dir.path().join("compare.html").to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let table = std::fs::read_to_string(profiles.join("profile.txt")).unwrap();
@@ -297,4 +299,11 @@ fn issue_15_compare_profile_finds_3_0_2s_method_store_walk_absent_from_1_1_1w() 
             "{name}: {dom}"
         );
     }
+    // The HTML report shows them: each variant's flame graph and the second's difference,
+    // linked relative to the page, all loaded.
+    let dom = support::chromium_dom(&dir.path().join("compare.html"));
+    assert!(dom.contains("src=\"profiles/1-"), "{dom}");
+    assert!(dom.contains("-vs-1.svg\""), "{dom}");
+    assert!(dom.contains("data-flames=\"3\""), "{dom}");
+    assert!(dom.contains("data-flames-loaded=\"3\""), "{dom}");
 }

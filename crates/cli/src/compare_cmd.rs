@@ -159,9 +159,62 @@ fn write_outputs(doc: &CompareDocument, a: &CompareArgs) -> anyhow::Result<()> {
         write(path, &report::compare::markdown(doc), "--markdown")?;
     }
     if let Some(path) = &a.html {
-        write(path, &report::compare::html::page(doc), "--html")?;
+        let links = a
+            .profile
+            .as_deref()
+            .map(|dir| profile_links(doc, dir, path))
+            .unwrap_or_default();
+        let page = report::compare::html::page_with_profiles(doc, &links);
+        write(path, &page, "--html")?;
     }
     crate::output::to_stdout(report::compare::text(doc))
+}
+
+/// The flame graphs `--profile` wrote for each variant, as the HTML page at `page` links them.
+fn profile_links(
+    doc: &CompareDocument,
+    dir: &Path,
+    page: &Path,
+) -> Vec<report::compare::html::ProfileLinks> {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    doc.variants
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let stem = experiments::compare::matrix::file_stem(i, &v.label);
+            let svg = format!("{stem}.svg");
+            names.contains(&svg).then(|| {
+                let diff = names
+                    .iter()
+                    .find(|n| n.starts_with(&format!("{stem}-vs-")) && n.ends_with(".svg"));
+                report::compare::html::ProfileLinks {
+                    label: v.label.clone(),
+                    flamegraph: href(page, &dir.join(&svg)),
+                    differential: diff.map(|d| href(page, &dir.join(d))),
+                }
+            })
+        })
+        .collect()
+}
+
+/// `target` as a link from the page: relative when it lies under the page's directory.
+fn href(page: &Path, target: &Path) -> String {
+    let absolute = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let base = page
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let target = absolute(target);
+    match target.strip_prefix(absolute(base)) {
+        Ok(relative) => relative.display().to_string(),
+        Err(_) => format!("file://{}", target.display()),
+    }
 }
 
 fn write(path: &Path, text: &str, flag: &str) -> anyhow::Result<()> {

@@ -454,8 +454,9 @@ fn write_profiles(dir: &Path, plans: &[Plan], gathered: &[Gathered]) -> Result<(
     Ok(())
 }
 
-/// `2-openssl=3.0.2`: the variant's number and label, safe as a file name.
-fn file_stem(i: usize, label: &str) -> String {
+/// `2-openssl=3.0.2`: the variant's number (from 0 here, from 1 in the name) and label, safe
+/// as a file name: how `compare --profile` names a variant's files.
+pub fn file_stem(i: usize, label: &str) -> String {
     let clean: String = label
         .chars()
         .map(|c| {

@@ -13,6 +13,20 @@ const HEIGHT: u32 = 420;
 
 /// The page.
 pub fn page(doc: &CompareDocument) -> String {
+    page_with_profiles(doc, &[])
+}
+
+/// A variant's profile (`compare --profile`), as the page links it: addresses relative to the
+/// page, or absolute.
+pub struct ProfileLinks {
+    pub label: String,
+    pub flamegraph: String,
+    /// The differential flame graph against the first variant (none for the first).
+    pub differential: Option<String>,
+}
+
+/// The page, with a section of flame graphs (each shown, and linked for its interactive view).
+pub fn page_with_profiles(doc: &CompareDocument, profiles: &[ProfileLinks]) -> String {
     let mut body = String::new();
     body += &format!("<h1>{}</h1>\n", escape(&describe_experiment(doc)));
     let env = &doc.environment;
@@ -51,6 +65,18 @@ pub fn page(doc: &CompareDocument) -> String {
         body += &html_table(&mix);
         body += &figure(&mix_plot(doc), "handshakes obtained per variant, by kind");
     }
+    if !profiles.is_empty() {
+        body += "<h2>Where the CPU goes (compare --profile)</h2>\n<p>Flame graphs of each variant's measured operations (perf, DWARF stacks); the second of each pair is the difference from the first variant (red: more CPU per operation, blue: less). Open one for its interactive view.</p>\n";
+        for p in profiles {
+            body += &format!("<h3>{}</h3>\n", escape(&p.label));
+            for href in std::iter::once(&p.flamegraph).chain(p.differential.as_ref()) {
+                body += &format!(
+                    "<p><a href=\"{0}\"><img class=\"flame\" src=\"{0}\" alt=\"{0}\"></a></p>\n",
+                    escape(href)
+                );
+            }
+        }
+    }
     if !doc.warnings.is_empty() {
         body += "<h2>Warnings</h2>\n<ul>\n";
         for w in &doc.warnings {
@@ -66,16 +92,21 @@ pub fn page(doc: &CompareDocument) -> String {
 const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1200px}\
 table{border-collapse:collapse;margin:1em 0;font-size:90%}\
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\
-th{background:#f0f0f0}figure{margin:1em 0}figcaption{color:#555;font-size:90%}";
+th{background:#f0f0f0}figure{margin:1em 0}figcaption{color:#555;font-size:90%}img.flame{width:100%}";
 
 /// Counts the plots that rendered (an SVG with a drawn area and marks in it) into
-/// `<body data-plots-rendered>`, so a headless browser can check the page.
+/// `<body data-plots-rendered>`, and once the page has loaded the flame graphs that loaded into
+/// `data-flames-loaded`, so a headless browser can check the page.
 const CHECK: &str =
     "(function(){var n=0;document.querySelectorAll('figure svg').forEach(function(s){\
 var b=s.getBoundingClientRect();var marks=s.querySelectorAll('polyline,rect,line,path').length;\
 if(b.width>0&&b.height>0&&marks>2){n++;}});\
 document.body.setAttribute('data-plots',String(document.querySelectorAll('figure svg').length));\
-document.body.setAttribute('data-plots-rendered',String(n));})();";
+document.body.setAttribute('data-plots-rendered',String(n));\
+window.addEventListener('load',function(){var f=document.querySelectorAll('img.flame'),m=0;\
+f.forEach(function(i){if(i.complete&&i.naturalWidth>0){m++;}});\
+document.body.setAttribute('data-flames',String(f.length));\
+document.body.setAttribute('data-flames-loaded',String(m));});})();";
 
 fn figure(svg: &str, caption: &str) -> String {
     format!(
