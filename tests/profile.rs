@@ -307,3 +307,44 @@ fn issue_15_compare_profile_finds_3_0_2s_method_store_walk_absent_from_1_1_1w() 
     assert!(dom.contains("data-flames=\"3\""), "{dom}");
     assert!(dom.contains("data-flames-loaded=\"3\""), "{dom}");
 }
+
+#[test]
+fn issue_15_profile_matrix_is_compare_profile_by_its_own_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("m");
+    let out = support::tlsscope(&[
+        "profile",
+        "--matrix",
+        "--experiment",
+        "engine",
+        "-n",
+        "20",
+        "--repeat",
+        "1",
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{}{stdout}", text(&out.stderr));
+    assert!(stdout.contains("engine_handshake"), "{stdout}");
+    assert!(
+        stdout.contains("CPU-us per operation, total (self)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("openssl=system: 20 operations"), "{stdout}");
+    for file in [
+        "compare.json",
+        "profile.txt",
+        "1-openssl=system.svg",
+        "1-openssl=system.pb",
+    ] {
+        assert!(out_dir.join(file).exists(), "{file} missing");
+    }
+
+    let out = support::tlsscope(&["profile", "--matrix"]);
+    support::assert_one_line_error(&out, &["missing --output"]);
+    let out = support::tlsscope(&["profile", "-p", "1", "--matrix", "-o", "x"]);
+    support::assert_one_line_error(&out, &["--pid", "--matrix"]);
+    let out = support::tlsscope(&["profile", "--matrix", "-o", "x", "-d", "3s"]);
+    support::assert_one_line_error(&out, &["--matrix", "--duration"]);
+}

@@ -60,18 +60,32 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct ProfileArgs {
     /// The process to sample, every thread of it (e.g. nginx's worker, or `tlsscope serve`).
-    #[arg(short = 'p', long = "pid", value_name = "PID")]
-    pub pid: u32,
+    #[arg(
+        short = 'p',
+        long = "pid",
+        value_name = "PID",
+        required_unless_present = "matrix",
+        conflicts_with = "matrix"
+    )]
+    pub pid: Option<u32>,
+    /// Profile compare --matrix's variants instead (the same variant options, --openssl a
+    /// comma-separated list): as `compare --matrix --profile DIR`, DIR given by -o.
+    #[arg(long, requires = "output")]
+    pub matrix: bool,
     /// How long to sample.
-    #[arg(long, short = 'd', default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, short = 'd', default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration, conflicts_with = "matrix")]
     pub duration: std::time::Duration,
     /// Samples per second of CPU time (the cpu-clock event).
-    #[arg(long, short = 'F', default_value_t = 999, value_parser = clap::value_parser!(u32).range(1..=20000))]
+    #[arg(long, short = 'F', default_value_t = 999, value_parser = clap::value_parser!(u32).range(1..=20000), conflicts_with = "matrix")]
     pub frequency: u32,
-    /// Write flamegraph.svg, stacks.folded (CPU-microseconds per stack), top.txt and perf's
-    /// perf.data into this directory (created if missing).
+    /// Write flamegraph.svg, stacks.folded (CPU-microseconds per stack), profile.pb (pprof),
+    /// top.txt and perf's perf.data into this directory (created if missing); with --matrix,
+    /// compare --profile's files and compare.json.
     #[arg(long, short = 'o', value_name = "DIR")]
     pub output: Option<PathBuf>,
+    /// With --matrix: the variants and how each is measured, as compare --matrix takes them.
+    #[command(flatten)]
+    pub m: MatrixOptions,
     /// Functions in the table.
     #[arg(long, default_value_t = 25, value_name = "N")]
     pub top: usize,
@@ -731,6 +745,28 @@ pub struct CompareArgs {
     /// and --ctx.
     #[arg(long)]
     pub matrix: bool,
+    #[command(flatten)]
+    pub m: MatrixOptions,
+    /// Write the whole comparison (every sample) as JSON.
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the tables as Markdown.
+    #[arg(long, value_name = "FILE")]
+    pub markdown: Option<PathBuf>,
+    /// Write one self-contained HTML page with the tables and plots.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// With --matrix: sample each worker's measured operations with perf (DWARF stacks) and
+    /// write per variant a flame graph, folded stacks and a pprof file, a differential flame
+    /// graph against the first variant, and profile.txt (CPU-us per operation per function,
+    /// with the change) into this directory.
+    #[arg(long, value_name = "DIR", requires = "matrix")]
+    pub profile: Option<PathBuf>,
+}
+
+/// The variants of a matrix and how each is measured: `compare --matrix` and `profile --matrix`.
+#[derive(Debug, Args)]
+pub struct MatrixOptions {
     /// Certificate types of the server (rsa2048, ecdsa-p256, ed25519, ...).
     #[arg(
         long,
@@ -816,19 +852,4 @@ pub struct CompareArgs {
     /// CPU for the client (the workers).
     #[arg(long, default_value_t = 1)]
     pub client_cpu: usize,
-    /// Write the whole comparison (every sample) as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-    /// Write the tables as Markdown.
-    #[arg(long, value_name = "FILE")]
-    pub markdown: Option<PathBuf>,
-    /// Write one self-contained HTML page with the tables and plots.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
-    /// With --matrix: sample each worker's measured operations with perf (DWARF stacks) and
-    /// write per variant a flame graph, folded stacks and a pprof file, a differential flame
-    /// graph against the first variant, and profile.txt (CPU-us per operation per function,
-    /// with the change) into this directory.
-    #[arg(long, value_name = "DIR", requires = "matrix")]
-    pub profile: Option<PathBuf>,
 }

@@ -12,96 +12,114 @@ use experiments::compare::matrix::{self, Event, MatrixConfig};
 use experiments::compare::worker::{self, WorkerSpec};
 use report::compare::CompareDocument;
 
-use crate::args::{CompareArgs, CtxChoice, HandshakeChoice};
+use crate::args::{CompareArgs, CtxChoice, HandshakeChoice, MatrixOptions};
 
 pub fn run(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<ExitCode> {
     anyhow::ensure!(
-        a.level > 0.5 && a.level < 1.0,
+        a.m.level > 0.5 && a.m.level < 1.0,
         "--level {}: a confidence level between 0.5 and 1 (e.g. 0.95)",
-        a.level
+        a.m.level
     );
     let doc = if a.matrix {
         anyhow::ensure!(
             a.files.is_empty(),
             "--matrix runs the experiment itself: drop the files, or drop --matrix to compare them"
         );
-        let config = matrix_config(openssl, a)?;
-        let mut build = |version: &str| build_if_missing(version);
-        let mut events = |event: Event<'_>| match event {
-            Event::Round { round, of, label } => {
-                eprint!("tlsscope compare: round {round}/{of}: {label} ... ");
-                let _ = std::io::stderr().flush();
-            }
-            Event::RoundDone(Ok(summary)) => eprintln!("{summary}"),
-            Event::RoundDone(Err(_)) => eprintln!("failed"),
-        };
-        matrix::run(&config, &mut build, &mut events)?
+        run_matrix(openssl, &a.m, a.profile.clone())?
     } else {
         anyhow::ensure!(
             a.files.len() >= 2,
             "give two or more saved runs to compare (JSON from bench, trace or compare), or --matrix"
         );
         let environment = experiments::environment::host(std::env::args().collect());
-        experiments::compare::saved::load(&a.files, a.level, environment)?
+        experiments::compare::saved::load(&a.files, a.m.level, environment)?
     };
     write_outputs(&doc, a)?;
+    Ok(exit_status(&doc))
+}
+
+/// Failure when a variant failed (said on stderr): the others are still reported.
+pub(crate) fn exit_status(doc: &CompareDocument) -> ExitCode {
     let failed = doc.variants.iter().filter(|v| v.error.is_some()).count();
     if failed > 0 {
         eprintln!(
             "tlsscope: error: {failed} of {} variants failed (see the warnings); the others are reported",
             doc.variants.len()
         );
-        return Ok(ExitCode::FAILURE);
+        return ExitCode::FAILURE;
     }
-    Ok(ExitCode::SUCCESS)
+    ExitCode::SUCCESS
+}
+
+/// Runs the matrix, each round said on stderr as it goes.
+pub(crate) fn run_matrix(
+    openssl: Option<&str>,
+    m: &MatrixOptions,
+    profile: Option<std::path::PathBuf>,
+) -> anyhow::Result<CompareDocument> {
+    let config = matrix_config(openssl, m, profile)?;
+    let mut build = |version: &str| build_if_missing(version);
+    let mut events = |event: Event<'_>| match event {
+        Event::Round { round, of, label } => {
+            eprint!("tlsscope compare: round {round}/{of}: {label} ... ");
+            let _ = std::io::stderr().flush();
+        }
+        Event::RoundDone(Ok(summary)) => eprintln!("{summary}"),
+        Event::RoundDone(Err(_)) => eprintln!("failed"),
+    };
+    Ok(matrix::run(&config, &mut build, &mut events)?)
 }
 
 /// The matrix's options, checked and typed.
-fn matrix_config(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<MatrixConfig> {
-    anyhow::ensure!(a.count >= 2, "--count {}: at least 2 per round", a.count);
-    anyhow::ensure!(a.repeat >= 1, "--repeat must be at least 1");
-    host::check_cpus("--server-cpu", &[a.server_cpu]).map_err(anyhow::Error::msg)?;
-    host::check_cpus("--client-cpu", &[a.client_cpu]).map_err(anyhow::Error::msg)?;
+fn matrix_config(
+    openssl: Option<&str>,
+    m: &MatrixOptions,
+    profile: Option<std::path::PathBuf>,
+) -> anyhow::Result<MatrixConfig> {
+    anyhow::ensure!(m.count >= 2, "--count {}: at least 2 per round", m.count);
+    anyhow::ensure!(m.repeat >= 1, "--repeat must be at least 1");
+    host::check_cpus("--server-cpu", &[m.server_cpu]).map_err(anyhow::Error::msg)?;
+    host::check_cpus("--client-cpu", &[m.client_cpu]).map_err(anyhow::Error::msg)?;
     let libraries: Vec<String> = openssl
         .unwrap_or("system")
         .split(',')
         .map(|v| v.trim().to_string())
         .filter(|v| !v.is_empty())
         .collect();
-    let mut experiments: Vec<_> = a.experiment.iter().map(|e| e.typed()).collect();
+    let mut experiments: Vec<_> = m.experiment.iter().map(|e| e.typed()).collect();
     experiments.dedup();
     Ok(MatrixConfig {
         exe: std::env::current_exe().context("finding the tlsscope executable")?,
         libraries,
-        fixed: a.fixed_openssl.clone(),
-        side: a.side.typed(),
-        cert_types: a.cert_type.clone(),
-        tls: a.tls.iter().map(|t| t.typed()).collect(),
-        groups: a
+        fixed: m.fixed_openssl.clone(),
+        side: m.side.typed(),
+        cert_types: m.cert_type.clone(),
+        tls: m.tls.iter().map(|t| t.typed()).collect(),
+        groups: m
             .groups
             .iter()
             .map(|g| (g != "default").then(|| g.clone()))
             .collect(),
-        resumed: a
+        resumed: m
             .resume
             .iter()
             .map(|r| *r == HandshakeChoice::Resumed)
             .collect(),
-        ctx_per_connection: a
+        ctx_per_connection: m
             .ctx
             .iter()
             .map(|c| *c == CtxChoice::PerConnection)
             .collect(),
         experiments,
-        count: a.count,
-        repeat: a.repeat,
-        warmup: a.warmup,
-        verify: a.verify.on(),
-        level: a.level,
-        server_cpu: a.server_cpu,
-        client_cpu: a.client_cpu,
+        count: m.count,
+        repeat: m.repeat,
+        warmup: m.warmup,
+        verify: m.verify.on(),
+        level: m.level,
+        server_cpu: m.server_cpu,
+        client_cpu: m.client_cpu,
         environment: experiments::environment::host(std::env::args().collect()),
-        profile: a.profile.clone(),
+        profile,
     })
 }
 

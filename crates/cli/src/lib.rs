@@ -62,7 +62,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         Command::Compare(a) => compare_cmd::run(openssl, &a),
         Command::CompareWorker { spec } => compare_cmd::worker(library(), &spec),
         Command::Sniff(a) => sniff_cmd::run(&a),
-        Command::Profile(a) => profile_cmd::run(&a),
+        Command::Profile(a) => profile_cmd::run(openssl, &a),
         Command::Openssl(OpensslCommand::Build(a)) => {
             let jobs = a
                 .jobs
@@ -90,12 +90,29 @@ fn usage_error(e: clap::Error, argv: &[std::ffi::OsString]) -> ExitCode {
         .lines()
         .find(|l| !l.trim().is_empty())
         .unwrap_or("invalid usage");
-    let first = invalid_choice(&e).unwrap_or_else(|| first.trim_start_matches("error: ").into());
+    let first = invalid_choice(&e)
+        .or_else(|| missing_arguments(&e))
+        .unwrap_or_else(|| first.trim_start_matches("error: ").into());
     eprintln!(
         "tlsscope: error: {first} (see tlsscope {}--help)",
         subcommand_path(argv)
     );
     ExitCode::from(2)
+}
+
+/// "missing --output <DIR>" for arguments required but not given (clap lists them on lines of
+/// their own).
+fn missing_arguments(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    if e.kind() != clap::error::ErrorKind::MissingRequiredArgument {
+        return None;
+    }
+    match e.get(ContextKind::InvalidArg)? {
+        ContextValue::Strings(names) if !names.is_empty() => {
+            Some(format!("missing {}", names.join(", ")))
+        }
+        _ => None,
+    }
 }
 
 /// "--ctx sometimes: use shared or per-connection" for a value that is not one of a flag's

@@ -10,15 +10,18 @@ use report::profile::{top_table, write_flamegraph, write_folded, ProfileInfo};
 use crate::args::ProfileArgs;
 use crate::signals::StopFlags;
 
-pub fn run(a: &ProfileArgs) -> anyhow::Result<ExitCode> {
+pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
+    let Some(pid) = a.pid else {
+        return matrix(openssl, a);
+    };
     let sampler = Sampler {
         frequency_hz: a.frequency,
         ..Sampler::default()
     };
     let perf_version = sampler.check()?;
-    let comm = std::fs::read_to_string(format!("/proc/{}/comm", a.pid))
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", pid))
         .map(|s| s.trim().to_string())
-        .map_err(|_| profile::PerfError::NoProcess { pid: a.pid })?;
+        .map_err(|_| profile::PerfError::NoProcess { pid })?;
     let scratch;
     let dir: &Path = match &a.output {
         Some(dir) => {
@@ -34,21 +37,21 @@ pub fn run(a: &ProfileArgs) -> anyhow::Result<ExitCode> {
     let flags = StopFlags::install()?;
     eprintln!(
         "tlsscope profile: sampling {comm} (pid {}) for {:.1} s at {} Hz ({perf_version}, cpu-clock, DWARF unwinding); Ctrl-C to stop early",
-        a.pid,
+        pid,
         a.duration.as_secs_f64(),
         a.frequency
     );
     let data = dir.join("perf.data");
-    let recording = sampler.record(a.pid, a.duration, &data, &flags.stop)?;
+    let recording = sampler.record(pid, a.duration, &data, &flags.stop)?;
     let (profile, skipped) = sampler.read(&recording)?;
     if profile.stacks.is_empty() {
         bail!(
             "no samples: {comm} (pid {}) used no CPU in the {:.1} s sampled; put it under load (e.g. tlsscope bench) while profiling",
-            a.pid,
+            pid,
             recording.window.as_secs_f64()
         );
     }
-    let subject = format!("{comm} (pid {})", a.pid);
+    let subject = format!("{comm} (pid {})", pid);
     let info = ProfileInfo {
         subject: &subject,
         // From the first sample to the last: perf's own start and exit are not sampling time.
@@ -101,4 +104,19 @@ fn write_outputs(
     std::fs::write(&path, report::pprof::encode(profile, info.frequency_hz))
         .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
+}
+
+/// `profile --matrix`: compare's matrix, every worker profiled, the outputs in `-o DIR`.
+fn matrix(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
+    let dir = a
+        .output
+        .clone()
+        .context("--matrix writes its profiles into -o DIR")?;
+    let doc = crate::compare_cmd::run_matrix(openssl, &a.m, Some(dir.clone()))?;
+    let json = dir.join("compare.json");
+    std::fs::write(&json, serde_json::to_string_pretty(&doc)? + "\n")
+        .with_context(|| format!("writing {}", json.display()))?;
+    let table = std::fs::read_to_string(dir.join("profile.txt")).unwrap_or_default();
+    crate::output::to_stdout(report::compare::text(&doc) + "\n" + &table)?;
+    Ok(crate::compare_cmd::exit_status(&doc))
 }
