@@ -449,7 +449,7 @@ fn write_profiles(dir: &Path, plans: &[Plan], gathered: &[Gathered]) -> Result<(
         .map(|(_, p, g)| (p.label.as_str(), &g.profile, g.profiled_ops))
         .collect();
     if !variants.is_empty() {
-        write("profile.txt".into(), diff_table(&variants, 40).as_bytes())?;
+        write("profile.txt".into(), diff_table(&variants, 150).as_bytes())?;
     }
     Ok(())
 }
