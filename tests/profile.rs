@@ -41,9 +41,18 @@ fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() 
     let table = text(&out.stdout);
     assert!(out.status.success(), "{}{table}", text(&out.stderr));
 
-    // The table: a summary line, then the costliest functions, the server's handshake among
-    // them, reached through libssl into libcrypto's signing.
-    let first = table.lines().next().unwrap();
+    // The table: the environment, a summary line, then the costliest functions, the server's
+    // handshake among them, reached through libssl into libcrypto's signing.
+    let mut lines = table.lines();
+    let environment = lines.next().unwrap();
+    assert!(
+        environment.starts_with("environment: kernel "),
+        "{environment}"
+    );
+    for needle in ["perf version", "999 Hz", "libssl.so", "libcrypto.so"] {
+        assert!(environment.contains(needle), "{needle}: {environment}");
+    }
+    let first = lines.next().unwrap();
     assert!(
         first.starts_with(&format!("tlsscope (pid {pid}): ")),
         "{first}"
@@ -121,6 +130,15 @@ fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() 
 fn issue_15_profile_refuses_a_missing_process_and_an_idle_one_with_one_line() {
     let out = support::tlsscope(&["profile", "-p", "4194303", "-d", "1s"]);
     support::assert_one_line_error(&out, &["no process 4194303"]);
+    // Not root (and perf_event_paranoid above 1, as Debian sets it): said before anything else.
+    let out = support::run_with_timeout(
+        Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(support::bin())
+            .args(["profile", "-p", "1"]),
+        Duration::from_secs(30),
+    );
+    support::assert_one_line_error(&out, &["needs root", "perf_event_paranoid"]);
 
     // A process that uses no CPU gives no samples: said, not an empty report.
     let mut idle = Command::new("sleep").arg("30").spawn().unwrap();
@@ -218,6 +236,15 @@ fn issue_15_compare_profile_finds_3_0_2s_method_store_walk_absent_from_1_1_1w() 
     ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let table = std::fs::read_to_string(profiles.join("profile.txt")).unwrap();
+    // The environment first: kernel and sampler, then each variant's libraries.
+    assert!(table.starts_with("# kernel "), "{table}");
+    assert!(table.contains("DWARF stacks"), "{table}");
+    assert!(
+        table.lines().any(|l| l.starts_with("# openssl=")
+            && l.contains("1.1.1w")
+            && l.contains("chunks of samples lost")),
+        "{table}"
+    );
     // 3.0.2 walks its method store (ossl_sa_doall_arg) for each new context's decoders; 1.1.1w
     // has no such function.
     let walk = per_op(&table, "ossl_sa_doall_arg (libcrypto)");

@@ -63,13 +63,14 @@ pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
         frequency_hz: a.frequency,
         sampler: &perf_version,
     };
-    let table = top_table(&profile, &info, a.top);
+    let environment = environment(pid, &perf_version, a.frequency);
+    let table = format!("{}\n{}", environment, top_table(&profile, &info, a.top));
     print!("{table}");
     if skipped > 0 {
         eprintln!("tlsscope profile: {skipped} lines of perf's output could not be read and were left out");
     }
     if let Some(dir) = &a.output {
-        write_outputs(dir, &profile, &info, &table)?;
+        write_outputs(dir, &profile, &info, &table, &[environment])?;
         eprintln!(
             "tlsscope profile: wrote flamegraph.svg, stacks.folded, profile.pb (pprof), top.txt and perf.data in {}",
             dir.display()
@@ -83,6 +84,7 @@ fn write_outputs(
     profile: &profile::Profile,
     info: &ProfileInfo<'_>,
     table: &str,
+    comments: &[String],
 ) -> anyhow::Result<()> {
     let create = |name: &str| -> anyhow::Result<(PathBuf, std::io::BufWriter<std::fs::File>)> {
         let path = dir.join(name);
@@ -101,8 +103,11 @@ fn write_outputs(
     let path = dir.join("top.txt");
     std::fs::write(&path, table).with_context(|| format!("writing {}", path.display()))?;
     let path = dir.join("profile.pb");
-    std::fs::write(&path, report::pprof::encode(profile, info.frequency_hz))
-        .with_context(|| format!("writing {}", path.display()))?;
+    std::fs::write(
+        &path,
+        report::pprof::encode(profile, info.frequency_hz, comments),
+    )
+    .with_context(|| format!("writing {}", path.display()))?;
     Ok(())
 }
 
@@ -119,4 +124,24 @@ fn matrix(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
     let table = std::fs::read_to_string(dir.join("profile.txt")).unwrap_or_default();
     crate::output::to_stdout(report::compare::text(&doc) + "\n" + &table)?;
     Ok(crate::compare_cmd::exit_status(&doc))
+}
+
+/// One line on where the profile was taken: the kernel, the sampler and the TLS libraries the
+/// process maps (paths, so a build is told from the system's).
+fn environment(pid: u32, perf_version: &str, frequency: u32) -> String {
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "?".into());
+    let libraries = probes::tls_libraries(pid)
+        .map(|l| {
+            l.iter()
+                .map(|m| m.path.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+        .unwrap_or_default();
+    format!(
+        "environment: kernel {kernel}; {perf_version}, cpu-clock at {frequency} Hz, DWARF stacks; TLS libraries: {}",
+        if libraries.is_empty() { "none mapped" } else { &libraries }
+    )
 }

@@ -74,8 +74,18 @@ impl fmt::Display for PerfError {
 impl std::error::Error for PerfError {}
 
 impl Sampler {
-    /// perf's version, or why it cannot sample other processes here.
+    /// perf's version, or why it cannot sample other processes here (permission first: without
+    /// it nothing else matters).
     pub fn check(&self) -> Result<String, PerfError> {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .unwrap_or(2);
+        if !root && paranoid > 1 {
+            return Err(PerfError::NotPermitted { paranoid });
+        }
         let out = Command::new(&self.perf)
             .arg("--version")
             .output()
@@ -86,15 +96,6 @@ impl Sampler {
             return Err(PerfError::NotFound {
                 perf: self.perf.clone(),
             });
-        }
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
-        let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-            .unwrap_or(2);
-        if !root && paranoid > 1 {
-            return Err(PerfError::NotPermitted { paranoid });
         }
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }

@@ -91,8 +91,9 @@ fn value_type(strings: &mut Strings, kind: &str, unit: &str) -> Message {
 
 /// The profile as pprof's protobuf: two values per sample, its count and its CPU time in
 /// nanoseconds; one function and one location per distinct frame, named `function` with the
-/// object as the file name (so `-diff_base` lines up versions as the folded stacks do).
-pub fn encode(p: &Profile, frequency_hz: u32) -> Vec<u8> {
+/// object as the file name (so `-diff_base` lines up versions as the folded stacks do); the
+/// `comments` (the environment) as pprof's comments, which `go tool pprof -comments` prints.
+pub fn encode(p: &Profile, frequency_hz: u32, comments: &[String]) -> Vec<u8> {
     let mut strings = Strings::new();
     let mut out = Message::default();
     out.message(1, value_type(&mut strings, "samples", "count"));
@@ -140,6 +141,7 @@ pub fn encode(p: &Profile, frequency_hz: u32) -> Vec<u8> {
         out.message(5, function);
     }
     let period_type = value_type(&mut strings, "cpu", "nanoseconds");
+    let comments: Vec<u64> = comments.iter().map(|c| strings.of(c)).collect();
     for s in &strings.list {
         out.bytes(6, s.as_bytes());
     }
@@ -148,6 +150,9 @@ pub fn encode(p: &Profile, frequency_hz: u32) -> Vec<u8> {
     }
     out.message(11, period_type);
     out.int(12, 1_000_000_000 / u64::from(frequency_hz.max(1)));
+    if !comments.is_empty() {
+        out.packed(13, comments);
+    }
     out.0
 }
 
@@ -202,7 +207,7 @@ mod tests {
             lost_chunks: 0,
             span: Some((1.0, 3.0)),
         };
-        let top = fields(&encode(&p, 1000));
+        let top = fields(&encode(&p, 1000, &["kernel 6.18".to_string()]));
         let strings: Vec<String> = top
             .iter()
             .filter(|x| x.0 == 6)
@@ -237,5 +242,7 @@ mod tests {
             "duration"
         );
         assert!(top.contains(&(12, 0, 1_000_000, Vec::new())), "period");
+        let comment = top.iter().find(|x| x.0 == 13).unwrap();
+        assert_eq!(strings[comment.3[0] as usize], "kernel 6.18");
     }
 }

@@ -391,7 +391,15 @@ pub fn run(
     }
     drop(servers);
     if let Some(dir) = &c.profile {
-        write_profiles(dir, &plans, &gathered)?;
+        let sampler = sampler.as_ref().map_or_else(String::new, |s| {
+            format!(
+                "{}, cpu-clock at {} Hz, DWARF stacks of {} bytes",
+                s.check().unwrap_or_default(),
+                s.frequency_hz,
+                s.stack_bytes
+            )
+        });
+        write_profiles(dir, &plans, &gathered, &c.environment.kernel, &sampler)?;
     }
     Ok(document(&plans, gathered, c))
 }
@@ -399,7 +407,13 @@ pub fn run(
 /// Each variant's flame graph, folded stacks (CPU-nanoseconds per operation) and pprof file,
 /// a differential flame graph of each against the first, and one table of every variant's
 /// costliest functions per operation: `profile.txt`.
-fn write_profiles(dir: &Path, plans: &[Plan], gathered: &[Gathered]) -> Result<()> {
+fn write_profiles(
+    dir: &Path,
+    plans: &[Plan],
+    gathered: &[Gathered],
+    kernel: &str,
+    sampler: &str,
+) -> Result<()> {
     use report::profile::{diff_table, folded_per_op, write_differential, write_flamegraph};
     std::fs::create_dir_all(dir)
         .with_context(|| format!("creating the profile directory {}", dir.display()))?;
@@ -414,6 +428,18 @@ fn write_profiles(dir: &Path, plans: &[Plan], gathered: &[Gathered]) -> Result<(
         let path = dir.join(name);
         std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
     };
+    // The environment, at the head of profile.txt and in each pprof file.
+    let mut environment = vec![format!("kernel {kernel}; {sampler}")];
+    for &(_, p, g) in &profiled {
+        environment.push(format!(
+            "{}: client {} ({}), server {}; {} chunks of samples lost",
+            p.label,
+            g.library.as_deref().unwrap_or("?"),
+            p.client_openssl.as_deref().unwrap_or("system"),
+            p.server_openssl.as_deref().unwrap_or("system"),
+            g.profile.lost_chunks
+        ));
+    }
     for &(i, p, g) in &profiled {
         let stem = file_stem(i, &p.label);
         let info = report::profile::ProfileInfo {
@@ -431,7 +457,7 @@ fn write_profiles(dir: &Path, plans: &[Plan], gathered: &[Gathered]) -> Result<(
         )?;
         write(
             format!("{stem}.pb"),
-            &report::pprof::encode(&g.profile, info.frequency_hz),
+            &report::pprof::encode(&g.profile, info.frequency_hz, &environment),
         )?;
         if let Some(&(b, base_plan, base)) = profiled.first().filter(|(b, _, _)| *b != i) {
             let mut svg = Vec::new();
@@ -449,7 +475,11 @@ fn write_profiles(dir: &Path, plans: &[Plan], gathered: &[Gathered]) -> Result<(
         .map(|(_, p, g)| (p.label.as_str(), &g.profile, g.profiled_ops))
         .collect();
     if !variants.is_empty() {
-        write("profile.txt".into(), diff_table(&variants, 150).as_bytes())?;
+        let head: String = environment.iter().map(|l| format!("# {l}\n")).collect();
+        write(
+            "profile.txt".into(),
+            (head + &diff_table(&variants, 150)).as_bytes(),
+        )?;
     }
     Ok(())
 }
