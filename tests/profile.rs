@@ -101,6 +101,10 @@ fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() 
         &svg[..100]
     );
     assert!(svg.contains("ossl::ssl::Ssl::do_handshake (tlsscope)"));
+    assert!(
+        svg.contains(environment),
+        "the environment in the SVG's notes"
+    );
     assert!(out_dir.join("perf.data").exists());
 
     // The pprof file, as Go's pprof reads it (Go comes with this machine kind).

@@ -52,6 +52,7 @@ pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let subject = format!("{comm} (pid {})", pid);
+    let environment = environment(pid, &perf_version, a.frequency);
     let info = ProfileInfo {
         subject: &subject,
         // From the first sample to the last: perf's own start and exit are not sampling time.
@@ -62,15 +63,15 @@ pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
         },
         frequency_hz: a.frequency,
         sampler: &perf_version,
+        environment: &environment,
     };
-    let environment = environment(pid, &perf_version, a.frequency);
     let table = format!("{}\n{}", environment, top_table(&profile, &info, a.top));
     print!("{table}");
     if skipped > 0 {
         eprintln!("tlsscope profile: {skipped} lines of perf's output could not be read and were left out");
     }
     if let Some(dir) = &a.output {
-        write_outputs(dir, &profile, &info, &table, &[environment])?;
+        write_outputs(dir, &profile, &info, &table, &[environment.clone()])?;
         eprintln!(
             "tlsscope profile: wrote flamegraph.svg, stacks.folded, profile.pb (pprof), top.txt and perf.data in {}",
             dir.display()

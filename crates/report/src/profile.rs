@@ -14,6 +14,8 @@ pub struct ProfileInfo<'a> {
     pub window_s: f64,
     pub frequency_hz: u32,
     pub sampler: &'a str,
+    /// Where it was taken (kernel, sampler, libraries), kept in the SVG's notes.
+    pub environment: &'a str,
 }
 
 /// Folded stacks, one line per distinct stack: `root;...;leaf MICROSECONDS` (CPU time).
@@ -54,6 +56,7 @@ pub fn write_flamegraph(
         info.window_s, info.frequency_hz, info.sampler
     ));
     options.count_name = "us".into();
+    options.notes = info.environment.to_string();
     inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), out)
 }
 
@@ -244,12 +247,14 @@ mod tests {
             window_s: 1.0,
             frequency_hz: 999,
             sampler: "perf",
+            environment: "kernel 6.18",
         };
         write_flamegraph(&sample(), &info, &mut svg).unwrap();
         let svg = String::from_utf8(svg).unwrap();
         assert!(svg.starts_with("<?xml"), "{}", &svg[..80]);
         assert!(svg.contains("sha256_block (libcrypto)"));
         assert!(svg.contains("CPU of app (pid 1)"));
+        assert!(svg.contains("kernel 6.18"), "the environment in the notes");
         let empty = Profile::default();
         assert!(write_flamegraph(&empty, &info, &mut Vec::new()).is_err());
     }
@@ -287,6 +292,7 @@ mod tests {
             window_s: 2.0,
             frequency_hz: 999,
             sampler: "perf",
+            environment: "kernel 6.18",
         };
         let t = top_table(&sample(), &info, 10);
         let lines: Vec<&str> = t.lines().collect();

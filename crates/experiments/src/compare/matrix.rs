@@ -440,6 +440,7 @@ fn write_profiles(
             g.profile.lost_chunks
         ));
     }
+    let notes = environment.join("; ");
     for &(i, p, g) in &profiled {
         let stem = file_stem(i, &p.label);
         let info = report::profile::ProfileInfo {
@@ -447,6 +448,7 @@ fn write_profiles(
             window_s: g.profile.total_ns() as f64 / 1e9,
             frequency_hz: profile::Sampler::default().frequency_hz,
             sampler: "perf (cpu-clock, DWARF stacks), measured operations only",
+            environment: &notes,
         };
         let mut svg = Vec::new();
         write_flamegraph(&g.profile, &info, &mut svg)?;
