@@ -71,7 +71,13 @@ pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
         eprintln!("tlsscope profile: {skipped} lines of perf's output could not be read and were left out");
     }
     if let Some(dir) = &a.output {
-        write_outputs(dir, &profile, &info, &table, &[environment.clone()])?;
+        write_outputs(
+            dir,
+            &profile,
+            &info,
+            &table,
+            std::slice::from_ref(&environment),
+        )?;
         eprintln!(
             "tlsscope profile: wrote flamegraph.svg, stacks.folded, profile.pb (pprof), top.txt and perf.data in {}",
             dir.display()
