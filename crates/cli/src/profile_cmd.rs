@@ -1,6 +1,6 @@
 //! `tlsscope profile -p PID`: where a running process's CPU goes.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{bail, Context as _};
@@ -43,7 +43,7 @@ pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
     );
     let data = dir.join("perf.data");
     let recording = sampler.record(pid, a.duration, &data, &flags.stop)?;
-    let (profile, skipped) = sampler.read(&recording)?;
+    let (profile, skipped) = sampler.read(&recording.data)?;
     if profile.stacks.is_empty() {
         bail!(
             "no samples: {comm} (pid {}) used no CPU in the {:.1} s sampled; put it under load (e.g. tlsscope bench) while profiling",
@@ -93,28 +93,20 @@ fn write_outputs(
     table: &str,
     comments: &[String],
 ) -> anyhow::Result<()> {
-    let create = |name: &str| -> anyhow::Result<(PathBuf, std::io::BufWriter<std::fs::File>)> {
+    let mut svg = Vec::new();
+    write_flamegraph(profile, info, &mut svg).context("drawing the flame graph")?;
+    let mut folded = Vec::new();
+    write_folded(profile, &mut folded)?;
+    let pprof = report::pprof::encode(profile, info.frequency_hz, comments);
+    for (name, bytes) in [
+        ("flamegraph.svg", svg.as_slice()),
+        ("stacks.folded", folded.as_slice()),
+        ("top.txt", table.as_bytes()),
+        ("profile.pb", pprof.as_slice()),
+    ] {
         let path = dir.join(name);
-        let file =
-            std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-        Ok((path, std::io::BufWriter::new(file)))
-    };
-    let (path, mut svg) = create("flamegraph.svg")?;
-    write_flamegraph(profile, info, &mut svg)
-        .and_then(|()| std::io::Write::flush(&mut svg))
-        .with_context(|| format!("writing {}", path.display()))?;
-    let (path, mut folded) = create("stacks.folded")?;
-    write_folded(profile, &mut folded)
-        .and_then(|()| std::io::Write::flush(&mut folded))
-        .with_context(|| format!("writing {}", path.display()))?;
-    let path = dir.join("top.txt");
-    std::fs::write(&path, table).with_context(|| format!("writing {}", path.display()))?;
-    let path = dir.join("profile.pb");
-    std::fs::write(
-        &path,
-        report::pprof::encode(profile, info.frequency_hz, comments),
-    )
-    .with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(())
 }
 

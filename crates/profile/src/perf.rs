@@ -38,8 +38,6 @@ pub struct Recording {
     pub pid: u32,
     /// How long perf recorded (wall time).
     pub window: Duration,
-    /// `perf --version`.
-    pub perf_version: String,
 }
 
 /// Why sampling could not be done.
@@ -100,8 +98,21 @@ impl Sampler {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
 
+    /// `perf record` with this sampler's event, frequency and stacks, into `data`.
+    fn record_command(&self, data: &Path) -> Command {
+        let mut cmd = Command::new(&self.perf);
+        cmd.args(["record", "-q", "-e", "cpu-clock", "-F"])
+            .arg(self.frequency_hz.to_string())
+            .arg("--call-graph")
+            .arg(format!("dwarf,{}", self.stack_bytes))
+            .arg("-o")
+            .arg(data);
+        cmd
+    }
+
     /// Samples process `pid` (all its threads) for `duration` into `data`, or until `stop` is
-    /// set (perf is then asked to stop as Ctrl-C would, and what it sampled is kept).
+    /// set (perf is then asked to stop as Ctrl-C would, and what it sampled is kept). Call
+    /// [`Sampler::check`] first.
     pub fn record(
         &self,
         pid: u32,
@@ -109,7 +120,6 @@ impl Sampler {
         data: &Path,
         stop: &AtomicBool,
     ) -> Result<Recording, PerfError> {
-        let perf_version = self.check()?;
         if !Path::new(&format!("/proc/{pid}")).exists() {
             return Err(PerfError::NoProcess { pid });
         }
@@ -120,15 +130,10 @@ impl Sampler {
         let log = data.with_extension("log");
         let stderr = std::fs::File::create(&log).map_err(|e| failed("creating perf's log", e))?;
         let started = Instant::now();
-        let mut child = Command::new(&self.perf)
-            .args(["record", "-q", "-e", "cpu-clock", "-F"])
-            .arg(self.frequency_hz.to_string())
-            .arg("--call-graph")
-            .arg(format!("dwarf,{}", self.stack_bytes))
+        let mut child = self
+            .record_command(data)
             .arg("-p")
             .arg(pid.to_string())
-            .arg("-o")
-            .arg(data)
             .args(["--", "sleep"])
             .arg(format!("{:.3}", duration.as_secs_f64()))
             .stdin(Stdio::null())
@@ -163,7 +168,6 @@ impl Sampler {
             data: data.to_path_buf(),
             pid,
             window,
-            perf_version,
         })
     }
 
@@ -171,32 +175,16 @@ impl Sampler {
     /// command's `--`), sampling only while the program has said `enable` and not yet
     /// `disable` on the FIFO `control` (see [`make_control_fifo`], [`window`]).
     pub fn record_windows(&self, data: &Path, control: &Path) -> Command {
-        let mut cmd = Command::new(&self.perf);
-        cmd.args(["record", "-q", "-e", "cpu-clock", "-F"])
-            .arg(self.frequency_hz.to_string())
-            .arg("--call-graph")
-            .arg(format!("dwarf,{}", self.stack_bytes))
-            .args(["-D", "-1", "--control"])
+        let mut cmd = self.record_command(data);
+        cmd.args(["-D", "-1", "--control"])
             .arg(format!("fifo:{}", control.display()))
-            .arg("-o")
-            .arg(data)
             .arg("--");
         cmd
     }
 
-    /// The stacks of a recording made by [`Sampler::record_windows`].
-    pub fn read_data(&self, data: &Path) -> Result<(Profile, usize), PerfError> {
-        self.read(&Recording {
-            data: data.to_path_buf(),
-            pid: 0,
-            window: Duration::ZERO,
-            perf_version: String::new(),
-        })
-    }
-
-    /// The recording's stacks, as perf symbolizes them (`.symtab` where the object kept it,
-    /// `.dynsym` otherwise), inlined frames not expanded.
-    pub fn read(&self, recording: &Recording) -> Result<(Profile, usize), PerfError> {
+    /// The stacks perf recorded into `data`, as it symbolizes them (`.symtab` where the object
+    /// kept it, `.dynsym` otherwise), inlined frames not expanded.
+    pub fn read(&self, data: &Path) -> Result<(Profile, usize), PerfError> {
         let out = Command::new(&self.perf)
             .args([
                 "script",
@@ -205,7 +193,7 @@ impl Sampler {
                 "pid,tid,time,period,ip,sym,dso",
                 "-i",
             ])
-            .arg(&recording.data)
+            .arg(data)
             .stdin(Stdio::null())
             .output()
             .map_err(|e| PerfError::Failed {
@@ -214,7 +202,7 @@ impl Sampler {
             })?;
         if !out.status.success() {
             return Err(PerfError::Failed {
-                what: format!("perf script -i {}", recording.data.display()),
+                what: format!("perf script -i {}", data.display()),
                 detail: first_line(&out.stderr).unwrap_or_else(|| out.status.to_string()),
             });
         }

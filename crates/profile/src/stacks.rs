@@ -59,15 +59,11 @@ pub struct Profile {
 /// An object's name without its directory and version: what lines frames up across library
 /// versions.
 pub fn object_name(dso: &str) -> String {
-    if dso.starts_with("[kernel") || dso.starts_with("[vdso") && dso.len() <= 6 {
-        return if dso.starts_with("[vdso") {
-            "vdso".into()
-        } else {
-            "kernel".into()
-        };
+    if dso.starts_with("[kernel") {
+        return "kernel".into();
     }
-    if dso.starts_with('[') {
-        return dso.trim_matches(|c| c == '[' || c == ']').to_string();
+    if let Some(name) = dso.strip_prefix('[').and_then(|d| d.strip_suffix(']')) {
+        return name.into();
     }
     let file = dso.rsplit('/').next().unwrap_or(dso);
     match file.find(".so") {

@@ -20,11 +20,17 @@ pub struct ProfileInfo<'a> {
 
 /// Folded stacks, one line per distinct stack: `root;...;leaf MICROSECONDS` (CPU time).
 pub fn folded_lines(p: &Profile) -> Vec<String> {
+    scaled_folded(p, 1000.0)
+}
+
+/// Folded stacks with each stack's CPU nanoseconds divided by `by` and rounded; stacks that
+/// round to 0 are left out.
+fn scaled_folded(p: &Profile, by: f64) -> Vec<String> {
     p.folded()
         .into_iter()
         .filter_map(|(stack, ns)| {
-            let us = (ns + 500) / 1000;
-            (us > 0).then(|| format!("{stack} {us}"))
+            let v = (ns as f64 / by).round() as u64;
+            (v > 0).then(|| format!("{stack} {v}"))
         })
         .collect()
 }
@@ -100,14 +106,10 @@ pub fn top_table(p: &Profile, info: &ProfileInfo<'_>, n: usize) -> String {
 /// Folded stacks with each stack's CPU time per operation, in nanoseconds: what lines two
 /// variants up when they completed different numbers of operations.
 pub fn folded_per_op(p: &Profile, ops: u64) -> String {
-    let mut s = String::new();
-    for (stack, ns) in p.folded() {
-        let per = (ns as f64 / ops.max(1) as f64).round() as u64;
-        if per > 0 {
-            let _ = writeln!(s, "{stack} {per}");
-        }
-    }
-    s
+    scaled_folded(p, ops.max(1) as f64)
+        .into_iter()
+        .map(|l| l + "\n")
+        .collect()
 }
 
 /// A differential flame graph: `after`'s stacks, each coloured by how its CPU time per

@@ -287,11 +287,12 @@ pub fn run(
 ) -> Result<CompareDocument> {
     let plans = plans(c);
     let pretransfer = c.experiments.contains(&ExperimentKind::Pretransfer);
+    // The sampler, and perf's version for the profiles' environment.
     let sampler = match &c.profile {
         Some(_) => {
             let s = profile::Sampler::default();
-            s.check().map_err(|e| Error::msg(e.to_string()))?;
-            Some(s)
+            let version = s.check().map_err(|e| Error::msg(e.to_string()))?;
+            Some((s, version))
         }
         None => None,
     };
@@ -359,7 +360,12 @@ pub fn run(
                 label: &p.label,
             });
             let server_cpu_before = server.and_then(|s| host::proc_cpu_total_s(s.process.pid()));
-            let outcome = run_worker(&c.exe, p.client_openssl.as_deref(), &spec, sampler.as_ref());
+            let outcome = run_worker(
+                &c.exe,
+                p.client_openssl.as_deref(),
+                &spec,
+                sampler.as_ref().map(|(s, _)| s),
+            );
             let server_cpu_after = server.and_then(|s| host::proc_cpu_total_s(s.process.pid()));
             let g = &mut gathered[i];
             match outcome {
@@ -390,16 +396,15 @@ pub fn run(
         }
     }
     drop(servers);
-    if let Some(dir) = &c.profile {
-        let sampler = sampler.as_ref().map_or_else(String::new, |s| {
-            format!(
-                "{}, cpu-clock at {} Hz, DWARF stacks of {} bytes",
-                s.check().unwrap_or_default(),
-                s.frequency_hz,
-                s.stack_bytes
-            )
-        });
-        write_profiles(dir, &plans, &gathered, &c.environment.kernel, &sampler)?;
+    if let (Some(dir), Some((sampler, version))) = (&c.profile, &sampler) {
+        write_profiles(
+            dir,
+            &plans,
+            &gathered,
+            &c.environment.kernel,
+            sampler,
+            version,
+        )?;
     }
     Ok(document(&plans, gathered, c))
 }
@@ -412,7 +417,8 @@ fn write_profiles(
     plans: &[Plan],
     gathered: &[Gathered],
     kernel: &str,
-    sampler: &str,
+    sampler: &profile::Sampler,
+    perf_version: &str,
 ) -> Result<()> {
     use report::profile::{diff_table, folded_per_op, write_differential, write_flamegraph};
     std::fs::create_dir_all(dir)
@@ -429,7 +435,10 @@ fn write_profiles(
         std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
     };
     // The environment, at the head of profile.txt and in each pprof file.
-    let mut environment = vec![format!("kernel {kernel}; {sampler}")];
+    let mut environment = vec![format!(
+        "kernel {kernel}; {perf_version}, cpu-clock at {} Hz, DWARF stacks of {} bytes",
+        sampler.frequency_hz, sampler.stack_bytes
+    )];
     for &(_, p, g) in &profiled {
         environment.push(format!(
             "{}: client {} ({}), server {}; {} chunks of samples lost",
@@ -446,7 +455,7 @@ fn write_profiles(
         let info = report::profile::ProfileInfo {
             subject: &p.label,
             window_s: g.profile.total_ns() as f64 / 1e9,
-            frequency_hz: profile::Sampler::default().frequency_hz,
+            frequency_hz: sampler.frequency_hz,
             sampler: "perf (cpu-clock, DWARF stacks), measured operations only",
             environment: &notes,
         };
@@ -510,16 +519,19 @@ fn run_worker(
     spec: &WorkerSpec,
     sampler: Option<&profile::Sampler>,
 ) -> Result<(WorkerResult, Option<profile::Profile>)> {
-    let scratch = tempfile::tempdir()?;
-    let data = scratch.path().join("perf.data");
     let mut spec = spec.clone();
-    // Profiled: perf starts the worker, sampling only while the worker says so.
-    let mut cmd = match sampler {
-        Some(s) => {
-            let fifo = scratch.path().join("control");
+    // Profiled: perf starts the worker, sampling only while the worker says so; its data and
+    // control FIFO live in a directory of their own.
+    let profiling = match sampler {
+        Some(s) => Some((s, tempfile::tempdir()?)),
+        None => None,
+    };
+    let mut cmd = match &profiling {
+        Some((s, dir)) => {
+            let fifo = dir.path().join("control");
             profile::make_control_fifo(&fifo).map_err(|e| Error::msg(e.to_string()))?;
             spec.profile_control = Some(fifo.clone());
-            let mut cmd = s.record_windows(&data, &fifo);
+            let mut cmd = s.record_windows(&dir.path().join("perf.data"), &fifo);
             cmd.arg(exe);
             cmd
         }
@@ -546,8 +558,12 @@ fn run_worker(
     if let Some(e) = &r.error {
         return Err(Error::msg(e));
     }
-    let profile = match sampler {
-        Some(s) => Some(s.read_data(&data).map_err(|e| Error::msg(e.to_string()))?.0),
+    let profile = match &profiling {
+        Some((s, dir)) => Some(
+            s.read(&dir.path().join("perf.data"))
+                .map_err(|e| Error::msg(e.to_string()))?
+                .0,
+        ),
         None => None,
     };
     Ok((r, profile))
