@@ -134,6 +134,34 @@ speed_probe() {
 }
 calc() { awk "BEGIN { v = ($2); printf \"$1\n\", v }"; } # FORMAT EXPR
 
+# --- observers and wrk ------------------------------------------------------------------------
+# Stops the observer (tracer, sniffer, profiler) started as $TPID: SIGINT (timeout passes it on),
+# up to 40 s to finish and report, then TERM/KILL. Sets TRC to its exit status.
+stop_observer() {
+    local i
+    TRC=0
+    kill -INT "$TPID" 2>/dev/null || true
+    for ((i = 0; i < 800; i++)); do alive "$TPID" || break; sleep 0.05; done
+    if alive "$TPID"; then
+        note "observer (PID $TPID) still running 40 s after SIGINT; stopping it"
+        stop_pid "$TPID"
+        TRC=stopped
+    else
+        wait "$TPID" || TRC=$?
+        untrack "$TPID"
+    fi
+    TPID="" TRACER_PID=""
+}
+
+# What a wrk run's output says: requests done, requests per second, and errors (socket errors
+# and non-2xx/3xx responses). usage: wrk_requests|wrk_rate|wrk_errors WRK_OUTPUT
+wrk_requests() { sed -n 's/^ *\([0-9][0-9]*\) requests in .*/\1/p' "$1" | head -1; }
+wrk_rate() { sed -n 's/^Requests\/sec: *\([0-9.]*\).*/\1/p' "$1" | head -1; }
+wrk_errors() {
+    awk '/Socket errors:/ { gsub(/,/, ""); e += $4 + $6 + $8 + $10 }
+        /Non-2xx or 3xx responses:/ { e += $NF } END { print e + 0 }' "$1"
+}
+
 # The order of the variants SEL in round R (sets ORDER): the canonical order rotated one place
 # every two rounds, reversed in even rounds. So no variant always runs first or always right
 # after another, and with two variants each goes first in half the rounds (rotating one place
