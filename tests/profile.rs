@@ -4,12 +4,13 @@
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use crate::support::peers::{Nginx, NginxOpts};
 use crate::support::{self, text, Serve};
 
-/// Full handshakes against `serve` for 8 s, longer than a profile runs (bench stops itself).
-fn handshake_load(serve: &Serve) -> std::process::Child {
+/// Full handshakes against `addr` for 8 s, longer than a profile runs (bench stops itself).
+fn handshake_load(addr: std::net::SocketAddr) -> std::process::Child {
     Command::new(support::bin())
-        .args(["bench", &serve.addr.to_string(), "-c", "4", "-d", "8s"])
+        .args(["bench", &addr.to_string(), "-c", "4", "-d", "8s"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -17,26 +18,38 @@ fn handshake_load(serve: &Serve) -> std::process::Child {
         .expect("bench")
 }
 
-#[test]
-fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() {
-    let serve = Serve::start(&["--threads", "1"]);
-    let pid = serve.pid().to_string();
-    let mut load = handshake_load(&serve);
+/// `tlsscope profile -p PID -d 2s -o DIR` (plus `extra`) while `handshake_load` runs against
+/// `addr`: its output, the temporary directory and the output directory in it.
+fn profile_under_load(
+    pid: u32,
+    addr: std::net::SocketAddr,
+    extra: &[&str],
+) -> (std::process::Output, tempfile::TempDir, std::path::PathBuf) {
+    let mut load = handshake_load(addr);
     std::thread::sleep(Duration::from_millis(500));
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("profile");
-    let out = support::tlsscope(&[
+    let pid = pid.to_string();
+    let mut args = vec![
         "profile",
         "-p",
         &pid,
         "-d",
         "2s",
-        "--top",
-        "60",
         "-o",
         out_dir.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let out = support::tlsscope(&args);
     let _ = load.wait();
+    (out, dir, out_dir)
+}
+
+#[test]
+fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() {
+    let serve = Serve::start(&["--threads", "1"]);
+    let pid = serve.pid().to_string();
+    let (out, _dir, out_dir) = profile_under_load(serve.pid(), serve.addr, &["--top", "60"]);
     serve.stop();
     let table = text(&out.stdout);
     assert!(out.status.success(), "{}{table}", text(&out.stderr));
@@ -74,8 +87,13 @@ fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() 
     // Folded stacks: root first, a CPU-microsecond count last; the handshake's stacks reach a
     // signing call in libcrypto (RSA-2048, the server's default certificate).
     let folded = std::fs::read_to_string(out_dir.join("stacks.folded")).unwrap();
+    assert!(
+        folded.starts_with(&format!("# {environment}")),
+        "the environment heads the folded stacks:\n{}",
+        &folded[..folded.len().min(500)]
+    );
     let mut total_us = 0;
-    for line in folded.lines() {
+    for line in folded.lines().filter(|l| !l.starts_with("# ")) {
         let (stack, us) = line.rsplit_once(' ').unwrap();
         total_us += us.parse::<u64>().unwrap_or_else(|_| panic!("{line}"));
         assert!(!stack.is_empty());
@@ -91,6 +109,30 @@ fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() 
                 && l.contains("EVP_DigestSign")),
         "no handshake stack reaches EVP_DigestSign*:\n{}",
         &folded[..folded.len().min(3000)]
+    );
+    // OpenSSL 3's SSL_do_handshake ends in a jump to the state machine, so no sample catches
+    // its frame: it is put back from the wrapper's call, between the wrapper and the library.
+    assert!(
+        folded.lines().any(|l| {
+            let frames: Vec<&str> = l.split(';').collect();
+            frames
+                .iter()
+                .position(|f| *f == "SSL_do_handshake (libssl)")
+                .is_some_and(|i| {
+                    // Called from the wrapper (or, unoptimized, its closure); signing under it.
+                    i > 0
+                        && frames[i - 1].starts_with("ossl::ssl::Ssl::do_handshake")
+                        && frames[i + 1..]
+                            .iter()
+                            .any(|f| f.starts_with("EVP_DigestSign"))
+                })
+        }),
+        "SSL_do_handshake is not on the signing stacks:\n{}",
+        &folded[..folded.len().min(3000)]
+    );
+    assert!(
+        table.contains("SSL_do_handshake (libssl)") && table.contains("frames put back"),
+        "{table}"
     );
 
     // The flame graph: an SVG (inferno's) naming the same frames.
@@ -130,6 +172,40 @@ fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() 
     assert!(top.contains("[unknown in libcrypto]"), "{top}");
 }
 
+/// The frames of each folded stack that holds `function`, split (comments skipped).
+fn stacks_with<'a>(folded: &'a str, function: &str) -> Vec<Vec<&'a str>> {
+    folded
+        .lines()
+        .filter(|l| !l.starts_with("# ") && l.contains(function))
+        .map(|l| l.rsplit_once(' ').unwrap().0.split(';').collect())
+        .collect()
+}
+
+#[test]
+fn issue_15_profile_of_nginx_puts_ssl_do_handshake_back_from_its_plt_call() {
+    // nginx calls SSL_do_handshake through its PLT; Debian's libssl jumps on from there, so
+    // only the call instruction in ngx_ssl_handshake still names it.
+    let nginx = Nginx::start(NginxOpts::default());
+    let (out, _dir, out_dir) = profile_under_load(nginx.pid(), nginx.addr(), &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let folded = std::fs::read_to_string(out_dir.join("stacks.folded")).unwrap();
+    // Every signing stack that reaches back to nginx's handshake (a stack can be cut short
+    // when it is deeper than the copy of the stack taken with the sample).
+    let signing: Vec<_> = stacks_with(&folded, "EVP_DigestSign")
+        .into_iter()
+        .filter(|f| f.contains(&"ngx_ssl_handshake (nginx)"))
+        .collect();
+    assert!(!signing.is_empty(), "no signing:\n{folded}");
+    for frames in &signing {
+        let i = frames
+            .iter()
+            .position(|f| *f == "SSL_do_handshake (libssl)")
+            .unwrap_or_else(|| panic!("no SSL_do_handshake: {frames:?}"));
+        assert_eq!(frames[i - 1], "ngx_ssl_handshake (nginx)", "{frames:?}");
+        assert!(frames[i + 1].ends_with("(libssl)"), "{frames:?}");
+    }
+}
+
 #[test]
 fn issue_15_profile_refuses_a_missing_process_and_an_idle_one_with_one_line() {
     let out = support::tlsscope(&["profile", "-p", "4194303", "-d", "1s"]);
@@ -155,7 +231,7 @@ fn issue_15_profile_refuses_a_missing_process_and_an_idle_one_with_one_line() {
 #[test]
 fn issue_15_ctrl_c_ends_a_profile_early_and_keeps_what_was_sampled() {
     let serve = Serve::start(&["--threads", "1"]);
-    let mut load = handshake_load(&serve);
+    let mut load = handshake_load(serve.addr);
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("p");
     let mut profile = Command::new(support::bin());
@@ -310,6 +386,27 @@ fn issue_15_compare_profile_finds_3_0_2s_method_store_walk_absent_from_1_1_1w() 
         .expect("differential flame graph");
     let svg = std::fs::read_to_string(profiles.join(diff)).unwrap();
     assert!(svg.contains("ossl_sa_doall_arg (libcrypto)"));
+    // Among the diff's top entries, and under SSL_CTX_new: 3.0.2's SSL_CTX_new jumps to
+    // SSL_CTX_new_ex, so its frame is one put back from tlsscope's call.
+    let rank = table
+        .lines()
+        .filter(|l| l.contains(" | "))
+        .position(|l| l.ends_with("ossl_sa_doall_arg (libcrypto)"))
+        .expect("ossl_sa_doall_arg in the diff");
+    assert!(rank < 40, "row {rank} of the diff:\n{table}");
+    let second = names
+        .iter()
+        .find(|n| n.starts_with("2-") && n.ends_with(".folded"))
+        .unwrap();
+    let folded = std::fs::read_to_string(profiles.join(second)).unwrap();
+    assert!(folded.starts_with("# kernel "), "{}", &folded[..200]);
+    assert!(
+        folded.lines().any(|l| l.contains(
+            "ossl::context::ContextBuilder::new (tlsscope);SSL_CTX_new (libssl);SSL_CTX_new_ex (libssl);"
+        ) && l.contains("ossl_sa_doall_arg (libcrypto)")),
+        "no method-store walk under SSL_CTX_new:\n{}",
+        &folded[..folded.len().min(3000)]
+    );
     // Both kinds render in a browser: Chromium parses them as SVG (a malformed one gives its
     // XML error page) and keeps every frame's name.
     for name in [

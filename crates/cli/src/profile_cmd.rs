@@ -43,7 +43,7 @@ pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
     );
     let data = dir.join("perf.data");
     let recording = sampler.record(pid, a.duration, &data, &flags.stop)?;
-    let (profile, skipped) = sampler.read(&recording.data)?;
+    let (profile, skipped) = sampler.read(&recording.data, ossl::WRAPPER_CALLS)?;
     if profile.stacks.is_empty() {
         bail!(
             "no samples: {comm} (pid {}) used no CPU in the {:.1} s sampled; put it under load (e.g. tlsscope bench) while profiling",
@@ -52,7 +52,12 @@ pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let subject = format!("{comm} (pid {})", pid);
-    let environment = environment(pid, &perf_version, a.frequency);
+    let environment = format!(
+        "{}; {} chunks of samples lost; {} frames put back where tail calls hid them",
+        environment(pid, &perf_version, a.frequency),
+        profile.lost_chunks,
+        profile.restored_frames
+    );
     let info = ProfileInfo {
         subject: &subject,
         // From the first sample to the last: perf's own start and exit are not sampling time.
@@ -96,7 +101,7 @@ fn write_outputs(
     let mut svg = Vec::new();
     write_flamegraph(profile, info, &mut svg).context("drawing the flame graph")?;
     let mut folded = Vec::new();
-    write_folded(profile, &mut folded)?;
+    write_folded(profile, comments, &mut folded)?;
     let pprof = report::pprof::encode(profile, info.frequency_hz, comments);
     for (name, bytes) in [
         ("flamegraph.svg", svg.as_slice()),

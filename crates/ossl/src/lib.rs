@@ -22,3 +22,13 @@ pub use file_version::{version_of_file, FileVersion};
 pub use library::{Library, LibrarySource, Version};
 pub use pki::{CertType, Certificate, Credentials, PrivateKey, UnknownCertType};
 pub use ssl::{HandshakeIds, HandshakeKind, Io, Negotiated, Session, Ssl};
+
+/// Wrapper methods of this crate that call one function of the library through its function
+/// table, with that function's name: what a profiler needs to put the function back on sampled
+/// stacks. A call through a pointer in a register names no target, and both functions end in
+/// tail calls (OpenSSL 3's `SSL_do_handshake` jumps to the handshake function, `SSL_CTX_new` to
+/// `SSL_CTX_new_ex`), so their own frames are gone by the time anything under them is sampled.
+pub const WRAPPER_CALLS: &[(&str, &str)] = &[
+    ("ossl::ssl::Ssl::do_handshake", "SSL_do_handshake"),
+    ("ossl::context::ContextBuilder::new", "SSL_CTX_new"),
+];

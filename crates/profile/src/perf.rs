@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::stacks::{lost_chunks, parse_perf_script, Profile};
+use crate::tailcalls::Restorer;
 
 /// How stacks are sampled.
 #[derive(Clone, Debug)]
@@ -183,8 +184,10 @@ impl Sampler {
     }
 
     /// The stacks perf recorded into `data`, as it symbolizes them (`.symtab` where the object
-    /// kept it, `.dynsym` otherwise), inlined frames not expanded.
-    pub fn read(&self, data: &Path) -> Result<(Profile, usize), PerfError> {
+    /// kept it, `.dynsym` otherwise), inlined frames not expanded, with the frames tail calls
+    /// hid put back ([`Restorer`]; `known`: callers that call through function pointers, and
+    /// what they call).
+    pub fn read(&self, data: &Path, known: &[(&str, &str)]) -> Result<(Profile, usize), PerfError> {
         let out = Command::new(&self.perf)
             .args([
                 "script",
@@ -208,6 +211,7 @@ impl Sampler {
         }
         let (mut profile, skipped) = parse_perf_script(&String::from_utf8_lossy(&out.stdout));
         profile.lost_chunks = lost_chunks(&String::from_utf8_lossy(&out.stderr));
+        Restorer::new(known).restore(&mut profile);
         Ok((profile, skipped))
     }
 }

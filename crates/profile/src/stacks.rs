@@ -1,8 +1,11 @@
 //! Sampled stacks: read from `perf script`, folded, and added up per function.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::Serialize;
+
+use crate::tailcalls::Site;
 
 /// One frame of a sampled stack.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -33,6 +36,8 @@ pub struct Stack {
     pub pid: u32,
     pub tid: u32,
     pub frames: Vec<Frame>,
+    /// Where each frame's code lies (empty where the stack was not read from perf).
+    pub sites: Vec<Site>,
     pub weight_ns: u64,
 }
 
@@ -54,6 +59,8 @@ pub struct Profile {
     pub lost_chunks: u64,
     /// When the first and the last sample were taken (seconds, perf's clock), if any were.
     pub span: Option<(f64, f64)>,
+    /// Frames put back where a tail call had hidden them (see [`crate::tailcalls`]).
+    pub restored_frames: u64,
 }
 
 /// An object's name without its directory and version: what lines frames up across library
@@ -79,6 +86,7 @@ pub fn parse_perf_script(text: &str) -> (Profile, usize) {
     let mut profile = Profile::default();
     let mut skipped = 0;
     let mut current: Option<Stack> = None;
+    let mut paths: HashMap<&str, Arc<str>> = HashMap::new();
     for line in text.lines() {
         if line.trim().is_empty() {
             if let Some(s) = current.take() {
@@ -89,7 +97,11 @@ pub fn parse_perf_script(text: &str) -> (Profile, usize) {
         // Frames are indented with a tab; a header may start with spaces (perf pads the PID).
         if line.starts_with('\t') {
             match (current.as_mut(), parse_frame(line)) {
-                (Some(s), Some(f)) => s.frames.push(f),
+                (Some(s), Some((f, address, dso))) => {
+                    let path = paths.entry(dso).or_insert_with(|| Arc::from(dso)).clone();
+                    s.frames.push(f);
+                    s.sites.push(Site { address, path });
+                }
                 _ => skipped += 1,
             }
             continue;
@@ -122,23 +134,26 @@ fn parse_header(line: &str) -> Option<(Stack, f64)> {
         pid: pid.parse().ok()?,
         tid: tid.parse().ok()?,
         frames: Vec::new(),
+        sites: Vec::new(),
         weight_ns,
     };
     Some((stack, time))
 }
 
-/// `ADDRESS SYMBOL (DSO)`; the symbol may hold spaces (Rust and C++ names do).
-fn parse_frame(line: &str) -> Option<Frame> {
+/// `ADDRESS SYMBOL (DSO)`, with the address and the DSO's path; the symbol may hold spaces
+/// (Rust and C++ names do).
+fn parse_frame(line: &str) -> Option<(Frame, u64, &str)> {
     let line = line.trim();
     let (address, rest) = line.split_once(char::is_whitespace)?;
-    u64::from_str_radix(address, 16).ok()?;
+    let address = u64::from_str_radix(address, 16).ok()?;
     let rest = rest.trim();
     let (symbol, dso) = rest.strip_suffix(')')?.rsplit_once(" (")?;
     let symbol = symbol.trim();
-    Some(Frame {
+    let frame = Frame {
         function: (symbol != "[unknown]" && !symbol.is_empty()).then(|| symbol.to_string()),
         object: object_name(dso),
-    })
+    };
+    Some((frame, address, dso))
 }
 
 /// The chunks of samples perf lost, from its warning on reading a recording ("Processed N

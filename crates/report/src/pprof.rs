@@ -202,10 +202,12 @@ mod tests {
                 pid: 1,
                 tid: 1,
                 frames: vec![f("leaf", "libcrypto"), f("main", "app")],
+                sites: Vec::new(),
                 weight_ns: 300,
             }],
             lost_chunks: 0,
             span: Some((1.0, 3.0)),
+            restored_frames: 0,
         };
         let top = fields(&encode(&p, 1000, &["kernel 6.18".to_string()]));
         let strings: Vec<String> = top

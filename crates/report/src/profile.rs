@@ -35,8 +35,25 @@ fn scaled_folded(p: &Profile, by: f64) -> Vec<String> {
         .collect()
 }
 
-/// Writes the folded stacks.
-pub fn write_folded(p: &Profile, out: &mut impl Write) -> io::Result<()> {
+/// `# ` lines for the head of a folded-stacks file. Readers of the format (flamegraph.pl,
+/// inferno, speedscope) skip a line that does not end in a count, so a line whose last word is
+/// a number gets a closing `.` that keeps it from being read as a stack.
+pub fn comment_lines(lines: &[String]) -> String {
+    lines
+        .iter()
+        .map(|l| {
+            let ends_in_number = l
+                .split_whitespace()
+                .last()
+                .is_some_and(|w| w.trim_end_matches('.').parse::<f64>().is_ok());
+            format!("# {l}{}\n", if ends_in_number { " ." } else { "" })
+        })
+        .collect()
+}
+
+/// Writes the folded stacks, `comments` (the environment) first.
+pub fn write_folded(p: &Profile, comments: &[String], out: &mut impl Write) -> io::Result<()> {
+    out.write_all(comment_lines(comments).as_bytes())?;
     for line in folded_lines(p) {
         writeln!(out, "{line}")?;
     }
@@ -80,11 +97,7 @@ pub fn top_table(p: &Profile, info: &ProfileInfo<'_>, n: usize) -> String {
         total / 1e6,
         info.window_s,
         total / 1e9 / info.window_s.max(1e-9) * 100.0,
-        if p.lost_chunks > 0 {
-            format!("; perf lost {} chunks of samples", p.lost_chunks)
-        } else {
-            String::new()
-        }
+        summary_notes(p)
     );
     let _ = writeln!(
         s,
@@ -98,6 +111,22 @@ pub fn top_table(p: &Profile, info: &ProfileInfo<'_>, n: usize) -> String {
         let _ = writeln!(
             s,
             "[unknown]: code its object's symbol tables do not name (internal functions of a stripped library), one row per object"
+        );
+    }
+    s
+}
+
+/// What the summary line adds: samples lost, frames put back behind tail calls.
+fn summary_notes(p: &Profile) -> String {
+    let mut s = match p.lost_chunks {
+        0 => "; no samples lost".to_string(),
+        n => format!("; perf lost {n} chunks of samples"),
+    };
+    if p.restored_frames > 0 {
+        let _ = write!(
+            s,
+            "; {} frames put back where tail calls hid them",
+            p.restored_frames
         );
     }
     s
@@ -118,6 +147,7 @@ pub fn write_differential(
     before: (&Profile, u64),
     after: (&Profile, u64),
     title: &str,
+    notes: &str,
     out: &mut impl Write,
 ) -> io::Result<()> {
     let (b, a) = (
@@ -136,6 +166,7 @@ pub fn write_differential(
     options.title = title.to_string();
     options.subtitle = Some("widths: CPU-nanoseconds per operation in the second; red: more than in the first, blue: less".into());
     options.count_name = "ns/op".into();
+    options.notes = notes.to_string();
     inferno::flamegraph::from_lines(&mut options, combined.lines(), out)
 }
 
@@ -216,17 +247,31 @@ mod tests {
                     pid: 1,
                     tid: 1,
                     frames: vec![frame("sha256_block", "libcrypto"), frame("main", "app")],
+                    sites: Vec::new(),
                     weight_ns: 3_000_000,
                 },
                 Stack {
                     pid: 1,
                     tid: 1,
                     frames: vec![frame("main", "app")],
+                    sites: Vec::new(),
                     weight_ns: 1_000_000,
                 },
             ],
             lost_chunks: 0,
             span: Some((10.0, 12.0)),
+            restored_frames: 0,
+        }
+    }
+
+    /// What the table tests say the profile was of: 2 s of "app".
+    fn app_info() -> ProfileInfo<'static> {
+        ProfileInfo {
+            subject: "app",
+            window_s: 2.0,
+            frequency_hz: 999,
+            sampler: "perf",
+            environment: "kernel 6.18",
         }
     }
 
@@ -282,20 +327,65 @@ mod tests {
             "{t}"
         );
         let mut svg = Vec::new();
-        write_differential((&base, 1000), (&slower, 2000), "old vs new", &mut svg).unwrap();
+        write_differential(
+            (&base, 1000),
+            (&slower, 2000),
+            "old vs new",
+            "kernel 6.18",
+            &mut svg,
+        )
+        .unwrap();
         let svg = String::from_utf8(svg).unwrap();
         assert!(svg.contains("sha256_block (libcrypto)") && svg.contains("old vs new"));
+        assert!(svg.contains("kernel 6.18"), "the environment in the notes");
+    }
+
+    #[test]
+    fn folded_files_open_with_the_environment_that_readers_skip() {
+        let mut out = Vec::new();
+        let env = [
+            "kernel 6.18; perf at 999 Hz".to_string(),
+            "1.1.1w: 0 chunks lost; 12".to_string(),
+        ];
+        write_folded(&sample(), &env, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "# kernel 6.18; perf at 999 Hz");
+        // A last word that is a number would be read as a stack's count.
+        assert_eq!(lines[1], "# 1.1.1w: 0 chunks lost; 12 .");
+        assert_eq!(lines[2], "main (app) 1000");
+        // What inferno makes of the file: the two stacks, the comments skipped.
+        let mut svg = Vec::new();
+        let mut options = inferno::flamegraph::Options::default();
+        inferno::flamegraph::from_lines(&mut options, text.lines(), &mut svg).unwrap();
+        let svg = String::from_utf8(svg).unwrap();
+        assert!(svg.contains("sha256_block (libcrypto)"));
+        assert!(!svg.contains("kernel 6.18"), "a comment drawn as a frame");
+    }
+
+    #[test]
+    fn the_summary_says_what_was_lost_and_put_back() {
+        let info = app_info();
+        let mut p = sample();
+        assert!(top_table(&p, &info, 1)
+            .lines()
+            .next()
+            .unwrap()
+            .ends_with("; no samples lost"));
+        p.lost_chunks = 3;
+        p.restored_frames = 7;
+        let first = top_table(&p, &info, 1).lines().next().unwrap().to_string();
+        assert!(
+            first.ends_with(
+                "; perf lost 3 chunks of samples; 7 frames put back where tail calls hid them"
+            ),
+            "{first}"
+        );
     }
 
     #[test]
     fn the_table_ranks_by_total_and_shows_self_time() {
-        let info = ProfileInfo {
-            subject: "app",
-            window_s: 2.0,
-            frequency_hz: 999,
-            sampler: "perf",
-            environment: "kernel 6.18",
-        };
+        let info = app_info();
         let t = top_table(&sample(), &info, 10);
         let lines: Vec<&str> = t.lines().collect();
         assert!(

@@ -420,7 +420,9 @@ fn write_profiles(
     sampler: &profile::Sampler,
     perf_version: &str,
 ) -> Result<()> {
-    use report::profile::{diff_table, folded_per_op, write_differential, write_flamegraph};
+    use report::profile::{
+        comment_lines, diff_table, folded_per_op, write_differential, write_flamegraph,
+    };
     std::fs::create_dir_all(dir)
         .with_context(|| format!("creating the profile directory {}", dir.display()))?;
     let profiled: Vec<(usize, &Plan, &Gathered)> = plans
@@ -441,12 +443,13 @@ fn write_profiles(
     )];
     for &(_, p, g) in &profiled {
         environment.push(format!(
-            "{}: client {} ({}), server {}; {} chunks of samples lost",
+            "{}: client {} ({}), server {}; {} chunks of samples lost; {} frames put back where tail calls hid them",
             p.label,
             g.library.as_deref().unwrap_or("?"),
             p.client_openssl.as_deref().unwrap_or("system"),
             p.server_openssl.as_deref().unwrap_or("system"),
-            g.profile.lost_chunks
+            g.profile.lost_chunks,
+            g.profile.restored_frames
         ));
     }
     let notes = environment.join("; ");
@@ -464,7 +467,7 @@ fn write_profiles(
         write(format!("{stem}.svg"), &svg)?;
         write(
             format!("{stem}.folded"),
-            folded_per_op(&g.profile, g.profiled_ops).as_bytes(),
+            (comment_lines(&environment) + &folded_per_op(&g.profile, g.profiled_ops)).as_bytes(),
         )?;
         write(
             format!("{stem}.pb"),
@@ -476,6 +479,7 @@ fn write_profiles(
                 (&base.profile, base.profiled_ops),
                 (&g.profile, g.profiled_ops),
                 &format!("{} against {}", p.label, base_plan.label),
+                &notes,
                 &mut svg,
             )?;
             write(format!("{stem}-vs-{}.svg", b + 1), &svg)?;
@@ -486,7 +490,7 @@ fn write_profiles(
         .map(|(_, p, g)| (p.label.as_str(), &g.profile, g.profiled_ops))
         .collect();
     if !variants.is_empty() {
-        let head: String = environment.iter().map(|l| format!("# {l}\n")).collect();
+        let head = comment_lines(&environment);
         write(
             "profile.txt".into(),
             (head + &diff_table(&variants, 150)).as_bytes(),
@@ -560,7 +564,7 @@ fn run_worker(
     }
     let profile = match &profiling {
         Some((s, dir)) => Some(
-            s.read(&dir.path().join("perf.data"))
+            s.read(&dir.path().join("perf.data"), ossl::WRAPPER_CALLS)
                 .map_err(|e| Error::msg(e.to_string()))?
                 .0,
         ),
