@@ -134,6 +134,29 @@ fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() 
         table.contains("SSL_do_handshake (libssl)") && table.contains("frames put back"),
         "{table}"
     );
+    // Per connection: perf counted the accepted connections while it sampled, and under a
+    // load of full handshakes the handshake is most of each one's CPU.
+    let (connections, each) = first
+        .split("; ")
+        .find_map(|part| {
+            let (n, rest) = part.split_once(" connections, ")?;
+            Some((
+                n.parse::<u64>().ok()?,
+                rest.strip_suffix(" CPU-us each")?.parse::<f64>().ok()?,
+            ))
+        })
+        .unwrap_or_else(|| panic!("no connection count: {first}"));
+    assert!(connections > 100, "{first}");
+    assert!(table.contains("us/conn  self/conn"), "{table}");
+    let handshake: f64 = table
+        .lines()
+        .find(|l| l.ends_with("  SSL_do_handshake (libssl)"))
+        .and_then(|l| l.split_whitespace().nth(4)?.parse().ok())
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        handshake > each * 0.5 && handshake <= each,
+        "SSL_do_handshake {handshake} of {each} CPU-us per connection:\n{table}"
+    );
 
     // The flame graph: an SVG (inferno's) naming the same frames.
     let svg = std::fs::read_to_string(out_dir.join("flamegraph.svg")).unwrap();

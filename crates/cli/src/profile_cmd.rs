@@ -69,6 +69,7 @@ pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
         frequency_hz: a.frequency,
         sampler: &perf_version,
         environment: &environment,
+        operations: recording.connections.map(|c| (c.total(), "connection")),
     };
     let table = format!("{}\n{}", environment, top_table(&profile, &info, a.top));
     print!("{table}");

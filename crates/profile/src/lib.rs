@@ -10,6 +10,6 @@ pub mod perf;
 pub mod stacks;
 pub mod tailcalls;
 
-pub use perf::{make_control_fifo, window, PerfError, Recording, Sampler};
+pub use perf::{make_control_fifo, window, Connections, PerfError, Recording, Sampler};
 pub use stacks::{Frame, FunctionCost, Profile, Stack};
 pub use tailcalls::{Restorer, Site};

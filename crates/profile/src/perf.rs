@@ -39,7 +39,54 @@ pub struct Recording {
     pub pid: u32,
     /// How long perf recorded (wall time).
     pub window: Duration,
+    /// The connections the process made or took while it was sampled, where perf could count
+    /// them (its syscall tracepoints).
+    pub connections: Option<Connections>,
 }
+
+/// Connections a process took (`accept`, `accept4` that returned a socket) and opened
+/// (`connect` that succeeded or, non-blocking, got under way).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Connections {
+    pub accepted: u64,
+    pub opened: u64,
+}
+
+impl Connections {
+    pub fn total(&self) -> u64 {
+        self.accepted + self.opened
+    }
+
+    /// Reads `perf stat -x,` output of [`CONNECTION_EVENTS`]: `COUNT,UNIT,EVENT,...` lines.
+    pub fn from_perf_stat(text: &str) -> Option<Connections> {
+        let mut c = Connections::default();
+        let mut seen = false;
+        for line in text.lines() {
+            let fields: Vec<&str> = line.split(',').collect();
+            let (Some(count), Some(event)) = (fields.first(), fields.get(2)) else {
+                continue;
+            };
+            let Ok(n) = count.trim().parse::<u64>() else {
+                continue;
+            };
+            match *event {
+                "syscalls:sys_exit_accept" | "syscalls:sys_exit_accept4" => c.accepted += n,
+                "syscalls:sys_exit_connect" => c.opened += n,
+                _ => continue,
+            }
+            seen = true;
+        }
+        seen.then_some(c)
+    }
+}
+
+/// The syscall exits that count connections, each with the filter that keeps the successful
+/// ones (a non-blocking connect's -EINPROGRESS is a connection under way).
+const CONNECTION_EVENTS: [(&str, &str); 3] = [
+    ("syscalls:sys_exit_accept4", "ret >= 0"),
+    ("syscalls:sys_exit_accept", "ret >= 0"),
+    ("syscalls:sys_exit_connect", "ret == 0 || ret == -115"),
+];
 
 /// Why sampling could not be done.
 #[derive(Debug)]
@@ -142,6 +189,9 @@ impl Sampler {
             .stderr(stderr)
             .spawn()
             .map_err(|e| failed("starting perf record", e))?;
+        let counts = data.with_extension("connections");
+        // Counting is a bonus: without it the table stays in CPU time.
+        let mut counter = self.count_command(pid, duration, &counts).spawn().ok();
         let mut asked = false;
         let status = loop {
             match child.try_wait() {
@@ -151,12 +201,19 @@ impl Sampler {
             }
             if stop.load(Ordering::Relaxed) && !asked {
                 asked = true;
-                // SAFETY: kill with a PID this process started and has not reaped.
-                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+                for id in std::iter::once(child.id()).chain(counter.as_ref().map(|c| c.id())) {
+                    // SAFETY: kill with a PID this process started and has not reaped.
+                    unsafe { libc::kill(id as i32, libc::SIGINT) };
+                }
             }
             std::thread::sleep(Duration::from_millis(20));
         };
         let window = started.elapsed();
+        let connections = counter.as_mut().and_then(|c| {
+            c.wait().ok().filter(|s| s.success())?;
+            Connections::from_perf_stat(&std::fs::read_to_string(&counts).ok()?)
+        });
+        let _ = std::fs::remove_file(&counts);
         let said = std::fs::read(&log).unwrap_or_default();
         let _ = std::fs::remove_file(&log);
         if std::fs::metadata(data).map_or(0, |m| m.len()) == 0 {
@@ -169,7 +226,25 @@ impl Sampler {
             data: data.to_path_buf(),
             pid,
             window,
+            connections,
         })
+    }
+
+    /// `perf stat` counting process `pid`'s connections for `duration` into `out`.
+    fn count_command(&self, pid: u32, duration: Duration, out: &Path) -> Command {
+        let mut cmd = Command::new(&self.perf);
+        cmd.args(["stat", "-x,", "-o"]).arg(out);
+        for (event, filter) in CONNECTION_EVENTS {
+            cmd.args(["-e", event, "--filter", filter]);
+        }
+        cmd.arg("-p")
+            .arg(pid.to_string())
+            .args(["--", "sleep"])
+            .arg(format!("{:.3}", duration.as_secs_f64()))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        cmd
     }
 
     /// `perf record` of a program to be started (the caller appends it after the returned
@@ -250,4 +325,26 @@ pub fn window(control: &Path, open: bool) -> std::io::Result<()> {
     use std::io::Write;
     let mut fifo = std::fs::OpenOptions::new().write(true).open(control)?;
     fifo.write_all(if open { b"enable\n" } else { b"disable\n" })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connections_are_read_from_perf_stat() {
+        let text = "# started on Mon Nov 23 19:10:00 2026\n\n2454,,syscalls:sys_exit_accept4,1973690866,100.00,,\n3,,syscalls:sys_exit_accept,1973690866,100.00,,\n7,,syscalls:sys_exit_connect,1973690866,100.00,,\n";
+        assert_eq!(
+            Connections::from_perf_stat(text),
+            Some(Connections {
+                accepted: 2457,
+                opened: 7
+            })
+        );
+        // perf could not count (no such event here): no figure rather than zero.
+        assert_eq!(
+            Connections::from_perf_stat("<not supported>,,syscalls:sys_exit_accept4,0,100.00,,\n"),
+            None
+        );
+    }
 }

@@ -16,6 +16,9 @@ pub struct ProfileInfo<'a> {
     pub sampler: &'a str,
     /// Where it was taken (kernel, sampler, libraries), kept in the SVG's notes.
     pub environment: &'a str,
+    /// The operations done while sampling, where they were counted, and what one is called
+    /// (e.g. 2454 "connection"): the table then gives CPU time per operation too.
+    pub operations: Option<(u64, &'a str)>,
 }
 
 /// Folded stacks, one line per distinct stack: `root;...;leaf MICROSECONDS` (CPU time).
@@ -88,24 +91,42 @@ pub fn write_flamegraph(
 pub fn top_table(p: &Profile, info: &ProfileInfo<'_>, n: usize) -> String {
     let total = p.total_ns().max(1) as f64;
     let functions = p.functions();
+    let per = info.operations.filter(|&(ops, _)| ops > 0);
     let mut s = String::new();
-    let _ = writeln!(
+    let _ = write!(
         s,
-        "{}: {} samples, {:.1} CPU-ms over {:.1} s ({:.0}% of a CPU){}",
+        "{}: {} samples, {:.1} CPU-ms over {:.1} s ({:.0}% of a CPU)",
         info.subject,
         p.stacks.len(),
         total / 1e6,
         info.window_s,
         total / 1e9 / info.window_s.max(1e-9) * 100.0,
-        summary_notes(p)
     );
-    let _ = writeln!(
+    if let Some((ops, unit)) = per {
+        let _ = write!(
+            s,
+            "; {ops} {unit}s, {:.1} CPU-us each",
+            total / ops as f64 / 1e3
+        );
+    }
+    let _ = writeln!(s, "{}", summary_notes(p));
+    let _ = write!(
         s,
-        "{:>10} {:>6} {:>10} {:>6}  function (object)",
+        "{:>10} {:>6} {:>10} {:>6}  ",
         "total ms", "total", "self ms", "self"
     );
+    if let Some((_, unit)) = per {
+        let short: String = unit.chars().take(4).collect();
+        let _ = write!(
+            s,
+            "{:>10} {:>10}  ",
+            format!("us/{short}"),
+            format!("self/{short}")
+        );
+    }
+    let _ = writeln!(s, "function (object)");
     for f in functions.iter().take(n) {
-        let _ = writeln!(s, "{}", row(f, total));
+        let _ = writeln!(s, "{}", row(f, total, per.map(|(ops, _)| ops)));
     }
     if functions.iter().take(n).any(|f| f.frame.function.is_none()) {
         let _ = writeln!(
@@ -217,15 +238,25 @@ pub fn diff_table(variants: &[(&str, &Profile, u64)], n: usize) -> String {
     s
 }
 
-fn row(f: &FunctionCost, total: f64) -> String {
-    format!(
-        "{:>10.1} {:>5.1}% {:>10.1} {:>5.1}%  {}",
+/// One function's row; with `ops`, its CPU-microseconds per operation too.
+fn row(f: &FunctionCost, total: f64, ops: Option<u64>) -> String {
+    let mut s = format!(
+        "{:>10.1} {:>5.1}% {:>10.1} {:>5.1}%  ",
         f.total_ns as f64 / 1e6,
         f.total_ns as f64 / total * 100.0,
         f.self_ns as f64 / 1e6,
         f.self_ns as f64 / total * 100.0,
-        f.frame.label()
-    )
+    );
+    if let Some(ops) = ops {
+        let ops = ops as f64;
+        let _ = write!(
+            s,
+            "{:>10.1} {:>10.1}  ",
+            f.total_ns as f64 / ops / 1e3,
+            f.self_ns as f64 / ops / 1e3
+        );
+    }
+    s + &f.frame.label()
 }
 
 #[cfg(test)]
@@ -272,6 +303,7 @@ mod tests {
             frequency_hz: 999,
             sampler: "perf",
             environment: "kernel 6.18",
+            operations: None,
         }
     }
 
@@ -295,6 +327,7 @@ mod tests {
             frequency_hz: 999,
             sampler: "perf",
             environment: "kernel 6.18",
+            operations: None,
         };
         write_flamegraph(&sample(), &info, &mut svg).unwrap();
         let svg = String::from_utf8(svg).unwrap();
@@ -361,6 +394,37 @@ mod tests {
         let svg = String::from_utf8(svg).unwrap();
         assert!(svg.contains("sha256_block (libcrypto)"));
         assert!(!svg.contains("kernel 6.18"), "a comment drawn as a frame");
+    }
+
+    #[test]
+    fn counted_operations_give_cpu_microseconds_each() {
+        let info = ProfileInfo {
+            operations: Some((2000, "connection")),
+            ..app_info()
+        };
+        let t = top_table(&sample(), &info, 10);
+        let lines: Vec<&str> = t.lines().collect();
+        // 4 ms of samples over 2000 connections: 2 us each; main 2.0 (0.5 self), sha 1.5.
+        assert!(
+            lines[0].contains("; 2000 connections, 2.0 CPU-us each;"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].contains("us/conn  self/conn  function"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].ends_with("2.0        0.5  main (app)"),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[3].ends_with("1.5        1.5  sha256_block (libcrypto)"),
+            "{}",
+            lines[3]
+        );
     }
 
     #[test]

@@ -461,6 +461,7 @@ fn write_profiles(
             frequency_hz: sampler.frequency_hz,
             sampler: "perf (cpu-clock, DWARF stacks), measured operations only",
             environment: &notes,
+            operations: None,
         };
         let mut svg = Vec::new();
         write_flamegraph(&g.profile, &info, &mut svg)?;
