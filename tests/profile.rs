@@ -348,6 +348,14 @@ fn issue_15_compare_profile_finds_3_0_2s_method_store_walk_absent_from_1_1_1w() 
             && l.contains("chunks of samples lost")),
         "{table}"
     );
+    // 3.0.2's tail calls (SSL_CTX_new and more) are put back, and counted, over all rounds.
+    assert!(
+        table.lines().any(|l| l.starts_with("# openssl=")
+            && l.contains("3.0.2")
+            && l.contains(" frames put back")
+            && !l.contains("; 0 frames put back")),
+        "{table}"
+    );
     // 3.0.2 walks its method store (ossl_sa_doall_arg) for each new context's decoders; 1.1.1w
     // has no such function.
     let walk = per_op(&table, "ossl_sa_doall_arg (libcrypto)");

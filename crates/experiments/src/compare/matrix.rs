@@ -374,6 +374,7 @@ pub fn run(
                     if let Some(p) = sampled {
                         g.profile.stacks.extend(p.stacks);
                         g.profile.lost_chunks += p.lost_chunks;
+                        g.profile.restored_frames += p.restored_frames;
                         g.profiled_ops += (c.count * c.experiments.len()) as u64;
                     }
                     if let (Some(b), Some(e)) = (server_cpu_before, server_cpu_after) {
