@@ -9,6 +9,7 @@ mod compare;
 mod fresh_machine;
 mod hostile;
 mod inproc;
+mod metrics;
 mod openssl_build;
 mod ossl_api;
 mod peers;

@@ -538,10 +538,32 @@ pub struct TraceArgs {
     /// asked for and the processes let it in; kernel otherwise).
     #[arg(long, default_value = "auto", value_name = "BACKEND")]
     pub backend: experiments::trace::BackendChoice,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
     /// A program to start and trace, with its arguments (after --); the trace ends when it
     /// exits, and ending the trace ends it (SIGTERM).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// Where metrics go for machines to read.
+#[derive(Clone, Debug, Default, Args)]
+pub struct MetricsArgs {
+    /// Serve metrics at http://ADDR:PORT/metrics for Prometheus (OpenMetrics, or the Prometheus
+    /// text format for a scraper that does not ask for OpenMetrics), read from the aggregates
+    /// at each scrape.
+    #[arg(long, value_name = "ADDR:PORT", value_parser = parse_metrics_listen)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Keep FILE up to date (every 10 s and at the end) for node_exporter's textfile collector:
+    /// a `*.prom` file in its `--collector.textfile.directory`.
+    #[arg(long, value_name = "FILE")]
+    pub metrics_file: Option<PathBuf>,
+}
+
+pub fn parse_metrics_listen(s: &str) -> Result<SocketAddr, String> {
+    s.parse().map_err(|_| {
+        "not an address and port: give ADDR:PORT, e.g. 127.0.0.1:9464 or [::1]:9464".to_string()
+    })
 }
 
 fn parse_groups(s: &str) -> Result<probes::Groups, String> {

@@ -21,6 +21,12 @@ const CALIBRATION_CALLS: u64 = 20_000;
 const CHILD_GRACE: Duration = Duration::from_secs(10);
 
 pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
+    // The metrics options first: a taken port or an unwritable file is found before anything
+    // is attached or started.
+    let mut exporter = experiments::metrics::Exporter::bind(
+        a.metrics.metrics_listen,
+        a.metrics.metrics_file.as_deref(),
+    )?;
     let targets = if a.command.is_empty() {
         probes::latency::check_can_trace()?;
         targets_of(&a.target, "trace")?
@@ -98,14 +104,33 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
         stop: &stop,
     };
     let buckets = config.buckets;
+    let cost = tracer.calibration().map_or(0.0, |c| c.cost_ns_per_call());
+    let mut render = |format: report::metrics::Format| {
+        let snapshot = tracer.snapshot().map_err(|e| e.to_string())?;
+        let m = trace::metrics(&snapshot, buckets, tracer, cost);
+        Ok(report::metrics::exposition(&m, format))
+    };
+    if let Some(addr) = exporter.addr() {
+        eprintln!("tlsscope trace: metrics at http://{addr}/metrics");
+    }
     let mut print = |functions: &[report::trace::FunctionStats], at: Duration| {
         let mut out = io::stdout().lock();
         writeln!(out, "--- {:.1} s", at.as_secs_f64())?;
         report::trace::stats_table(&mut out, functions)?;
         out.flush()
     };
-    let end = trace::watch(tracer, &until, a.interval, buckets, &mut print);
+    let end = trace::watch(tracer, &until, a.interval, buckets, &mut print, &mut || {
+        exporter.tick(&mut render)
+    });
     let snapshot = tracer.final_snapshot();
+    // The file's last figures: the final ones, before the probes go.
+    let written = match &snapshot {
+        Ok(last) => exporter.write_file(&mut |format| {
+            let m = trace::metrics(last, buckets, tracer, cost);
+            Ok(report::metrics::exposition(&m, format))
+        }),
+        Err(_) => Ok(()),
+    };
     let elapsed = started.elapsed();
     let environment = experiments::environment::host(std::env::args().collect());
     let mut doc = trace::document(&session.targets, buckets, tracer, elapsed, environment);
@@ -119,6 +144,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
         _ => why,
     });
     trace::fill(&mut doc, &snapshot?, buckets);
+    written?;
 
     // The file first: a stdout that fails (full, closed) loses no file.
     if let Some(path) = &a.json {

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod environment;
 pub mod error;
 pub mod lab;
+pub mod metrics;
 pub mod servers;
 pub mod sniff;
 pub mod sockets;

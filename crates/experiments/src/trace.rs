@@ -259,7 +259,7 @@ pub struct Until<'a> {
 }
 
 /// Waits for the end; every `interval`, `each` gets the calls since the last one and the time
-/// since the start. Returns why it ended early, if it did ("signal", "the traced process
+/// since the start; `tick` runs every 50 ms (metrics scrapes are answered there). Returns why it ended early, if it did ("signal", "the traced process
 /// exited"); None when the duration ran out.
 pub fn watch(
     tracer: &dyn Trace,
@@ -267,12 +267,14 @@ pub fn watch(
     interval: Option<Duration>,
     buckets: Buckets,
     each: &mut dyn FnMut(&[FunctionStats], Duration) -> std::io::Result<()>,
+    tick: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Option<String>> {
     let started = Instant::now();
     let mut last = tracer.snapshot()?;
     let mut next = interval.map(|i| started + i);
     loop {
         std::thread::sleep(Duration::from_millis(50));
+        tick()?;
         if until.stop.load(Ordering::Relaxed) {
             return Ok(Some("signal".into()));
         }
@@ -301,7 +303,14 @@ pub fn watch(
 pub fn fill(doc: &mut TraceDocument, snapshot: &Snapshot, buckets: Buckets) {
     doc.functions = function_stats(snapshot, buckets);
     doc.dropped_cells = snapshot.dropped_cells;
-    doc.wrapper_failures = snapshot
+    doc.wrapper_failures = wrapper_failures(snapshot);
+    doc.overhead.probed_calls = snapshot.calls;
+    doc.overhead.estimated_cpu_s = snapshot.calls as f64 * doc.overhead.cost_ns_per_call / 1e9;
+}
+
+/// The in-process wrappers that failed, by function name.
+fn wrapper_failures(snapshot: &Snapshot) -> Vec<WrapperFailureDoc> {
+    snapshot
         .wrapper_failures
         .iter()
         .map(|&(id, failures)| WrapperFailureDoc {
@@ -309,9 +318,7 @@ pub fn fill(doc: &mut TraceDocument, snapshot: &Snapshot, buckets: Buckets) {
                 .map_or_else(|| format!("function {id}"), |f| f.name.to_string()),
             failures,
         })
-        .collect();
-    doc.overhead.probed_calls = snapshot.calls;
-    doc.overhead.estimated_cpu_s = snapshot.calls as f64 * doc.overhead.cost_ns_per_call / 1e9;
+        .collect()
 }
 
 /// The files the probes are in, each once: "libssl.so.3, libcrypto.so.3".
@@ -573,4 +580,62 @@ pub fn end_program(child: &mut std::process::Child, grace: Duration) -> Option<S
         "the command outlived SIGTERM by {} s and was killed ({status})",
         grace.as_secs()
     ))
+}
+
+/// The finite upper bounds of `buckets`, in microseconds: the `le` labels of the exported
+/// histograms. Log2: 1 us to 2^22 us (4.2 s), so the bounds stay the same in every export.
+pub fn bucket_bounds_us(buckets: Buckets) -> Vec<u64> {
+    match buckets {
+        Buckets::Log2 => (0..=22).map(|b| 1u64 << b).collect(),
+        Buckets::Linear { .. } => (0u8..=u8::MAX)
+            .map_while(|b| buckets.range_us(b).1)
+            .collect(),
+    }
+}
+
+/// What a trace has counted up to `snapshot`, as metrics (`--metrics-listen`,
+/// `--metrics-file`): each function labeled with the library it is traced in and its version.
+pub fn metrics(
+    snapshot: &Snapshot,
+    buckets: Buckets,
+    tracer: &dyn Trace,
+    cost_ns_per_call: f64,
+) -> report::metrics::TraceMetrics {
+    let mut libraries: std::collections::BTreeMap<String, (String, String)> = Default::default();
+    let mut versions: std::collections::HashMap<&std::path::Path, String> = Default::default();
+    for a in tracer.attached() {
+        let path = a.point.path.as_path();
+        let version = versions
+            .entry(path)
+            .or_insert_with(|| {
+                // "OpenSSL 3.0.19 27 Jan 2026": the version number alone.
+                ossl::version_of_file(path).map_or_else(String::new, |v| {
+                    let mut words = v.text.split_whitespace();
+                    match (words.next(), words.next()) {
+                        (Some("OpenSSL"), Some(number)) => number.to_string(),
+                        _ => v.text.clone(),
+                    }
+                })
+            })
+            .clone();
+        let file = path
+            .file_name()
+            .map(|f| f.to_string_lossy())
+            .unwrap_or_default();
+        let library = file.split(".so").next().unwrap_or(&file).to_string();
+        libraries
+            .entry(a.point.function.name.to_string())
+            .or_insert((library, version));
+    }
+    report::metrics::TraceMetrics {
+        functions: function_stats(snapshot, buckets),
+        libraries,
+        bounds_us: bucket_bounds_us(buckets),
+        backend: tracer.backend().name().to_string(),
+        probed_calls: snapshot.calls,
+        probe_cpu_s: snapshot.calls as f64 * cost_ns_per_call / 1e9,
+        dropped_cells: snapshot.dropped_cells,
+        wrapper_failures: wrapper_failures(snapshot),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    }
 }

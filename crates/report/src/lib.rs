@@ -4,6 +4,7 @@
 pub mod compare;
 pub mod handshake;
 pub mod lab;
+pub mod metrics;
 pub mod pcap;
 pub mod pprof;
 pub mod profile;
