@@ -6,6 +6,7 @@ pub mod handshake;
 pub mod lab;
 pub mod metrics;
 pub mod pcap;
+pub mod plot;
 pub mod pprof;
 pub mod profile;
 pub mod serve;

@@ -157,13 +157,14 @@ fn cdf_plot(doc: &CompareDocument, metric: &str) -> String {
             let (div, _) = scale(&m.unit);
             let mut sorted: Vec<f64> = m.samples.iter().map(|x| x / div).collect();
             sorted.sort_by(f64::total_cmp);
-            let n = sorted.len() as f64;
-            let points = sorted
-                .iter()
-                .enumerate()
-                .map(|(i, &x)| (x, (i + 1) as f64 / n))
-                .collect();
-            Some((v.label.clone(), points, m.unit.clone()))
+            if sorted.is_empty() {
+                return None;
+            }
+            Some((
+                v.label.clone(),
+                crate::plot::cdf_steps(&sorted),
+                m.unit.clone(),
+            ))
         })
         .collect();
     let mut svg = String::new();
@@ -177,13 +178,15 @@ fn cdf_plot(doc: &CompareDocument, metric: &str) -> String {
         .map(|(_, p, _)| p[((p.len() as f64 * 0.99) as usize).min(p.len() - 1)].0)
         .fold(0.0, f64::max)
         * 1.05;
+    let labels: Vec<String> = series.iter().map(|s| s.0.clone()).collect();
+    let height = crate::plot::with_legend_height(HEIGHT, &labels, WIDTH);
     let x_min = series
         .iter()
         .map(|(_, p, _)| p[0].0)
         .fold(f64::MAX, f64::min)
         * 0.95;
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         let _ = draw_cdf(
             &root,
             metric,
@@ -208,35 +211,43 @@ fn draw_cdf(
     x_max: f64,
 ) -> Result<(), Box<dyn std::error::Error>> {
     root.fill(&WHITE)?;
-    let mut chart = ChartBuilder::on(root)
-        .caption(format!("{metric}: CDF"), ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(50)
-        .build_cartesian_2d(x_min..x_max, 0.0..1.0)?;
-    chart
-        .configure_mesh()
-        .x_desc(unit.to_string())
-        .y_desc("fraction of samples")
-        .draw()?;
-    for (i, (label, points, _)) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        chart
-            .draw_series(LineSeries::new(
-                points.iter().copied(),
-                color.stroke_width(2),
-            ))?
-            .label(label.clone())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
-            });
+    let (plot_area, legend_area) = root.split_vertically(HEIGHT);
+    // Variants from 0.7 to 56 ms on a linear axis squash all but one against it: over tenfold,
+    // the axis is logarithmic.
+    macro_rules! draw_on {
+        ($x_range:expr, $x_desc:expr) => {{
+            let mut chart = ChartBuilder::on(&plot_area)
+                .caption(format!("{metric}: CDF"), ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(50)
+                .build_cartesian_2d($x_range, 0.0..1.0)?;
+            chart
+                .configure_mesh()
+                .x_labels(8)
+                .light_line_style(RGBColor(238, 238, 238))
+                .x_desc($x_desc)
+                .y_desc("fraction of samples")
+                .draw()?;
+            for (i, (_, points, _)) in series.iter().enumerate() {
+                chart.draw_series(LineSeries::new(
+                    points.iter().copied(),
+                    crate::plot::color(i).stroke_width(2),
+                ))?;
+            }
+        }};
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    if crate::plot::wide(x_min, x_max) {
+        draw_on!((x_min..x_max).log_scale(), format!("{unit} (log scale)"));
+    } else {
+        draw_on!(x_min..x_max, unit.to_string());
+    }
+    let entries: Vec<_> = series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.0.clone(), crate::plot::color(i)))
+        .collect();
+    crate::plot::draw_legend(&legend_area, &entries, crate::plot::Mark::Line)?;
     root.present()?;
     Ok(())
 }
@@ -286,7 +297,7 @@ fn draw_bars(
         let x = i as f64;
         Rectangle::new(
             [(x - 0.3, 0.0), (x + 0.3, b.1)],
-            Palette99::pick(i).mix(0.8).filled(),
+            crate::plot::color(i).mix(0.8).filled(),
         )
     }))?;
     chart.draw_series(bars.iter().enumerate().map(|(i, b)| {
@@ -330,7 +341,8 @@ fn mix_plot(doc: &CompareDocument) -> String {
         return svg;
     }
     {
-        let root = SVGBackend::with_string(&mut svg, (WIDTH, HEIGHT)).into_drawing_area();
+        let height = crate::plot::with_legend_height(HEIGHT, &kinds, WIDTH);
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         let _ = draw_mix(&root, &kinds, &counts);
     }
     svg
@@ -349,30 +361,35 @@ fn draw_mix(
         .max(1) as f64
         * 1.1;
     let labels: Vec<String> = counts.iter().map(|c| c.0.clone()).collect();
-    let mut chart = per_variant_chart(root, "handshakes obtained", &labels, y_max, "handshakes")?;
-    for (k, kind) in kinds.iter().enumerate() {
-        let color = Palette99::pick(k).to_rgba();
-        chart
-            .draw_series(counts.iter().enumerate().map(|(i, (_, per_kind))| {
-                let below: u64 = per_kind[..k].iter().sum();
-                let x = i as f64;
-                Rectangle::new(
-                    [
-                        (x - 0.3, below as f64),
-                        (x + 0.3, (below + per_kind[k]) as f64),
-                    ],
-                    color.filled(),
-                )
-            }))?
-            .label(kind.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], color.filled()));
+    root.fill(&WHITE)?;
+    let (plot_area, legend_area) = root.split_vertically(HEIGHT);
+    let mut chart = per_variant_chart(
+        &plot_area,
+        "handshakes obtained",
+        &labels,
+        y_max,
+        "handshakes",
+    )?;
+    for (k, _) in kinds.iter().enumerate() {
+        let color = crate::plot::color(k);
+        chart.draw_series(counts.iter().enumerate().map(|(i, (_, per_kind))| {
+            let below: u64 = per_kind[..k].iter().sum();
+            let x = i as f64;
+            Rectangle::new(
+                [
+                    (x - 0.3, below as f64),
+                    (x + 0.3, (below + per_kind[k]) as f64),
+                ],
+                color.filled(),
+            )
+        }))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()?;
+    let entries: Vec<_> = kinds
+        .iter()
+        .enumerate()
+        .map(|(k, kind)| (kind.clone(), crate::plot::color(k)))
+        .collect();
+    crate::plot::draw_legend(&legend_area, &entries, crate::plot::Mark::Box)?;
     root.present()?;
     Ok(())
 }

@@ -1,0 +1,148 @@
+//! What every page's plots share: colours that read on white, a legend beside the plot rather
+//! than over it, empirical CDFs drawn as steps, and a log axis where values span more than
+//! tenfold.
+
+use plotters::prelude::*;
+use plotters::style::RGBColor;
+
+/// Series colours: dark and saturated enough to read as thin lines on white (no yellow), in an
+/// order where neighbours differ.
+pub const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),  // blue
+    RGBColor(214, 39, 40),   // red
+    RGBColor(44, 160, 44),   // green
+    RGBColor(148, 103, 189), // purple
+    RGBColor(255, 127, 14),  // orange
+    RGBColor(23, 140, 160),  // teal
+    RGBColor(140, 86, 75),   // brown
+    RGBColor(227, 119, 194), // pink
+    RGBColor(90, 90, 90),    // grey
+    RGBColor(0, 0, 128),     // navy
+];
+
+/// The colour of series `i`.
+pub fn color(i: usize) -> RGBColor {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// How far a colour stands out from white: its relative luminance (0 black, 1 white).
+pub fn luminance(c: RGBColor) -> f64 {
+    let lin = |v: u8| {
+        let v = f64::from(v) / 255.0;
+        if v <= 0.04045 {
+            v / 12.92
+        } else {
+            ((v + 0.055) / 1.055).powf(2.4)
+        }
+    };
+    0.2126 * lin(c.0) + 0.7152 * lin(c.1) + 0.0722 * lin(c.2)
+}
+
+/// Whether values from `min` to `max` span more than tenfold: then an axis is logarithmic, or
+/// the small ones are squashed against it.
+pub fn wide(min: f64, max: f64) -> bool {
+    min > 0.0 && max / min > 10.0
+}
+
+/// An empirical CDF of sorted values as a step line: flat between values, rising at each, so a
+/// few samples show as the steps they are rather than as slopes between them.
+pub fn cdf_steps(sorted: &[f64]) -> Vec<(f64, f64)> {
+    let n = sorted.len() as f64;
+    let mut points = Vec::with_capacity(sorted.len() * 2);
+    for (i, &x) in sorted.iter().enumerate() {
+        points.push((x, i as f64 / n));
+        points.push((x, (i + 1) as f64 / n));
+    }
+    points
+}
+
+/// How a legend entry is marked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    Line,
+    Box,
+}
+
+/// Rows a legend of `entries` needs below a plot `width` wide.
+pub fn legend_rows(labels: &[String], width: u32) -> u32 {
+    let per_row = (width / LEGEND_COLUMN).max(1) as usize;
+    labels.len().div_ceil(per_row) as u32
+}
+
+const LEGEND_COLUMN: u32 = 280;
+pub const LEGEND_ROW: u32 = 20;
+
+/// Draws the legend in its own area (below the plot, so it covers no data): a mark in the
+/// series' colour and its label, in columns.
+pub fn draw_legend(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    entries: &[(String, RGBColor)],
+    mark: Mark,
+) -> Result<(), Box<dyn std::error::Error>> {
+    area.fill(&WHITE)?;
+    let (width, _) = area.dim_in_pixel();
+    let per_row = (width / LEGEND_COLUMN).max(1) as usize;
+    for (i, (label, c)) in entries.iter().enumerate() {
+        let x = 60 + (i % per_row) as i32 * LEGEND_COLUMN as i32;
+        let y = 10 + (i / per_row) as i32 * LEGEND_ROW as i32;
+        match mark {
+            Mark::Line => {
+                area.draw(&PathElement::new(
+                    vec![(x, y), (x + 18, y)],
+                    c.stroke_width(3),
+                ))?;
+            }
+            Mark::Box => {
+                area.draw(&Rectangle::new([(x, y - 6), (x + 14, y + 6)], c.filled()))?;
+            }
+        }
+        area.draw(&Text::new(
+            label.clone(),
+            (x + 24, y - 7),
+            ("sans-serif", 13).into_font(),
+        ))?;
+    }
+    Ok(())
+}
+
+/// A plot area `width` x `height` with room for a legend of `labels` below it: the plot's area
+/// and the legend's, and the whole height.
+pub fn with_legend_height(height: u32, labels: &[String], width: u32) -> u32 {
+    height + 10 + legend_rows(labels, width) * LEGEND_ROW
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_colour_reads_on_white() {
+        // Yellow (Palette99's third, luminance about 0.8) is what was barely visible.
+        for c in PALETTE {
+            assert!(luminance(c) < 0.45, "{c:?}: {}", luminance(c));
+        }
+        assert!(luminance(RGBColor(230, 230, 0)) > 0.45);
+    }
+
+    #[test]
+    fn a_cdf_is_steps() {
+        assert_eq!(
+            cdf_steps(&[1.0, 3.0]),
+            vec![(1.0, 0.0), (1.0, 0.5), (3.0, 0.5), (3.0, 1.0)]
+        );
+    }
+
+    #[test]
+    fn over_tenfold_is_wide() {
+        assert!(wide(0.7, 56.0));
+        assert!(!wide(0.7, 1.3));
+        assert!(!wide(0.0, 5.0), "no log axis through zero");
+    }
+
+    #[test]
+    fn the_legend_takes_rows_below_the_plot() {
+        let labels: Vec<String> = (0..8).map(|i| format!("variant {i}")).collect();
+        assert_eq!(legend_rows(&labels, 860), 3);
+        assert_eq!(with_legend_height(420, &labels, 860), 420 + 10 + 60);
+    }
+}
