@@ -327,15 +327,6 @@ fn a_library_removed_mid_compare_keeps_its_finished_rounds() {
     assert!(system["error"].is_null(), "{system:#}");
 }
 
-fn body_attribute(dom: &str, name: &str) -> usize {
-    let key = format!("{name}=\"");
-    let start = dom
-        .find(&key)
-        .unwrap_or_else(|| panic!("no {name} in the DOM"))
-        + key.len();
-    dom[start..].split('"').next().unwrap().parse().unwrap()
-}
-
 /// The matrix the issue names: Debian's 3.0 and a built 1.1.1w, client side, on the built-in
 /// server, shared and per-connection contexts, plus a variant whose library does not exist:
 /// it fails with its reason and the others are still reported in every format.
@@ -444,9 +435,10 @@ fn matrix_over_3_0_and_1_1_1w_writes_every_format_and_the_html_renders() {
             "the page loads something: {outside}"
         );
     }
-    let dom = support::chromium_dom(&html);
-    let plots = body_attribute(&dom, "data-plots");
-    let rendered = body_attribute(&dom, "data-plots-rendered");
+    let (dom, console) = support::chromium_page(&html);
+    assert!(console.is_empty(), "the page logged: {console:?}");
+    let plots = support::body_attribute(&dom, "data-plots");
+    let rendered = support::body_attribute(&dom, "data-plots-rendered");
     // Per metric a CDF and a bar chart (7 metrics), and the handshake mix.
     assert_eq!(plots, 2 * 7 + 1, "{plots} plots");
     // 3.0.2 with a context per connection takes over ten times 1.1.1w's shared one: its CDFs

@@ -12,6 +12,7 @@ mod inproc;
 mod metrics;
 mod openssl_build;
 mod ossl_api;
+mod pages;
 mod peers;
 mod placement;
 mod probes;

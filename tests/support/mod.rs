@@ -465,7 +465,23 @@ pub fn system_libssl() -> PathBuf {
 }
 
 /// Debian's chromium, headless, prints a page's DOM after its scripts have run (an SVG's too).
+/// A number the page's check script put on `<body>` (`data-plots`, `data-plots-rendered`).
+pub fn body_attribute(dom: &str, name: &str) -> usize {
+    let key = format!("{name}=\"");
+    let start = dom
+        .find(&key)
+        .unwrap_or_else(|| panic!("no {name} in the DOM"))
+        + key.len();
+    dom[start..].split('"').next().unwrap().parse().unwrap()
+}
+
 pub fn chromium_dom(page: &Path) -> String {
+    chromium_page(page).0
+}
+
+/// The page as headless Chromium leaves it after its scripts ran, and what the page wrote to
+/// the browser's console (errors included: an uncaught exception is logged there).
+pub fn chromium_page(page: &Path) -> (String, Vec<String>) {
     let out = run_with_timeout(
         Command::new("chromium")
             .args([
@@ -475,15 +491,22 @@ pub fn chromium_dom(page: &Path) -> String {
                 "--disable-dev-shm-usage",
                 "--disable-background-networking",
                 "--no-first-run",
+                "--enable-logging=stderr",
+                "--v=0",
                 "--dump-dom",
             ])
             .arg(format!("file://{}", page.display())),
         Duration::from_secs(120),
     );
+    let stderr = text(&out.stderr);
     assert!(
         out.status.success(),
-        "chromium (Debian's package) failed: {}",
-        text(&out.stderr)
+        "chromium (Debian's package) failed: {stderr}"
     );
-    text(&out.stdout)
+    let console = stderr
+        .lines()
+        .filter(|l| l.contains(":CONSOLE"))
+        .map(str::to_string)
+        .collect();
+    (text(&out.stdout), console)
 }

@@ -531,6 +531,10 @@ pub struct TraceArgs {
     /// Write the results as JSON (schemas/trace.v1.schema.json).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Write the results as one self-contained HTML page: the stats, a histogram per function
+    /// and outcome, and with -i the calls and time per interval.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Who counts the calls: kernel (eBPF uprobes, any running process, internal functions
     /// too), user (tlsscope's library inside the program, tens of nanoseconds per call: a
     /// program it starts after --, or running processes with -p and their workers, attached

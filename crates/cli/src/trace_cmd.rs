@@ -113,7 +113,15 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     if let Some(addr) = exporter.addr() {
         eprintln!("tlsscope trace: metrics at http://{addr}/metrics");
     }
+    let mut intervals: Vec<report::trace_page::Interval> = Vec::new();
+    let keep_intervals = a.html.is_some();
     let mut print = |functions: &[report::trace::FunctionStats], at: Duration| {
+        if keep_intervals {
+            intervals.push(report::trace_page::Interval {
+                at_s: at.as_secs_f64(),
+                functions: functions.to_vec(),
+            });
+        }
         let mut out = io::stdout().lock();
         writeln!(out, "--- {:.1} s", at.as_secs_f64())?;
         report::trace::stats_table(&mut out, functions)?;
@@ -153,6 +161,10 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
         );
         trace_json(&mut f, &doc).with_context(|| format!("writing {}", path.display()))?;
         crate::output::finish(f, "--json", path)?;
+    }
+    if let Some(path) = &a.html {
+        std::fs::write(path, report::trace_page::page(&doc, &intervals))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     let mut out = Vec::new();
     if let Some(reason) = &ended_by {

@@ -3,6 +3,7 @@
 
 pub mod compare;
 pub mod handshake;
+mod html;
 pub mod lab;
 pub mod metrics;
 pub mod pcap;
@@ -12,6 +13,7 @@ pub mod profile;
 pub mod serve;
 pub mod sniff;
 pub mod trace;
+pub mod trace_page;
 
 use std::io::{self, Write};
 

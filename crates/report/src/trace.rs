@@ -320,7 +320,7 @@ fn write_histogram(w: &mut impl Write, buckets: &[Bucket]) -> io::Result<()> {
 }
 
 /// Microseconds with bpftrace's K/M suffixes for round values.
-fn us_label(us: u64) -> String {
+pub(crate) fn us_label(us: u64) -> String {
     if us >= 1_000_000 && us.is_multiple_of(1_000_000) {
         format!("{}s", us / 1_000_000)
     } else if us >= 1000 && us.is_multiple_of(1000) {
