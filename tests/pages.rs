@@ -7,6 +7,9 @@ use std::process::{Command, Stdio};
 use crate::support::{self, Serve};
 use crate::trace::{one_at_a_time, Trace};
 
+/// Three seconds of keep-alive requests on two connections.
+const KEEPALIVE_3S: [&str; 6] = ["--mode", "keepalive", "-c", "2", "-d", "3s"];
+
 /// Checks a page the way a person's browser would load it: nothing from the network, every
 /// plot drawn, no console message; returns the number of plots.
 pub fn assert_page_renders(page: &Path) -> usize {
@@ -43,16 +46,8 @@ fn issue_16_trace_html_has_a_histogram_per_function_and_the_intervals() {
         html.to_str().unwrap(),
     ]);
     let load = Command::new(support::bin())
-        .args([
-            "bench",
-            &serve.addr.to_string(),
-            "--mode",
-            "keepalive",
-            "-c",
-            "2",
-            "-d",
-            "3s",
-        ])
+        .args(["bench", &serve.addr.to_string()])
+        .args(KEEPALIVE_3S)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
@@ -77,4 +72,39 @@ fn issue_16_trace_html_has_a_histogram_per_function_and_the_intervals() {
         assert!(page.contains(&format!("<h3>{f}</h3>")), "{f}");
     }
     assert!(page.contains("calls per interval"));
+}
+
+#[test]
+fn issue_16_bench_html_has_throughput_per_second_and_latency_by_percentile() {
+    let serve = Serve::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let (html, json) = (dir.path().join("bench.html"), dir.path().join("bench.json"));
+    let addr = serve.addr.to_string();
+    let mut args = vec!["bench", addr.as_str()];
+    args.extend(KEEPALIVE_3S);
+    args.extend([
+        "--html",
+        html.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let out = support::tlsscope(&args);
+    serve.stop();
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    // The engine kept each second: three of them, adding up to the run's operations.
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    support::assert_matches_schema(&doc, "bench.v1");
+    let seconds = doc["result"]["per_second"].as_array().unwrap();
+    assert!((3..=4).contains(&seconds.len()), "{seconds:?}");
+    let ops: u64 = seconds.iter().map(|s| s["ops"].as_u64().unwrap()).sum();
+    assert_eq!(ops, doc["result"]["ops"].as_u64().unwrap());
+    assert!(seconds[0]["ops"].as_u64().unwrap() > 0);
+    assert_eq!(assert_page_renders(&html), 2);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("operations (and errors) completed in each second"));
+    assert!(
+        page.contains("99.9%") || page.contains("99%"),
+        "percentile axis"
+    );
 }

@@ -347,6 +347,10 @@ pub struct BenchArgs {
     /// Write one row per connection as CSV.
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
+    /// Write the result as one self-contained HTML page: the report, operations per second,
+    /// and each phase's latency by percentile.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     #[command(flatten)]
     pub tls: TlsArgs,
 }

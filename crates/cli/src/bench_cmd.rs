@@ -27,6 +27,10 @@ pub fn run(library: &ossl::LibrarySource, a: &BenchArgs) -> anyhow::Result<ExitC
         report::bench_csv(&mut f, &rows).with_context(|| format!("--csv {}", path.display()))?;
         crate::output::finish(f, "--csv", path)?;
     }
+    if let Some(path) = &a.html {
+        std::fs::write(path, report::bench_page::page(&doc))
+            .with_context(|| format!("--html {}", path.display()))?;
+    }
     let mut text = Vec::new();
     report::bench_text(&mut text, &doc.environment, &doc.result)?;
     crate::output::to_stdout(text)?;

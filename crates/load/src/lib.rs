@@ -351,6 +351,11 @@ impl Run {
                 .map(|(k, v)| (k.to_string(), *v))
                 .collect(),
             cpu,
+            per_second: all
+                .per_second
+                .iter()
+                .map(|&(ops, errors)| result::SecondCounts { ops, errors })
+                .collect(),
             warnings,
             interrupted: self.shared.stop.load(Relaxed),
         };

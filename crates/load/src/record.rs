@@ -61,6 +61,8 @@ pub struct Recorder {
     /// CPU seconds this thread used over the measured window.
     pub thread_cpu_s: f64,
     pub window_s: f64,
+    /// Per second of the measured window (from its start): operations completed and errors.
+    pub per_second: Vec<(u64, u64)>,
 }
 
 impl Recorder {
@@ -69,6 +71,24 @@ impl Recorder {
     pub fn handshake(&mut self, ids: HandshakeIds, describe: impl FnOnce() -> Negotiated) {
         *self.handshakes.entry(ids).or_insert(0) += 1;
         self.names.entry(ids).or_insert_with(describe);
+    }
+
+    /// Counts an operation or an error (`error`) in the second `since_start` falls in.
+    pub fn second(&mut self, since_start: std::time::Duration, error: bool) {
+        let i = usize::try_from(since_start.as_secs()).unwrap_or(usize::MAX);
+        // A run is bounded (duration or count, at most MAX_RUN): so is this.
+        if i >= self.per_second.len() {
+            if i > 86_400 {
+                return;
+            }
+            self.per_second.resize(i + 1, (0, 0));
+        }
+        let slot = &mut self.per_second[i];
+        if error {
+            slot.1 += 1;
+        } else {
+            slot.0 += 1;
+        }
     }
 
     /// Counts an error by kind.
@@ -111,6 +131,13 @@ impl Recorder {
             *self.status.entry(k).or_insert(0) += n;
         }
         self.rows.extend(o.rows);
+        if o.per_second.len() > self.per_second.len() {
+            self.per_second.resize(o.per_second.len(), (0, 0));
+        }
+        for (mine, theirs) in self.per_second.iter_mut().zip(o.per_second) {
+            mine.0 += theirs.0;
+            mine.1 += theirs.1;
+        }
     }
 
     /// Handshakes by kind: (full, by session ID, by ticket).

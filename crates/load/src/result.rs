@@ -62,10 +62,21 @@ pub struct RunResult {
     /// Responses by HTTP status code.
     pub http_status: BTreeMap<String, u64>,
     pub cpu: CpuUsage,
+    /// Per second of the measured window, in order: operations completed and errors (the
+    /// last second may be partial). Absent in documents written before it was kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub per_second: Vec<SecondCounts>,
     /// Things the reader should know (the client was the bottleneck, ...).
     pub warnings: Vec<String>,
     /// True when the run stopped early (Ctrl-C): the figures cover what ran.
     pub interrupted: bool,
+}
+
+/// One second of a run: operations completed and errors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecondCounts {
+    pub ops: u64,
+    pub errors: u64,
 }
 
 /// Completed handshakes, by kind.

@@ -725,6 +725,10 @@ impl<'a> State<'a> {
         if let Some(op) = self.slots[i].op.take() {
             if op.measured && recording {
                 self.rec.ops += 1;
+                self.rec.second(
+                    now.saturating_duration_since(self.w.shared.measure_start),
+                    false,
+                );
                 self.rec.hist.total.record(now - op.planned);
                 self.rec.hist.total_uncorrected.record(now - op.started);
                 self.w.shared.progress[self.w.index]
@@ -753,6 +757,10 @@ impl<'a> State<'a> {
         };
         if measured && self.recording() {
             self.rec.error(&kind);
+            self.rec.second(
+                Instant::now().saturating_duration_since(self.w.shared.measure_start),
+                true,
+            );
             self.w.shared.progress[self.w.index]
                 .errors
                 .fetch_add(1, Relaxed);

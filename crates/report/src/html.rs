@@ -14,7 +14,7 @@ pub(crate) fn page(title: &str, body: &str) -> String {
 pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:2em;max-width:1200px}\
 table{border-collapse:collapse;margin:1em 0;font-size:90%}\
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}\
-th{background:#f0f0f0}figure{margin:1em 0}figcaption{color:#555;font-size:90%}img.flame{width:100%}";
+th{background:#f0f0f0}pre{white-space:pre-wrap;font-size:90%}figure{margin:1em 0}figcaption{color:#555;font-size:90%}img.flame{width:100%}";
 
 /// Counts the plots that rendered (an SVG with a drawn area and marks in it) into
 /// `<body data-plots-rendered>`, and once the page has loaded the flame graphs that loaded into

@@ -1,6 +1,7 @@
 //! `report`: renders results for people (text) and programs (JSON with a versioned schema, CSV).
 //! Text is rendered from the same data as the JSON.
 
+pub mod bench_page;
 pub mod compare;
 pub mod handshake;
 mod html;

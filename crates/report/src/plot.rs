@@ -63,6 +63,15 @@ pub enum Mark {
     Box,
 }
 
+/// A legend entry per series, in the series' colours.
+pub fn legend_of<T>(series: &[(String, T)]) -> Vec<(String, RGBColor)> {
+    series
+        .iter()
+        .enumerate()
+        .map(|(k, s)| (s.0.clone(), color(k)))
+        .collect()
+}
+
 /// Rows a legend of `entries` needs below a plot `width` wide.
 pub fn legend_rows(labels: &[String], width: u32) -> u32 {
     let per_row = (width / LEGEND_COLUMN).max(1) as usize;
@@ -109,6 +118,40 @@ pub fn draw_legend(
 /// and the legend's, and the whole height.
 pub fn with_legend_height(height: u32, labels: &[String], width: u32) -> u32 {
     height + 10 + legend_rows(labels, width) * LEGEND_ROW
+}
+
+/// Lines over time, `plot_height` tall with the legend below: (label, (seconds, value)
+/// points) each.
+pub fn draw_lines(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    plot_height: u32,
+    series: &[(String, Vec<(f64, f64)>)],
+    y_desc: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    root.fill(&WHITE)?;
+    let (plot_area, legend_area) = root.split_vertically(plot_height);
+    let points = || series.iter().flat_map(|s| s.1.iter());
+    let x_max = points().map(|p| p.0).fold(0.0, f64::max).max(1e-9);
+    let y_max = points().map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.1;
+    let mut chart = ChartBuilder::on(&plot_area)
+        .margin(10)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+    chart
+        .configure_mesh()
+        .light_line_style(RGBColor(238, 238, 238))
+        .x_desc("seconds")
+        .y_desc(y_desc)
+        .draw()?;
+    for (k, (_, pts)) in series.iter().enumerate() {
+        let c = color(k);
+        chart.draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?;
+        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
+    }
+    draw_legend(&legend_area, &legend_of(series), Mark::Line)?;
+    root.present()?;
+    Ok(())
 }
 
 #[cfg(test)]

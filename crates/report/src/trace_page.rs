@@ -7,7 +7,7 @@ use plotters::prelude::*;
 use crate::compare::Table;
 use crate::duration;
 use crate::html::{escape, figure, html_table};
-use crate::plot::{color, draw_legend, with_legend_height, Mark};
+use crate::plot::{color, draw_legend, legend_of, with_legend_height, Mark};
 use crate::trace::us_label;
 use crate::trace::{FunctionStats, TraceDocument};
 
@@ -220,12 +220,7 @@ fn draw_histogram(
             Rectangle::new([(left, 0.0), (left + width, count as f64)], c.filled())
         }))?;
     }
-    let entries: Vec<_> = series
-        .iter()
-        .enumerate()
-        .map(|(k, s)| (s.0.clone(), color(k)))
-        .collect();
-    draw_legend(&legend_area, &entries, Mark::Box)?;
+    draw_legend(&legend_area, &legend_of(series), Mark::Box)?;
     root.present()?;
     Ok(())
 }
@@ -276,46 +271,9 @@ fn interval_plot(intervals: &[Interval], measure: Measure) -> String {
             Measure::Calls => "calls",
             Measure::MeanUs => "us per call",
         };
-        let _ = draw_lines(&root, &series, y_desc);
+        let _ = crate::plot::draw_lines(&root, HEIGHT, &series, y_desc);
     }
     svg
-}
-
-/// Lines over time: (label, (seconds, value) points) each.
-pub(crate) fn draw_lines(
-    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    series: &[(String, Vec<(f64, f64)>)],
-    y_desc: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
-    root.fill(&WHITE)?;
-    let (plot_area, legend_area) = root.split_vertically(HEIGHT);
-    let points = || series.iter().flat_map(|s| s.1.iter());
-    let x_max = points().map(|p| p.0).fold(0.0, f64::max).max(1e-9);
-    let y_max = points().map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.1;
-    let mut chart = ChartBuilder::on(&plot_area)
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .light_line_style(RGBColor(238, 238, 238))
-        .x_desc("seconds")
-        .y_desc(y_desc)
-        .draw()?;
-    for (k, (_, pts)) in series.iter().enumerate() {
-        let c = color(k);
-        chart.draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))?;
-        chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, c.filled())))?;
-    }
-    let entries: Vec<_> = series
-        .iter()
-        .enumerate()
-        .map(|(k, s)| (s.0.clone(), color(k)))
-        .collect();
-    draw_legend(&legend_area, &entries, Mark::Line)?;
-    root.present()?;
-    Ok(())
 }
 
 #[cfg(test)]
