@@ -639,6 +639,8 @@ fn bad_inputs_get_one_line_errors() {
 /// `tlsscope lab` on a target: every experiment reports, with the handshake obtained and the
 /// server's traced calls.
 fn lab(target: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("lab.html");
     let out = support::tlsscope(&[
         "lab",
         "--target",
@@ -651,6 +653,8 @@ fn lab(target: &str) -> String {
         "0s",
         "-c",
         "8",
+        "--html",
+        html.to_str().unwrap(),
     ]);
     let text = support::text(&out.stdout);
     assert!(
@@ -681,6 +685,20 @@ fn lab(target: &str) -> String {
     assert!(text.contains("SSL_write              success"), "{text}");
     assert!(!text.contains("failed:"), "{text}");
     backends_side_by_side(&text);
+    // The page (issue 16): the breakdown, then per experiment its latency by percentile and
+    // a histogram per traced function, every plot rendered in a browser.
+    let plots = crate::pages::assert_page_renders(&html);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert_eq!(page.matches("<h2>").count(), 2 + 5, "{target}");
+    assert!(
+        page.contains("Where the server&#x27;s time goes")
+            || page.contains("Where the server's time goes")
+    );
+    assert!(page.contains("<h3>Server calls, traced by"), "{target}");
+    assert!(
+        plots > 5 * 2,
+        "{plots} plots: the breakdown and two per experiment at least"
+    );
     text
 }
 

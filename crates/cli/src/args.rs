@@ -480,6 +480,11 @@ pub struct LabArgs {
     /// server started under it), or auto (a traced run with each, side by side).
     #[arg(long, default_value = "auto", value_name = "BACKEND")]
     pub backend: experiments::trace::BackendChoice,
+    /// Also write the report as one self-contained HTML page: rates and the cost of tracing,
+    /// where the server's time goes, and per experiment the handshakes, CPU, latency and the
+    /// server's traced calls as histograms.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -36,8 +36,7 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
     let started = Instant::now();
     let mut out = crate::output::Stdout::lock();
     let backends: Vec<&str> = config.backends.iter().map(|b| b.describe()).collect();
-    writeln!(
-        out,
+    let heading = format!(
         "tlsscope lab: {} on CPU {}, load on CPU {}; each experiment {:.0} s untraced, then {:.0} s traced by {}",
         config.target.describe(),
         a.server_cpu,
@@ -45,11 +44,16 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         a.duration.as_secs_f64(),
         a.trace_duration.as_secs_f64(),
         backends.join(", then by ")
-    )?;
+    );
+    writeln!(out, "{heading}")?;
     out.flush()?;
     let mut rates: Vec<Rates> = Vec::new();
+    let mut kept: Vec<report::lab_page::LabExperiment> = Vec::new();
     let summary = lab::run(&config, lib, &signals.stop, |e, measured| {
         let mut text = format!("\n== {}\n", e.name);
+        if a.html.is_some() {
+            kept.push(keep(e.name, &measured));
+        }
         match measured {
             Ok(m) => {
                 if let Some(note) = &m.note {
@@ -79,21 +83,33 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
     let rows: Vec<report::lab::SummaryRow<'_>> = rates.iter().map(Rates::row).collect();
     report::lab::render_summary(&mut text, &backends, &rows);
     write!(out, "{text}")?;
-    for (backend, c) in &summary.calibrations {
-        writeln!(
-            out,
-            "probe cost on this machine, {}: {:.2} us per probed call (measured on {} calls of a function in tlsscope)",
-            backend.describe(),
-            c.cost_ns_per_call() / 1000.0,
-            c.calls
-        )?;
-    }
+    let mut notes: Vec<String> = summary
+        .calibrations
+        .iter()
+        .map(|(backend, c)| {
+            format!(
+                "probe cost on this machine, {}: {:.2} us per probed call (measured on {} calls of a function in tlsscope)",
+                backend.describe(),
+                c.cost_ns_per_call() / 1000.0,
+                c.calls
+            )
+        })
+        .collect();
     if !summary.not_attached.is_empty() {
-        writeln!(
-            out,
+        notes.push(format!(
             "not traced in this library: {} (internal functions need a library with its symbol table, e.g. --openssl 1.1.1w)",
             summary.not_attached.join(", ")
-        )?;
+        ));
+    }
+    for n in &notes {
+        writeln!(out, "{n}")?;
+    }
+    if let Some(path) = &a.html {
+        let mut env = experiments::environment::host(std::env::args().collect());
+        env.library = lib.version().text.clone();
+        env.library_version_number = lib.version().number;
+        let page = report::lab_page::page(&heading, &env, &kept, &notes);
+        std::fs::write(path, page).with_context(|| format!("--html {}", path.display()))?;
     }
     writeln!(
         out,
@@ -111,6 +127,37 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An experiment as the HTML page shows it (owned: the page is written at the end).
+fn keep<E: std::fmt::Display>(
+    name: &str,
+    measured: &Result<lab::Measured, E>,
+) -> report::lab_page::LabExperiment {
+    match measured {
+        Ok(m) => report::lab_page::LabExperiment {
+            name: name.to_string(),
+            note: m.note.clone(),
+            untraced: Some(m.untraced.clone()),
+            traced: m
+                .traced
+                .iter()
+                .map(|t| report::lab_page::LabTraced {
+                    backend: t.backend.describe().to_string(),
+                    result: t.result.clone(),
+                    calls: t.calls.clone(),
+                })
+                .collect(),
+            error: None,
+        },
+        Err(e) => report::lab_page::LabExperiment {
+            name: name.to_string(),
+            note: None,
+            untraced: None,
+            traced: Vec::new(),
+            error: Some(e.to_string()),
+        },
+    }
 }
 
 /// One experiment's rates, kept for the closing table.

@@ -46,7 +46,7 @@ pub fn page(doc: &BenchDocument) -> String {
 }
 
 /// The phases with samples, as (name, summary).
-fn phases(r: &load::result::RunResult) -> Vec<(&'static str, &LatencySummary)> {
+pub(crate) fn phases(r: &load::result::RunResult) -> Vec<(&'static str, &LatencySummary)> {
     let l = &r.latency;
     [
         ("connect", &l.connect),
@@ -118,7 +118,7 @@ fn percentile_label(x: f64) -> String {
     }
 }
 
-fn percentile_plot(phases: &[(&'static str, &LatencySummary)]) -> String {
+pub(crate) fn percentile_plot(phases: &[(&'static str, &LatencySummary)]) -> String {
     let series: Vec<(String, Vec<(f64, f64)>)> = phases
         .iter()
         .map(|(name, s)| (name.to_string(), percentile_points(s)))

@@ -18,7 +18,7 @@ pub struct Traced<'a> {
 }
 
 /// "request" for keep-alive runs, else "handshake".
-fn unit(r: &RunResult) -> &'static str {
+pub(crate) fn unit(r: &RunResult) -> &'static str {
     if r.mode == load::result::RunMode::Keepalive {
         "request"
     } else {

@@ -6,6 +6,7 @@ pub mod compare;
 pub mod handshake;
 mod html;
 pub mod lab;
+pub mod lab_page;
 pub mod metrics;
 pub mod pcap;
 pub mod plot;

@@ -136,7 +136,7 @@ fn bucket_label(low_us: u64, high_us: Option<u64>) -> String {
 
 /// Bars per time bucket, one colour per outcome side by side, over the buckets any of the
 /// outcomes used (so a failure's time lines up with a success's).
-fn histogram_plot(name: &str, of: &[&FunctionStats]) -> String {
+pub(crate) fn histogram_plot(name: &str, of: &[&FunctionStats]) -> String {
     let mut bounds: Vec<(u64, Option<u64>)> = of
         .iter()
         .flat_map(|f| f.buckets.iter().map(|b| (b.low_us, b.high_us)))

@@ -5,6 +5,7 @@
 use plotters::prelude::*;
 
 use crate::html::{escape, figure, html_table};
+use crate::plot::per_variant_chart;
 
 use super::{
     describe_experiment, metric_meaning, metric_tables, negotiated_table, CompareDocument,
@@ -343,43 +344,4 @@ fn draw_mix(
     crate::plot::draw_legend(&legend_area, &entries, crate::plot::Mark::Box)?;
     root.present()?;
     Ok(())
-}
-
-type VariantChart<'a, 'b> = ChartContext<
-    'a,
-    SVGBackend<'b>,
-    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
->;
-
-/// A chart with one slot per variant along x (labelled with the variants) and 0..y_max up.
-fn per_variant_chart<'a, 'b>(
-    root: &'a DrawingArea<SVGBackend<'b>, plotters::coord::Shift>,
-    caption: &str,
-    labels: &[String],
-    y_max: f64,
-    y_desc: &str,
-) -> Result<VariantChart<'a, 'b>, Box<dyn std::error::Error>> {
-    root.fill(&WHITE)?;
-    let n = labels.len();
-    let mut chart = ChartBuilder::on(root)
-        .caption(caption, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(-0.5..(n as f64 - 0.5), 0.0..y_max)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(n)
-        .x_label_formatter(&|x: &f64| {
-            let i = x.round();
-            if (x - i).abs() < 0.01 && i >= 0.0 && (i as usize) < labels.len() {
-                labels[i as usize].clone()
-            } else {
-                String::new()
-            }
-        })
-        .y_desc(y_desc.to_string())
-        .draw()?;
-    Ok(chart)
 }
