@@ -403,3 +403,92 @@ fn issue_16_the_systemd_units_command_line_serves_metrics() {
         .sum();
     assert!(handshakes >= 11.0, "{body}");
 }
+
+#[test]
+fn issue_16_serve_metrics_count_what_the_server_counts() {
+    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let listen = metrics.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("serve.prom");
+    let serve = Serve::start(&[
+        "--metrics-listen",
+        &listen,
+        "--metrics-file",
+        file.to_str().unwrap(),
+    ]);
+    handshakes(&serve, 20);
+    let (status, body) = http_get(metrics, "/metrics", "text/plain");
+    assert_eq!(status, 200, "{body}");
+    let (ok, said) = promtool_check(&body);
+    assert!(ok, "promtool check metrics: {said}\n{body}");
+    // bench's 20 and its first connection: full TLS 1.3 handshakes.
+    for line in [
+        r#"tlsscope_server_handshakes_total{kind="full"} 21"#,
+        r#"tlsscope_server_handshakes_by_version_total{tls_protocol_version="1.3"} 21"#,
+    ] {
+        assert!(body.contains(line), "{line}\n{body}");
+    }
+    let stats = serve.stop();
+    assert_eq!(stats["handshakes"]["full"], 21);
+    // The file holds the final counters, as promtool reads them.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (ok, said) = promtool_check(&text);
+    assert!(ok, "{said}\n{text}");
+    assert!(
+        text.contains(r#"tlsscope_server_handshakes_total{kind="full"} 21"#),
+        "{text}"
+    );
+}
+
+#[test]
+fn issue_16_bench_serves_its_live_figures() {
+    let serve = Serve::start(&[]);
+    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (file, json) = (dir.path().join("bench.prom"), dir.path().join("bench.json"));
+    let mut bench = Command::new(support::bin())
+        .args([
+            "bench",
+            &serve.addr.to_string(),
+            "--mode",
+            "keepalive",
+            "-c",
+            "2",
+        ])
+        .args(["-d", "3s", "--metrics-listen", &metrics.to_string()])
+        .arg("--metrics-file")
+        .arg(&file)
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Mid-run: requests counted so far, and still counting.
+    std::thread::sleep(Duration::from_millis(1500));
+    let count = |body: &str| -> f64 {
+        body.lines()
+            .find(|l| l.starts_with("tlsscope_bench_operations_total{"))
+            .and_then(|l| l.rsplit_once(' ')?.1.parse().ok())
+            .unwrap_or_else(|| panic!("{body}"))
+    };
+    let (status, first) = http_get(metrics, "/metrics", "text/plain");
+    assert_eq!(status, 200, "{first}");
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, second) = http_get(metrics, "/metrics", "text/plain");
+    assert!(
+        count(&first) > 0.0 && count(&second) > count(&first),
+        "{first}\n{second}"
+    );
+    assert!(promtool_check(&second).0, "{second}");
+    assert!(bench.wait().unwrap().success());
+    serve.stop();
+    // The file has the final figures: the run's own count.
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(
+        count(&text),
+        doc["result"]["ops"].as_f64().unwrap(),
+        "{text}"
+    );
+}

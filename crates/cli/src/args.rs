@@ -231,6 +231,8 @@ pub struct ServeArgs {
     /// Stop after this long: 30, 30s, 500ms, 2m (default: run until Ctrl-C or SIGTERM).
     #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
     pub duration: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
     /// At exit, write the final counters here as JSON.
     #[arg(long, value_name = "FILE")]
     pub stats_json: Option<PathBuf>,
@@ -351,6 +353,8 @@ pub struct BenchArgs {
     /// and each phase's latency by percentile.
     #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
     #[command(flatten)]
     pub tls: TlsArgs,
 }

@@ -45,6 +45,10 @@ pub fn measure(
     interrupted: &AtomicBool,
 ) -> anyhow::Result<(report::BenchDocument, Vec<load::result::ConnectionRow>)> {
     let mode = mode(a)?;
+    let exporter = std::sync::Mutex::new(experiments::metrics::Exporter::bind(
+        a.metrics.metrics_listen,
+        a.metrics.metrics_file.as_deref(),
+    )?);
     let lib = crate::library::load(library)?;
     let ctx = context(lib, a)?;
 
@@ -76,7 +80,37 @@ pub fn measure(
     let cfg = load_config(a, mode, addr, sni)?;
 
     let environment = experiments::environment::collect(lib, std::env::args().collect());
-    let (result, rows) = experiments::bench::run(&ctx, cfg, interrupted, &progress_line())?;
+    if let Some(addr) = exporter.lock().ok().and_then(|e| e.addr()) {
+        eprintln!("tlsscope bench: metrics at http://{addr}/metrics");
+    }
+    let live = std::sync::Mutex::new(report::metrics::BenchMetrics {
+        mode: format!("{:?}", a.mode).to_lowercase(),
+        target: addr.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        ..Default::default()
+    });
+    let render = |format| {
+        let m = live.lock().map_err(|_| "poisoned".to_string())?.clone();
+        Ok(report::metrics::bench_exposition(&m, format))
+    };
+    let line = progress_line();
+    // Every 50 ms: the progress line, the live figures, and any waiting scrape.
+    let progress = |p: &experiments::bench::Progress| {
+        line(p);
+        if let Ok(mut m) = live.lock() {
+            (m.ops, m.errors, m.measured_s) = (p.ops, p.errors, p.measured.as_secs_f64());
+        }
+        if let Ok(mut e) = exporter.lock() {
+            let _ = e.tick(&mut { render });
+        }
+    };
+    let (result, rows) = experiments::bench::run(&ctx, cfg, interrupted, &progress)?;
+    if let Ok(mut m) = live.lock() {
+        (m.ops, m.errors, m.measured_s) = (result.ops, result.errors_total, result.duration_s);
+    }
+    if let Ok(mut e) = exporter.lock() {
+        e.write_file(&mut { render })?;
+    }
     if std::io::stderr().is_terminal() {
         eprint!("\r\x1b[K");
     }

@@ -52,6 +52,10 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         cpus: a.cpus.clone(),
         limits: limits(a),
     };
+    let mut exporter = experiments::metrics::Exporter::bind(
+        a.metrics.metrics_listen,
+        a.metrics.metrics_file.as_deref(),
+    )?;
     let server = Server::bind(config, ctx)?;
     let stop = server.shutdown_flag();
     // Ctrl-C ends the server like SIGTERM, and is told apart by the exit status (130).
@@ -82,9 +86,39 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         on_off(a.session_cache.on()),
         on_off(a.tickets.on()),
     );
+    if let Some(addr) = exporter.addr() {
+        let _ = writeln!(
+            std::io::stdout(),
+            "tlsscope serve: metrics at http://{addr}/metrics"
+        );
+    }
     let _ = std::io::stdout().flush();
 
+    // The counters, read when scraped (and for the file, every 10 s and at the end).
+    let counters = server.counters();
+    let running = stop.clone();
+    let metrics = std::thread::spawn(move || -> anyhow::Result<()> {
+        let mut render = |format| {
+            let m = report::metrics::ServeMetrics {
+                stats: counters.snapshot(),
+                version: env!("CARGO_PKG_VERSION").to_string(),
+            };
+            Ok(report::metrics::serve_exposition(&m, format))
+        };
+        while !running.load(Ordering::Relaxed) {
+            exporter.tick(&mut render)?;
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Ok(exporter.write_file(&mut render)?)
+    });
+
     let snapshot = server.run()?;
+    stop.store(true, Ordering::Relaxed);
+    match metrics.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!("tlsscope serve: metrics: {e:#}"),
+        Err(_) => eprintln!("tlsscope serve: the metrics thread panicked"),
+    }
     if let Some(path) = &a.stats_json {
         let json = serde_json::to_vec_pretty(&snapshot)?;
         std::fs::write(path, json).with_context(|| format!("--stats-json {}", path.display()))?;

@@ -68,8 +68,13 @@ impl Format {
 
 /// The metrics as text in `format`.
 pub fn exposition(metrics: &TraceMetrics, format: Format) -> String {
+    encode(metrics.clone(), format)
+}
+
+/// One collector's metrics as text in `format`.
+fn encode(collector: impl Collector, format: Format) -> String {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(metrics.clone()));
+    registry.register_collector(Box::new(collector));
     let mut text = String::new();
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
@@ -251,6 +256,217 @@ impl TraceMetrics {
     }
 }
 
+/// The built-in server's counters (`serve --metrics-listen`), as they are when scraped.
+#[derive(Clone, Debug)]
+pub struct ServeMetrics {
+    pub stats: server::StatsSnapshot,
+    pub version: String,
+}
+
+/// The server's counters as text in `format`.
+pub fn serve_exposition(metrics: &ServeMetrics, format: Format) -> String {
+    encode(metrics.clone(), format)
+}
+
+/// A counter family: one sample per label value.
+fn counter_family(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    samples: &[(&str, u64)],
+) -> Result<(), std::fmt::Error> {
+    let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (value, n) in samples {
+        let labels = [(label, *value)];
+        ConstCounter::new(*n).encode(m.encode_family(&labels.as_slice())?)?;
+    }
+    Ok(())
+}
+
+/// A counter without labels.
+fn counter(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    n: u64,
+) -> Result<(), std::fmt::Error> {
+    let m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    ConstCounter::new(n).encode(m)
+}
+
+impl Collector for ServeMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let s = &self.stats;
+        let c = &s.connections;
+        let e = &mut encoder;
+        counter(
+            e,
+            "tlsscope_server_connections_accepted",
+            "Connections accepted",
+            c.accepted,
+        )?;
+        counter(
+            e,
+            "tlsscope_server_connections_closed",
+            "Connections closed",
+            c.closed,
+        )?;
+        counter(
+            e,
+            "tlsscope_server_connection_errors",
+            "Connections ended by a TLS error after the handshake",
+            c.errors,
+        )?;
+        counter_family(
+            e,
+            "tlsscope_server_connections_timed_out",
+            "Connections closed by a deadline, by which one",
+            "deadline",
+            &[
+                ("handshake", c.timed_out.handshake),
+                ("request_head", c.timed_out.request_head),
+                ("keep_alive", c.timed_out.keep_alive),
+                ("stalled", c.timed_out.stalled),
+            ],
+        )?;
+        counter(
+            e,
+            "tlsscope_server_connections_shed",
+            "Connections closed to make room at the connection limit",
+            c.shed,
+        )?;
+        let h = &s.handshakes;
+        counter_family(
+            e,
+            "tlsscope_server_handshakes",
+            "Handshakes completed, by kind (full, or resumed by session ID or by ticket)",
+            "kind",
+            &[
+                ("full", h.full),
+                ("resumed_session_id", h.resumed_session_id),
+                ("resumed_ticket", h.resumed_ticket),
+            ],
+        )?;
+        counter_family(
+            e,
+            "tlsscope_server_handshakes_by_version",
+            "Handshakes completed, by TLS version (OpenTelemetry's tls.protocol.version)",
+            "tls_protocol_version",
+            &[
+                ("1.3", h.tls13),
+                ("1.2", h.tls12),
+                ("other", h.other_version),
+            ],
+        )?;
+        let f = &h.failed_by;
+        counter_family(
+            e,
+            "tlsscope_server_handshake_failures",
+            "Handshakes that failed, by class",
+            "class",
+            &[
+                ("timeout", f.timeout),
+                ("not_tls", f.not_tls),
+                ("peer_closed", f.peer_closed),
+                ("shed", f.shed),
+                ("other", f.other),
+            ],
+        )?;
+        counter(
+            e,
+            "tlsscope_server_requests",
+            "HTTP requests answered",
+            s.requests,
+        )?;
+        counter_family(
+            e,
+            "tlsscope_server_bytes",
+            "Bytes of TLS application data, by direction",
+            "direction",
+            &[("read", s.bytes.read), ("written", s.bytes.written)],
+        )?;
+        let m = e.encode_descriptor(
+            "tlsscope_server_uptime_seconds",
+            "Seconds since the server started",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(s.uptime_ms as f64 / 1000.0).encode(m)?;
+        let mut m = e.encode_descriptor(
+            "tlsscope_build_info",
+            "tlsscope's version and the TLS library the server runs (always 1)",
+            None,
+            MetricType::Gauge,
+        )?;
+        let labels = [
+            ("version", self.version.as_str()),
+            ("library", s.library.as_str()),
+        ];
+        ConstGauge::new(1i64).encode(m.encode_family(&labels.as_slice())?)?;
+        Ok(())
+    }
+}
+
+/// A running `bench`'s live figures (`bench --metrics-listen`).
+#[derive(Clone, Debug, Default)]
+pub struct BenchMetrics {
+    /// "full", "resume" or "keepalive".
+    pub mode: String,
+    pub target: String,
+    /// Operations completed and errors, in the measured window so far.
+    pub ops: u64,
+    pub errors: u64,
+    /// Seconds measured so far (after the warm-up).
+    pub measured_s: f64,
+    pub version: String,
+}
+
+/// The live figures as text in `format`.
+pub fn bench_exposition(metrics: &BenchMetrics, format: Format) -> String {
+    encode(metrics.clone(), format)
+}
+
+impl Collector for BenchMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let labels = [
+            ("mode", self.mode.as_str()),
+            ("target", self.target.as_str()),
+        ];
+        for (name, help, n) in [
+            (
+                "tlsscope_bench_operations",
+                "Operations completed in the measured window (handshakes, or requests for keep-alive)",
+                self.ops,
+            ),
+            (
+                "tlsscope_bench_errors",
+                "Operations that failed in the measured window",
+                self.errors,
+            ),
+        ] {
+            let mut m = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+            ConstCounter::new(n).encode(m.encode_family(&labels.as_slice())?)?;
+        }
+        let mut m = encoder.encode_descriptor(
+            "tlsscope_bench_measured_seconds",
+            "Seconds of the measured window so far (after the warm-up)",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(self.measured_s).encode(m.encode_family(&labels.as_slice())?)?;
+        let mut m = encoder.encode_descriptor(
+            "tlsscope_build_info",
+            "tlsscope's version (always 1)",
+            None,
+            MetricType::Gauge,
+        )?;
+        let labels = [("version", self.version.as_str())];
+        ConstGauge::new(1i64).encode(m.encode_family(&labels.as_slice())?)?;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -387,6 +603,30 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("# TYPE tlsscope_tls_call_duration_seconds histogram"));
+    }
+
+    #[test]
+    fn the_servers_counters_are_counters_by_kind_and_version() {
+        let mut stats = server::StatsSnapshot::default();
+        stats.handshakes.full = 5;
+        stats.handshakes.resumed_ticket = 2;
+        stats.handshakes.tls13 = 7;
+        stats.connections.accepted = 9;
+        stats.library = "OpenSSL 3.0.19 27 Jan 2026".into();
+        let m = ServeMetrics {
+            stats,
+            version: "0.1.0".into(),
+        };
+        let text = serve_exposition(&m, Format::Prometheus);
+        for line in [
+            r#"tlsscope_server_handshakes_total{kind="full"} 5"#,
+            r#"tlsscope_server_handshakes_total{kind="resumed_ticket"} 2"#,
+            r#"tlsscope_server_handshakes_by_version_total{tls_protocol_version="1.3"} 7"#,
+            "tlsscope_server_connections_accepted_total 9",
+            "# TYPE tlsscope_server_handshakes_total counter",
+        ] {
+            assert!(text.contains(line), "{line}\n{text}");
+        }
     }
 
     #[test]
