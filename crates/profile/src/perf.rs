@@ -190,8 +190,9 @@ impl Sampler {
             .spawn()
             .map_err(|e| failed("starting perf record", e))?;
         let counts = data.with_extension("connections");
-        // Counting is a bonus: without it the table stays in CPU time.
-        let mut counter = self.count_command(pid, duration, &counts).spawn().ok();
+        // Counting is a bonus: without it the table stays in CPU time. It runs until asked to
+        // stop (SIGINT) once the recording is over.
+        let mut counter = self.count_command(pid, &counts).spawn().ok();
         let mut asked = false;
         let status = loop {
             match child.try_wait() {
@@ -201,16 +202,16 @@ impl Sampler {
             }
             if stop.load(Ordering::Relaxed) && !asked {
                 asked = true;
-                for id in std::iter::once(child.id()).chain(counter.as_ref().map(|c| c.id())) {
-                    // SAFETY: kill with a PID this process started and has not reaped.
-                    unsafe { libc::kill(id as i32, libc::SIGINT) };
-                }
+                // SAFETY: kill with a PID this process started and has not reaped.
+                unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
             }
             std::thread::sleep(Duration::from_millis(20));
         };
         let window = started.elapsed();
         let connections = counter.as_mut().and_then(|c| {
-            c.wait().ok().filter(|s| s.success())?;
+            // SAFETY: kill with a PID this process started and has not reaped.
+            unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+            c.wait().ok()?;
             Connections::from_perf_stat(&std::fs::read_to_string(&counts).ok()?)
         });
         let _ = std::fs::remove_file(&counts);
@@ -230,8 +231,9 @@ impl Sampler {
         })
     }
 
-    /// `perf stat` counting process `pid`'s connections for `duration` into `out`.
-    fn count_command(&self, pid: u32, duration: Duration, out: &Path) -> Command {
+    /// `perf stat` counting process `pid`'s connections into `out`, until SIGINT (no workload:
+    /// a `sleep` child would outlive a Ctrl-C, and perf stat would wait for it).
+    fn count_command(&self, pid: u32, out: &Path) -> Command {
         let mut cmd = Command::new(&self.perf);
         cmd.args(["stat", "-x,", "-o"]).arg(out);
         for (event, filter) in CONNECTION_EVENTS {
@@ -239,8 +241,6 @@ impl Sampler {
         }
         cmd.arg("-p")
             .arg(pid.to_string())
-            .args(["--", "sleep"])
-            .arg(format!("{:.3}", duration.as_secs_f64()))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
