@@ -287,13 +287,7 @@ impl Run {
         let handshakes = full + by_id + by_ticket;
         let per_s = |n: u64| n as f64 / window_s;
         let mut warnings = Vec::new();
-        if thread_busy_pct.iter().any(|&b| b > 90.0) {
-            warnings.push(format!(
-                "the client was the bottleneck: a load thread was {:.0}% busy; add --threads or \
-                 CPUs, or the figures describe tlsscope rather than the server",
-                thread_busy_pct.iter().cloned().fold(0.0, f64::max)
-            ));
-        }
+        let busiest = thread_busy_pct.iter().cloned().fold(0.0, f64::max);
         let cpu = cpu_usage(
             cpu_start,
             cpu_end,
@@ -305,6 +299,9 @@ impl Run {
             window_s,
             thread_busy_pct,
         );
+        if let Some(w) = bottleneck(busiest, cpu.server.as_ref().map(|s| s.busy_pct), cfg.mode) {
+            warnings.push(w);
+        }
         let resumption = resumption_check(cfg.mode, &all);
         if let Some(problem) = &resumption.problem {
             warnings.push(problem.clone());
@@ -537,6 +534,30 @@ fn per_unit(cpu_s: f64, n: u64, scale: f64) -> f64 {
     }
 }
 
+/// A load thread over 90% busy means the client may have set the rate. With the server's
+/// share known: only while the server was not as busy (both saturated is a fair fight), and
+/// the warning says what to do: more threads on more CPUs, or, for full handshakes, a cheaper
+/// client library.
+fn bottleneck(busiest: f64, server_busy: Option<f64>, mode: Mode) -> Option<String> {
+    if busiest <= 90.0 || server_busy.is_some_and(|s| s >= 90.0) {
+        return None;
+    }
+    let server = match server_busy {
+        Some(s) => format!(" while the server was {s:.0}% busy"),
+        None => String::new(),
+    };
+    let cheaper = if mode == Mode::Full {
+        "; or a cheaper client library for full handshakes (--openssl 1.1.1w: see bench/client-cost)"
+    } else {
+        ""
+    };
+    Some(format!(
+        "the client was the bottleneck: a load thread was {busiest:.0}% busy{server}; add \
+         --threads with a CPU each (--cpus){cheaper}, or the figures describe tlsscope rather \
+         than the server"
+    ))
+}
+
 fn cpu_usage(
     start: &CpuSample,
     end: &CpuSample,
@@ -579,6 +600,24 @@ fn cpu_usage(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_client_is_the_bottleneck_only_while_the_server_is_not() {
+        assert_eq!(bottleneck(80.0, Some(50.0), Mode::Full), None);
+        assert_eq!(
+            bottleneck(98.0, Some(95.0), Mode::Full),
+            None,
+            "both saturated"
+        );
+        let w = bottleneck(98.0, Some(52.0), Mode::Full).unwrap();
+        assert!(w.contains("98% busy while the server was 52% busy"), "{w}");
+        assert!(
+            w.contains("--threads") && w.contains("--openssl 1.1.1w"),
+            "{w}"
+        );
+        let w = bottleneck(98.0, None, Mode::KeepAlive).unwrap();
+        assert!(!w.contains("server was") && !w.contains("--openssl"), "{w}");
+    }
 
     #[test]
     fn split_spreads_the_remainder() {
