@@ -97,27 +97,31 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
     // The counters, read when scraped (and for the file, every 10 s and at the end).
     let counters = server.counters();
     let running = stop.clone();
-    let metrics = std::thread::spawn(move || -> anyhow::Result<()> {
-        let mut render = |format| {
-            let m = report::metrics::ServeMetrics {
-                stats: counters.snapshot(),
-                version: env!("CARGO_PKG_VERSION").to_string(),
+    let exporting = exporter.is_active();
+    // No thread at all when nothing is exported: the server under test runs as it always did.
+    let metrics = exporting.then(|| {
+        std::thread::spawn(move || -> anyhow::Result<()> {
+            let mut render = |format| {
+                let m = report::metrics::ServeMetrics {
+                    stats: counters.snapshot(),
+                    version: env!("CARGO_PKG_VERSION").to_string(),
+                };
+                Ok(report::metrics::serve_exposition(&m, format))
             };
-            Ok(report::metrics::serve_exposition(&m, format))
-        };
-        while !running.load(Ordering::Relaxed) {
-            exporter.tick(&mut render)?;
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-        Ok(exporter.write_file(&mut render)?)
+            while !running.load(Ordering::Relaxed) {
+                exporter.tick(&mut render)?;
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Ok(exporter.write_file(&mut render)?)
+        })
     });
 
     let snapshot = server.run()?;
     stop.store(true, Ordering::Relaxed);
-    match metrics.join() {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => eprintln!("tlsscope serve: metrics: {e:#}"),
-        Err(_) => eprintln!("tlsscope serve: the metrics thread panicked"),
+    match metrics.map(|t| t.join()) {
+        None | Some(Ok(Ok(()))) => {}
+        Some(Ok(Err(e))) => eprintln!("tlsscope serve: metrics: {e:#}"),
+        Some(Err(_)) => eprintln!("tlsscope serve: the metrics thread panicked"),
     }
     if let Some(path) = &a.stats_json {
         let json = serde_json::to_vec_pretty(&snapshot)?;

@@ -13,8 +13,10 @@ use report::metrics::Format;
 
 use crate::error::{Error, Result};
 
-/// How long a scraper has to send its request once connected.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a scraper has to send its request once connected: the request is answered in the
+/// loop that also reads the aggregates (and sees Ctrl-C), so a client that connects and says
+/// nothing holds that loop up this long at most. Scrapers send theirs at once.
+const REQUEST_TIMEOUT: Duration = Duration::from_millis(500);
 /// The most of a request read: a scrape's request line and headers fit with room to spare.
 const MAX_REQUEST: usize = 16 * 1024;
 
@@ -46,6 +48,11 @@ impl Exporter {
             file: file.map(Path::to_path_buf),
             next_file: Instant::now(),
         })
+    }
+
+    /// Whether there is anything to export (an endpoint or a file).
+    pub fn is_active(&self) -> bool {
+        self.endpoint.is_some() || self.file.is_some()
     }
 
     /// Where the endpoint listens, if there is one.
