@@ -205,13 +205,15 @@ fn in_file(pid: u32, address: u64, needle: &str) -> bool {
         })
 }
 
-/// Region files a tlsscope run left in its directory.
-fn region_files() -> Vec<String> {
+/// Region files the tlsscope run `pid` left in its directory (named `region-PID-N`; other
+/// tests' runs, going on at the same time, have files of their own).
+fn region_files(pid: u32) -> Vec<String> {
+    let prefix = format!("region-{pid}-");
     std::fs::read_dir("/run/tlsscope")
         .map(|d| {
             d.flatten()
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("region-"))
+                .filter(|n| n.starts_with(&prefix))
                 .collect()
         })
         .unwrap_or_default()
@@ -333,7 +335,8 @@ fn issue_13_attached_to_running_nginx_counts_exactly_and_puts_its_got_back() {
         }
     }
     // The region's file is gone once both processes mapped it.
-    assert!(region_files().is_empty(), "{:?}", region_files());
+    let files = region_files(trace.child.id());
+    assert!(files.is_empty(), "{files:?}");
     bench(
         nginx.addr,
         &["--mode", "full", "-n", "60", "-c", "2", "--request", "/"],
@@ -375,6 +378,7 @@ fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_r
     let before = got(worker);
     let mut trace = nginx.attach(master, &["--probes", "handshake,io"]);
     bench(nginx.addr, &["--mode", "full", "-n", "10", "-c", "1"]);
+    let killed = trace.child.id();
     trace.child.kill().unwrap();
     let _ = trace.child.wait();
     // Left swapped (nobody put them back), with wrappers that stop timing once tlsscope's
@@ -384,7 +388,8 @@ fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_r
         .all(|(_, _, v)| in_file(worker, *v, "libtlsscope_inproc")));
     let out = bench(nginx.addr, &["--mode", "keepalive", "-n", "200", "-c", "2"]);
     assert!(out.contains("status 200: 200"), "{out}");
-    assert!(region_files().is_empty(), "{:?}", region_files());
+    let files = region_files(killed);
+    assert!(files.is_empty(), "{files:?}");
     // A new run attaches over the old one (the library is loaded already) and counts.
     let json = nginx.path("again.json");
     let mut again = nginx.attach(
