@@ -192,6 +192,29 @@ json_num() { # file key -> first number after "key":
     sed -n "s/.*\"$2\": *\([0-9][0-9]*\).*/\1/p" "$1" | head -1
 }
 
+# --- the built-in server ------------------------------------------------------------------------
+# Starts `tlsscope serve` on a port the system picks (port 0: no race with another program for
+# a port picked beforehand), pinned to SERVER_CPU, and waits until it listens; its output goes
+# to OUT_FILE. Sets SPID and SPORT. usage: start_builtin OUT_FILE [SERVE_OPTION...]
+start_builtin() {
+    local out=$1 i
+    shift
+    : >"$out" # exists before the background job gets to open it
+    taskset -c "$SERVER_CPU" "$TLSSCOPE" serve --listen 127.0.0.1:0 --cpus "$SERVER_CPU" "$@" \
+        >"$out" 2>&1 &
+    SPID=$!
+    track "$SPID"
+    SPORT=""
+    for ((i = 0; i < 100; i++)); do
+        SPORT=$(sed -n 's|^tlsscope serve: listening on https://127\.0\.0\.1:\([0-9]*\) .*|\1|p' "$out")
+        [[ -n $SPORT ]] && return 0
+        alive "$SPID" || break
+        sleep 0.1
+    done
+    cat "$out" >&2
+    die "tlsscope serve did not start"
+}
+
 # --- nginx ------------------------------------------------------------------------------------
 SPID=""  # PID of the running server
 SPORT="" # its port

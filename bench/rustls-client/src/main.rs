@@ -111,32 +111,16 @@ fn handshake(addr: &str, config: &Arc<ClientConfig>) -> std::io::Result<()> {
     Ok(())
 }
 
+/// CPU seconds (user and system) this process has used.
 fn cpu_s() -> f64 {
-    // SAFETY: getrusage fills the zeroed struct it is given.
-    let mut u: libc_rusage::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: RUSAGE_SELF with a valid pointer.
-    unsafe { libc_rusage::getrusage(0, &mut u) };
-    let t = |tv: libc_rusage::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    // SAFETY: getrusage fills the zeroed struct it is given; RUSAGE_SELF is always valid.
+    let u = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
     t(u.ru_utime) + t(u.ru_stime)
-}
-
-/// The two libc pieces used, declared here to keep the crate's dependencies to rustls.
-mod libc_rusage {
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    pub struct timeval {
-        pub tv_sec: i64,
-        pub tv_usec: i64,
-    }
-    #[repr(C)]
-    pub struct rusage {
-        pub ru_utime: timeval,
-        pub ru_stime: timeval,
-        pub rest: [i64; 14],
-    }
-    extern "C" {
-        pub fn getrusage(who: i32, usage: *mut rusage) -> i32;
-    }
 }
 
 fn main() {

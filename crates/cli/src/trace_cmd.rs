@@ -105,9 +105,10 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     };
     let buckets = config.buckets;
     let cost = tracer.calibration().map_or(0.0, |c| c.cost_ns_per_call());
+    let libraries = trace::metric_libraries(tracer);
     let mut render = |format: report::metrics::Format| {
         let snapshot = tracer.snapshot().map_err(|e| e.to_string())?;
-        let m = trace::metrics(&snapshot, buckets, tracer, cost);
+        let m = trace::metrics(&snapshot, buckets, tracer, cost, &libraries);
         Ok(report::metrics::exposition(&m, format))
     };
     if let Some(addr) = exporter.addr() {
@@ -134,7 +135,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     // The file's last figures: the final ones, before the probes go.
     let written = match &snapshot {
         Ok(last) => exporter.write_file(&mut |format| {
-            let m = trace::metrics(last, buckets, tracer, cost);
+            let m = trace::metrics(last, buckets, tracer, cost, &libraries);
             Ok(report::metrics::exposition(&m, format))
         }),
         Err(_) => Ok(()),

@@ -593,15 +593,13 @@ pub fn bucket_bounds_us(buckets: Buckets) -> Vec<u64> {
     }
 }
 
-/// What a trace has counted up to `snapshot`, as metrics (`--metrics-listen`,
-/// `--metrics-file`): each function labeled with the library it is traced in and its version.
-pub fn metrics(
-    snapshot: &Snapshot,
-    buckets: Buckets,
+/// Per traced function, the library it is traced in and that library's version ("libssl",
+/// "3.0.19"): the metrics' labels. Reading a version reads the library's file, so this is done
+/// once per trace, not per scrape.
+pub fn metric_libraries(
     tracer: &dyn Trace,
-    cost_ns_per_call: f64,
-) -> report::metrics::TraceMetrics {
-    let mut libraries: std::collections::BTreeMap<String, (String, String)> = Default::default();
+) -> std::collections::BTreeMap<String, (String, String)> {
+    let mut libraries = std::collections::BTreeMap::new();
     let mut versions: std::collections::HashMap<&std::path::Path, String> = Default::default();
     for a in tracer.attached() {
         let path = a.point.path.as_path();
@@ -618,18 +616,26 @@ pub fn metrics(
                 })
             })
             .clone();
-        let file = path
-            .file_name()
-            .map(|f| f.to_string_lossy())
-            .unwrap_or_default();
-        let library = file.split(".so").next().unwrap_or(&file).to_string();
+        let library = profile::stacks::object_name(&path.to_string_lossy());
         libraries
             .entry(a.point.function.name.to_string())
             .or_insert((library, version));
     }
+    libraries
+}
+
+/// What a trace has counted up to `snapshot`, as metrics (`--metrics-listen`,
+/// `--metrics-file`), each function labeled from `libraries` ([`metric_libraries`]).
+pub fn metrics(
+    snapshot: &Snapshot,
+    buckets: Buckets,
+    tracer: &dyn Trace,
+    cost_ns_per_call: f64,
+    libraries: &std::collections::BTreeMap<String, (String, String)>,
+) -> report::metrics::TraceMetrics {
     report::metrics::TraceMetrics {
         functions: function_stats(snapshot, buckets),
-        libraries,
+        libraries: libraries.clone(),
         bounds_us: bucket_bounds_us(buckets),
         backend: tracer.backend().name().to_string(),
         probed_calls: snapshot.calls,
