@@ -85,33 +85,162 @@ fn full_handshakes_on_the_builtin_server() {
 
 #[test]
 fn resumption_by_ticket_and_session_id_agrees_with_the_server() {
+    // Each engine keeps and offers sessions its own way; both must say what the server did.
+    for engine in ["rustls", "openssl"] {
+        let server = Serve::start(&[]);
+        let addr = server.addr.to_string();
+        let e = ["--client-engine", engine];
+        for tls in ["1.3", "1.2"] {
+            let (ok, _, stderr, doc) = bench(&[
+                &addr, "--mode", "resume", "--tls", tls, "-n", "100", "-c", "4", e[0], e[1],
+            ]);
+            assert!(ok, "{engine} {tls}: {stderr}");
+            let r = &doc["result"];
+            assert_eq!(r["client"]["engine"], engine);
+            assert_eq!(
+                n(&r["handshakes"]["full"]),
+                4,
+                "{engine} {tls}: the first handshake of each slot"
+            );
+            assert_eq!(n(&r["handshakes"]["resumed_ticket"]), 96, "{engine} {tls}");
+            assert_eq!(r["resumption"]["ok"], true);
+            assert_eq!(n(&r["resumption"]["offered"]), 96);
+        }
+        let (ok, _, stderr, doc) = bench(&[
+            &addr, "--mode", "resume", "--tls", "1.2", "--resume", "id", "-n", "50", "-c", "2",
+            e[0], e[1],
+        ]);
+        assert!(ok, "{engine}: {stderr}");
+        assert_eq!(
+            n(&doc["result"]["handshakes"]["resumed_session_id"]),
+            48,
+            "{engine}"
+        );
+        let stats = server.stop();
+        let h = &stats["handshakes"];
+        assert_eq!(n(&h["resumed_ticket"]), 192, "{engine}: {stats}");
+        assert_eq!(n(&h["resumed_session_id"]), 48, "{engine}: {stats}");
+        assert_eq!(n(&h["full"]), 4 + 4 + 2 + 3, "{engine}: {stats}");
+    }
+}
+
+/// What one handshake obtained, as bench reports it: everything but the count.
+fn obtained(doc: &Value) -> Vec<String> {
+    let neg = doc["result"]["negotiated"].as_array().expect("negotiated");
+    assert_eq!(neg.len(), 1, "one kind of handshake: {neg:?}");
+    [
+        "version",
+        "cipher",
+        "group",
+        "signature",
+        "server_key",
+        "kind",
+    ]
+    .iter()
+    .map(|k| neg[0][*k].to_string())
+    .collect()
+}
+
+#[test]
+fn issue_17_the_default_client_is_rustls_and_obtains_what_openssl_does() {
+    for cert in ["ecdsa-p256", "rsa2048", "ed25519"] {
+        let server = Serve::start(&["--cert-type", cert]);
+        let addr = server.addr.to_string();
+        for tls in ["1.3", "1.2"] {
+            let (ok, stdout, stderr, rustls) = bench(&[&addr, "--tls", tls, "-n", "30", "-c", "2"]);
+            assert!(ok, "{cert} {tls}: {stderr}");
+            let client = &rustls["result"]["client"];
+            assert_eq!(client["engine"], "rustls", "{cert} {tls}");
+            assert!(
+                client["library"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("rustls 0.23."),
+                "{client}"
+            );
+            assert!(stdout.contains("client rustls 0.23."), "{stdout}");
+            let (ok, stdout, stderr, openssl) = bench(&[
+                &addr,
+                "--tls",
+                tls,
+                "-n",
+                "30",
+                "-c",
+                "2",
+                "--client-engine",
+                "openssl",
+            ]);
+            assert!(ok, "{cert} {tls}: {stderr}");
+            assert_eq!(openssl["result"]["client"]["engine"], "openssl");
+            assert!(stdout.contains("client OpenSSL "), "{stdout}");
+            // The same server work: version, suite, group, the server's signature and key.
+            assert_eq!(obtained(&rustls), obtained(&openssl), "{cert} TLS {tls}");
+            assert_eq!(n(&rustls["result"]["handshakes"]["full"]), 30);
+        }
+        let stats = server.stop();
+        assert_eq!(n(&stats["handshakes"]["full"]), 4 * 31, "{cert}: {stats}");
+    }
+}
+
+#[test]
+fn issue_17_a_setting_only_openssl_honours_picks_it_and_says_so() {
     let server = Serve::start(&[]);
     let addr = server.addr.to_string();
-    for tls in ["1.3", "1.2"] {
-        let (ok, _, stderr, doc) = bench(&[
-            &addr, "--mode", "resume", "--tls", tls, "-n", "100", "-c", "4",
-        ]);
-        assert!(ok, "{tls}: {stderr}");
-        let r = &doc["result"];
-        assert_eq!(
-            n(&r["handshakes"]["full"]),
-            4,
-            "{tls}: the first handshake of each slot"
-        );
-        assert_eq!(n(&r["handshakes"]["resumed_ticket"]), 96, "{tls}");
-        assert_eq!(r["resumption"]["ok"], true);
-        assert_eq!(n(&r["resumption"]["offered"]), 96);
-    }
+    // The default: OpenSSL runs, and the result says why.
     let (ok, _, stderr, doc) = bench(&[
-        &addr, "--mode", "resume", "--tls", "1.2", "--resume", "id", "-n", "50", "-c", "2",
+        &addr,
+        "--tls",
+        "1.2",
+        "--ciphers",
+        "HIGH:!aNULL",
+        "-n",
+        "10",
     ]);
     assert!(ok, "{stderr}");
-    assert_eq!(n(&doc["result"]["handshakes"]["resumed_session_id"]), 48);
-    let stats = server.stop();
-    let h = &stats["handshakes"];
-    assert_eq!(n(&h["resumed_ticket"]), 192, "{stats}");
-    assert_eq!(n(&h["resumed_session_id"]), 48, "{stats}");
-    assert_eq!(n(&h["full"]), 4 + 4 + 2 + 3, "{stats}");
+    assert_eq!(doc["result"]["client"]["engine"], "openssl");
+    assert!(
+        stderr.contains("rather than the default rustls: --ciphers HIGH:!aNULL"),
+        "{stderr}"
+    );
+    let warnings = doc["result"]["warnings"].to_string();
+    assert!(warnings.contains("--ciphers HIGH"), "{warnings}");
+    // Asked for by name: one line, naming the setting and the way out.
+    let out = support::tlsscope(&[
+        "bench",
+        &addr,
+        "--client-engine",
+        "rustls",
+        "--min-tls",
+        "1.0",
+        "-n",
+        "10",
+    ]);
+    assert_one_line_error(
+        &out,
+        &[
+            "--min-tls 1.0",
+            "TLS 1.2 and 1.3 only",
+            "--client-engine openssl",
+        ],
+    );
+    // An exact list rustls has is honoured by rustls.
+    let (ok, _, stderr, doc) = bench(&[
+        &addr,
+        "--tls",
+        "1.2",
+        "--ciphers",
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "--groups",
+        "P-256",
+        "-n",
+        "10",
+    ]);
+    assert!(ok, "{stderr}");
+    assert_eq!(doc["result"]["client"]["engine"], "rustls");
+    let neg = &doc["result"]["negotiated"][0];
+    assert_eq!(neg["cipher"], "ECDHE-RSA-AES128-GCM-SHA256", "{neg}");
+    assert_eq!(neg["group"], "secp256r1", "{neg}");
+    server.stop();
 }
 
 #[test]

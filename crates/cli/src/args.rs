@@ -271,6 +271,15 @@ pub enum BenchMode {
     Keepalive,
 }
 
+/// The load client's TLS engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ClientEngine {
+    /// rustls with the ring provider (built in).
+    Rustls,
+    /// The OpenSSL `--openssl` names (the system's by default).
+    Openssl,
+}
+
 /// How TLS 1.2 resumes (TLS 1.3 always uses tickets/PSK).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ResumeKind {
@@ -330,6 +339,11 @@ pub struct BenchArgs {
     pub timeout: std::time::Duration,
     #[command(flatten)]
     pub peer: PeerArgs,
+    /// The client's TLS engine. Default: rustls, the cheapest per full handshake (see
+    /// bench/client-cost), unless --openssl is given or a setting needs OpenSSL (the result
+    /// says which ran, and why).
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub client_engine: Option<ClientEngine>,
     /// Client certificate (PEM), for servers that ask for one; needs --key.
     #[arg(long, value_name = "FILE", requires = "key")]
     pub cert: Option<PathBuf>,

@@ -9,14 +9,19 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use load::{LoadConfig, Mode, ResumeBy};
 
-use crate::args::{BenchArgs, BenchMode, ResumeKind};
+use crate::args::{BenchArgs, BenchMode, ClientEngine, ResumeKind};
 use crate::client::client_context;
 use crate::signals::StopFlags;
 use experiments::client::{connect_first, Probe};
 
-pub fn run(library: &ossl::LibrarySource, a: &BenchArgs) -> anyhow::Result<ExitCode> {
+/// `openssl_given`: `--openssl` was on the command line (the user chose an OpenSSL client).
+pub fn run(
+    library: &ossl::LibrarySource,
+    openssl_given: bool,
+    a: &BenchArgs,
+) -> anyhow::Result<ExitCode> {
     let signals = StopFlags::install()?;
-    let (doc, rows) = measure(library, a, &signals.stop)?;
+    let (doc, rows) = measure(library, openssl_given, a, &signals.stop)?;
     if let Some(path) = &a.json {
         let mut f = create(path, "--json")?;
         report::bench_json(&mut f, &doc).with_context(|| format!("--json {}", path.display()))?;
@@ -41,6 +46,7 @@ pub fn run(library: &ossl::LibrarySource, a: &BenchArgs) -> anyhow::Result<ExitC
 /// (set by a signal handler the caller installed) ends the run early.
 pub fn measure(
     library: &ossl::LibrarySource,
+    openssl_given: bool,
     a: &BenchArgs,
     interrupted: &AtomicBool,
 ) -> anyhow::Result<(report::BenchDocument, Vec<load::result::ConnectionRow>)> {
@@ -51,6 +57,10 @@ pub fn measure(
     )?);
     let lib = crate::library::load(library)?;
     let ctx = context(lib, a)?;
+    let engine = engine(lib, a, openssl_given)?;
+    if let Some(why) = &engine.fallback {
+        eprintln!("tlsscope bench: {why}");
+    }
 
     // One connection first: a target that is down, not TLS, or fails verification is a
     // one-line error, not a run full of errors. Of a name's addresses, the first that answers
@@ -104,7 +114,12 @@ pub fn measure(
             let _ = e.tick(&mut { render });
         }
     };
-    let (result, rows) = experiments::bench::run(&ctx, cfg, interrupted, &progress)?;
+    let client = match &engine.rustls {
+        Some(r) => load::Client::Rustls(r),
+        None => load::Client::Openssl(&ctx),
+    };
+    let (mut result, rows) = experiments::bench::run(client, cfg, interrupted, &progress)?;
+    result.warnings.extend(engine.fallback);
     if let Ok(mut m) = live.lock() {
         (m.ops, m.errors, m.measured_s) = (result.ops, result.errors_total, result.duration_s);
     }
@@ -149,6 +164,52 @@ fn context(lib: &'static ossl::Library, a: &BenchArgs) -> anyhow::Result<ossl::C
     let tickets = a.resume != Some(ResumeKind::Id);
     let cert = a.cert.as_deref().zip(a.key.as_deref());
     client_context(lib, &a.tls, &a.peer, tickets, cert)
+}
+
+/// The client engine a run uses: rustls unless OpenSSL was asked for, or is needed.
+struct Engine {
+    /// None: the OpenSSL context.
+    rustls: Option<load::RustlsClient>,
+    /// Why the default rustls client is not used, when a setting needs OpenSSL.
+    fallback: Option<String>,
+}
+
+fn engine(
+    lib: &'static ossl::Library,
+    a: &BenchArgs,
+    openssl_given: bool,
+) -> anyhow::Result<Engine> {
+    let openssl = Engine {
+        rustls: None,
+        fallback: None,
+    };
+    match (a.client_engine, openssl_given) {
+        (Some(ClientEngine::Openssl), _) | (None, true) => return Ok(openssl),
+        (Some(ClientEngine::Rustls), true) => bail!(
+            "--client-engine rustls and --openssl: --openssl chooses an OpenSSL client; give one of them"
+        ),
+        _ => {}
+    }
+    let tickets = a.resume != Some(ResumeKind::Id);
+    let peer = load::rustls_client::Peer {
+        verify: a.peer.verifies().then_some(a.peer.cafile.as_deref()),
+        credentials: a.cert.as_deref().zip(a.key.as_deref()),
+        keylog: a.tls.keylog_sink()?,
+    };
+    match load::RustlsClient::new(&a.tls.settings(false, tickets)?, peer, Some(lib)) {
+        Ok(r) => Ok(Engine {
+            rustls: Some(r),
+            fallback: None,
+        }),
+        Err(why) if a.client_engine.is_none() => Ok(Engine {
+            fallback: Some(format!(
+                "the client is {} rather than the default rustls: {why}",
+                lib.version().text
+            )),
+            ..openssl
+        }),
+        Err(why) => bail!("--client-engine rustls: {why}; or use --client-engine openssl"),
+    }
 }
 
 /// The path to GET: --request, else the target URL's path (as wrk takes it).

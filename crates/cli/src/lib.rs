@@ -55,7 +55,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
     let library = || library::source(openssl);
     match opts.command {
         Command::Serve(a) => serve_cmd::run(&library()?, &a),
-        Command::Bench(a) => bench_cmd::run(&library()?, &a),
+        Command::Bench(a) => bench_cmd::run(&library()?, openssl.is_some(), &a),
         Command::Handshake(a) => handshake_cmd::run(&library()?, &a),
         Command::Trace(a) => trace_cmd::run(&a),
         Command::Lab(a) => lab_cmd::run(&library()?, &a),

@@ -19,10 +19,10 @@ pub struct Progress {
     pub measured: Duration,
 }
 
-/// Runs `cfg` with `ctx` until it ends or `interrupted` is set; `progress` is called about
+/// Runs `cfg` with `client` until it ends or `interrupted` is set; `progress` is called about
 /// every 50 ms meanwhile (from another thread).
 pub fn run(
-    ctx: &ossl::Context,
+    client: load::Client<'_>,
     cfg: LoadConfig,
     interrupted: &AtomicBool,
     progress: &(dyn Fn(&Progress) + Sync),
@@ -30,7 +30,7 @@ pub fn run(
     let run = Run::new(cfg)?;
     let outcome = std::thread::scope(|scope| {
         let watcher = scope.spawn(|| watch(&run, interrupted, progress));
-        let outcome = run.run(ctx);
+        let outcome = run.run(client);
         run.shared().stop.store(true, Ordering::Relaxed);
         let _ = watcher.join();
         outcome

@@ -330,7 +330,8 @@ impl Run<'_> {
         warmup: Duration,
     ) -> Result<RunResult> {
         let cfg = load_config(self.config, self.e, server, duration, warmup);
-        crate::bench::run(ctx, cfg, self.interrupted, &|_| {}).map(|(result, _)| result)
+        crate::bench::run(load::Client::Openssl(ctx), cfg, self.interrupted, &|_| {})
+            .map(|(result, _)| result)
     }
 
     /// The server traced by eBPF uprobes, attached for this run only.

@@ -3,20 +3,24 @@
 //! CPU accounting. It never prints: progress is read from [`Progress`], results returned as
 //! [`RunResult`].
 
+pub mod engine;
 mod http;
 pub mod memory;
 mod pacer;
 mod record;
 pub mod result;
+pub mod rustls_client;
 mod worker;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
+pub use engine::{Client, ClientInfo, EngineKind};
 pub use http::{request_bytes, HttpError, ResponseParser};
 pub use record::Recorder;
 pub use result::{ConnectionRow, RunResult};
+pub use rustls_client::RustlsClient;
 
 use result::{CpuUsage, HandshakeCounts, Latencies, NegotiatedCount, ResumptionCheck, ServerCpu};
 
@@ -188,7 +192,7 @@ impl Run {
     }
 
     /// Runs the load threads to the end and assembles the result.
-    pub fn run(&self, ctx: &ossl::Context) -> Result<(RunResult, Vec<ConnectionRow>), Error> {
+    pub fn run(&self, client: Client<'_>) -> Result<(RunResult, Vec<ConnectionRow>), Error> {
         let cfg = &self.cfg;
         let shared = &self.shared;
         let request = cfg.request.clone().unwrap_or_default();
@@ -214,7 +218,7 @@ impl Run {
                             index,
                             cfg,
                             shared,
-                            ctx,
+                            client,
                             request,
                             slots,
                         };
@@ -260,11 +264,12 @@ impl Run {
         })?;
         let cpu_end = cpu_end.unwrap_or_else(|| CpuSample::take(cfg.server_pid));
         let cpu_start = cpu_start.unwrap_or_else(|| cpu_end.clone());
-        Ok(self.assemble(recorders, &cpu_start, &cpu_end))
+        Ok(self.assemble(client.info(), recorders, &cpu_start, &cpu_end))
     }
 
     fn assemble(
         &self,
+        client: ClientInfo,
         recorders: Vec<Recorder>,
         cpu_start: &CpuSample,
         cpu_end: &CpuSample,
@@ -299,7 +304,8 @@ impl Run {
             window_s,
             thread_busy_pct,
         );
-        if let Some(w) = bottleneck(busiest, cpu.server.as_ref().map(|s| s.busy_pct), cfg.mode) {
+        let server_busy = cpu.server.as_ref().map(|s| s.busy_pct);
+        if let Some(w) = bottleneck(busiest, server_busy, cfg.mode, client.engine) {
             warnings.push(w);
         }
         let resumption = resumption_check(cfg.mode, &all);
@@ -310,6 +316,7 @@ impl Run {
         let mut rows = std::mem::take(&mut all.rows);
         rows.sort_by_key(|r| r.start_us);
         let result = RunResult {
+            client,
             mode: cfg.mode.kind(),
             target: cfg.target.to_string(),
             threads: cfg.threads,
@@ -538,7 +545,12 @@ fn per_unit(cpu_s: f64, n: u64, scale: f64) -> f64 {
 /// share known: only while the server was not as busy (both saturated is a fair fight), and
 /// the warning says what to do: more threads on more CPUs, or, for full handshakes, a cheaper
 /// client library.
-fn bottleneck(busiest: f64, server_busy: Option<f64>, mode: Mode) -> Option<String> {
+fn bottleneck(
+    busiest: f64,
+    server_busy: Option<f64>,
+    mode: Mode,
+    engine: EngineKind,
+) -> Option<String> {
     if busiest <= 90.0 || server_busy.is_some_and(|s| s >= 90.0) {
         return None;
     }
@@ -546,8 +558,8 @@ fn bottleneck(busiest: f64, server_busy: Option<f64>, mode: Mode) -> Option<Stri
         Some(s) => format!(" while the server was {s:.0}% busy"),
         None => String::new(),
     };
-    let cheaper = if mode == Mode::Full {
-        "; or a cheaper client library for full handshakes (--openssl 1.1.1w: see bench/client-cost)"
+    let cheaper = if mode == Mode::Full && engine == EngineKind::Openssl {
+        "; or the cheaper client for full handshakes, --client-engine rustls (see bench/client-cost)"
     } else {
         ""
     };
@@ -603,20 +615,30 @@ mod tests {
 
     #[test]
     fn the_client_is_the_bottleneck_only_while_the_server_is_not() {
-        assert_eq!(bottleneck(80.0, Some(50.0), Mode::Full), None);
+        let ossl = EngineKind::Openssl;
+        assert_eq!(bottleneck(80.0, Some(50.0), Mode::Full, ossl), None);
         assert_eq!(
-            bottleneck(98.0, Some(95.0), Mode::Full),
+            bottleneck(98.0, Some(95.0), Mode::Full, ossl),
             None,
             "both saturated"
         );
-        let w = bottleneck(98.0, Some(52.0), Mode::Full).unwrap();
+        let w = bottleneck(98.0, Some(52.0), Mode::Full, ossl).unwrap();
         assert!(w.contains("98% busy while the server was 52% busy"), "{w}");
         assert!(
-            w.contains("--threads") && w.contains("--openssl 1.1.1w"),
+            w.contains("--threads") && w.contains("--client-engine rustls"),
             "{w}"
         );
-        let w = bottleneck(98.0, None, Mode::KeepAlive).unwrap();
-        assert!(!w.contains("server was") && !w.contains("--openssl"), "{w}");
+        let w = bottleneck(98.0, None, Mode::KeepAlive, ossl).unwrap();
+        assert!(
+            !w.contains("server was") && !w.contains("--client-engine"),
+            "{w}"
+        );
+        // Already the cheaper engine: only more threads help.
+        let w = bottleneck(98.0, Some(52.0), Mode::Full, EngineKind::Rustls).unwrap();
+        assert!(
+            w.contains("--threads") && !w.contains("--client-engine"),
+            "{w}"
+        );
     }
 
     #[test]

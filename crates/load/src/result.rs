@@ -35,6 +35,10 @@ impl std::fmt::Display for RunMode {
 /// Everything one run measured, over the measured window (after warm-up).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RunResult {
+    /// The client engine and library that made the connections. Absent in documents written
+    /// before it was kept (those ran OpenSSL).
+    #[serde(default)]
+    pub client: crate::engine::ClientInfo,
     pub mode: RunMode,
     pub target: String,
     pub threads: usize,

@@ -7,15 +7,15 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::AsFd;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use mio::net::TcpStream;
 use mio::{Events, Interest, Poll, Token};
-use ossl::{HandshakeKind, Io, Session, Ssl, TlsError};
+use ossl::HandshakeKind;
 use socket2::{Domain, Protocol, Socket, Type};
 
+use crate::engine::{Client, Io, SlotSession, Tls};
 use crate::http::ResponseParser;
 use crate::pacer::Pacer;
 use crate::record::Recorder;
@@ -60,8 +60,8 @@ enum Phase {
 
 /// One connection and the timing of what it is doing.
 struct Conn {
-    // Dropped before `stream`: the SSL object uses its fd.
-    ssl: Ssl,
+    // Dropped before `stream`: an OpenSSL connection uses its fd.
+    tls: Tls,
     stream: TcpStream,
     phase: Phase,
     /// When the connection's socket was created.
@@ -89,14 +89,14 @@ struct Op {
     measured: bool,
 }
 
-#[derive(Default)]
 struct Slot {
     /// Bumped for every new connection; the epoll token carries it, so an event left over from
     /// the slot's previous socket is recognised and ignored.
     generation: u32,
     conn: Option<Conn>,
     op: Option<Op>,
-    session: Option<Session>,
+    /// The session the slot may offer, kept by its engine.
+    session: SlotSession,
     /// The slot's next handshake is not its first (resume mode expects it to resume).
     had_first: bool,
 }
@@ -117,7 +117,7 @@ pub struct Worker<'a> {
     pub index: usize,
     pub cfg: &'a LoadConfig,
     pub shared: &'a Shared,
-    pub ctx: &'a ossl::Context,
+    pub client: Client<'a>,
     pub request: &'a [u8],
     pub slots: usize,
 }
@@ -173,7 +173,15 @@ impl<'a> State<'a> {
         Ok(State {
             w,
             poll,
-            slots: (0..w.slots).map(|_| Slot::default()).collect(),
+            slots: (0..w.slots)
+                .map(|_| Slot {
+                    generation: 0,
+                    conn: None,
+                    op: None,
+                    session: SlotSession::new(w.client, matches!(w.cfg.mode, Mode::Resume { .. })),
+                    had_first: false,
+                })
+                .collect(),
             rec: Recorder::default(),
             rbuf: vec![0u8; 16 * 1024].into_boxed_slice(),
             interval,
@@ -461,12 +469,17 @@ impl<'a> State<'a> {
             Ok(s) => s,
             Err(e) => return self.fail(i, connect_error_kind(&e)),
         };
-        let ssl = match self.new_ssl(&stream, i, offer) {
-            Ok(ssl) => ssl,
+        let peer = crate::engine::Peer {
+            server_name: self.cfg().server_name.as_deref(),
+            verify_host: self.cfg().verify_host.as_deref(),
+            ip: self.cfg().target.ip(),
+        };
+        let tls = match Tls::new(self.w.client, &self.slots[i].session, &stream, &peer, offer) {
+            Ok(tls) => tls,
             Err(e) => return self.fail(i, format!("tls setup: {e}")),
         };
         self.slots[i].conn = Some(Conn {
-            ssl,
+            tls,
             stream,
             phase: Phase::Connecting,
             opened: now,
@@ -490,7 +503,7 @@ impl<'a> State<'a> {
         let Mode::Resume { ratio, .. } = self.cfg().mode else {
             return false;
         };
-        if self.slots[i].session.is_none() {
+        if !self.slots[i].session.has_session() {
             return false;
         }
         self.resume_credit += ratio;
@@ -499,23 +512,6 @@ impl<'a> State<'a> {
             return true;
         }
         false
-    }
-
-    fn new_ssl(&self, stream: &TcpStream, i: usize, offer: bool) -> Result<Ssl, ossl::Error> {
-        let mut ssl = Ssl::new(self.w.ctx)?;
-        ssl.set_fd(stream.as_fd())?;
-        if let Some(name) = &self.cfg().server_name {
-            ssl.set_server_name(name)?;
-        }
-        if let Some(host) = &self.cfg().verify_host {
-            ssl.set_verify_host(host)?;
-        }
-        if offer {
-            if let Some(session) = &self.slots[i].session {
-                ssl.set_session(session)?;
-            }
-        }
-        Ok(ssl)
     }
 
     /// Drives slot `i` as far as its socket allows.
@@ -555,11 +551,11 @@ impl<'a> State<'a> {
                     Step::Continue
                 }
             },
-            Phase::Handshaking => match conn.ssl.do_handshake() {
+            Phase::Handshaking => match conn.tls.do_handshake(&mut conn.stream) {
                 Io::Done(_) => {
                     let now = Instant::now();
                     conn.handshake_done = Some(now);
-                    let ids = conn.ssl.handshake_ids();
+                    let ids = conn.tls.handshake_ids();
                     conn.handshake = Some(ids);
                     self.handshake_done(i, ids);
                     let conn = self.slots[i].conn.as_mut().expect("connection");
@@ -577,25 +573,25 @@ impl<'a> State<'a> {
                     }
                     Step::Continue
                 }
-                Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
+                Io::Wait => Step::Wait,
                 Io::Closed => Step::Failed("closed early (handshake)".into()),
-                Io::Failed(e) => Step::Failed(tls_error_kind(&e, &conn.ssl)),
+                Io::Failed { kind, .. } => Step::Failed(kind),
             },
             Phase::AwaitTicket => {
-                if conn.ssl.has_resumable_session() {
+                if conn.tls.has_resumable_session() {
                     return Step::OpDone;
                 }
-                match conn.ssl.read(&mut self.rbuf) {
+                match conn.tls.read(&mut conn.stream, &mut self.rbuf) {
                     Io::Done(_) => Step::Continue,
-                    Io::WantRead | Io::WantWrite | Io::Retry(_) => {
-                        if conn.ssl.has_resumable_session() {
+                    Io::Wait => {
+                        if conn.tls.has_resumable_session() {
                             Step::OpDone
                         } else {
                             Step::Wait
                         }
                     }
                     // The server closed: the operation itself succeeded, without a session.
-                    Io::Closed | Io::Failed(_) => Step::OpDone,
+                    Io::Closed | Io::Failed { .. } => Step::OpDone,
                 }
             }
             Phase::SendRequest => {
@@ -605,7 +601,7 @@ impl<'a> State<'a> {
                     conn.first_byte = None;
                     conn.parser.reset();
                 }
-                match conn.ssl.write(&request[conn.sent..]) {
+                match conn.tls.write(&mut conn.stream, &request[conn.sent..]) {
                     Io::Done(n) => {
                         conn.sent += n;
                         if conn.sent == request.len() {
@@ -614,12 +610,12 @@ impl<'a> State<'a> {
                         }
                         Step::Continue
                     }
-                    Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
+                    Io::Wait => Step::Wait,
                     Io::Closed => Step::Failed("closed early (request)".into()),
-                    Io::Failed(e) => Step::Failed(tls_error_kind(&e, &conn.ssl)),
+                    Io::Failed { kind, .. } => Step::Failed(kind),
                 }
             }
-            Phase::ReadResponse => match conn.ssl.read(&mut self.rbuf) {
+            Phase::ReadResponse => match conn.tls.read(&mut conn.stream, &mut self.rbuf) {
                 Io::Done(n) => {
                     if conn.first_byte.is_none() {
                         conn.first_byte = Some(Instant::now());
@@ -630,16 +626,12 @@ impl<'a> State<'a> {
                         Err(e) => Step::Failed(e.name().into()),
                     }
                 }
-                Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
-                Io::Closed
-                | Io::Failed(TlsError {
-                    code: ossl::ErrorCode::Syscall,
-                    ..
-                }) => match conn.parser.on_close() {
+                Io::Wait => Step::Wait,
+                Io::Closed | Io::Failed { eof: true, .. } => match conn.parser.on_close() {
                     Ok(()) => self.response_done(i),
                     Err(e) => Step::Failed(e.name().into()),
                 },
-                Io::Failed(e) => Step::Failed(tls_error_kind(&e, &conn.ssl)),
+                Io::Failed { kind, .. } => Step::Failed(kind),
             },
             Phase::Idle => Step::Wait,
         }
@@ -660,8 +652,8 @@ impl<'a> State<'a> {
         let connected = conn.connected.unwrap_or(conn.opened);
         self.rec.hist.connect.record(connected - conn.opened);
         self.rec.hist.handshake.record(now - connected);
-        let ssl = &conn.ssl;
-        self.rec.handshake(ids, || ssl.negotiated());
+        let tls = &conn.tls;
+        self.rec.handshake(ids, || tls.negotiated());
         let r = &mut self.rec.resumption;
         match mode {
             Mode::Resume { by, .. } if offered => {
@@ -775,8 +767,8 @@ impl<'a> State<'a> {
             return;
         };
         if matches!(self.w.cfg.mode, Mode::Resume { .. }) && error.is_none() {
-            if conn.ssl.has_resumable_session() {
-                self.slots[i].session = conn.ssl.session();
+            if conn.tls.has_resumable_session() {
+                conn.tls.keep_session(&mut self.slots[i].session);
             } else if conn.measured && self.recording() {
                 self.rec.resumption.no_session += 1;
             }
@@ -784,11 +776,11 @@ impl<'a> State<'a> {
         if error.is_none() && !conn.parser.closes {
             // close_notify (the peer's is not awaited); not when the server said it closes,
             // where ours would meet a closing socket.
-            let _ = conn.ssl.shutdown();
+            conn.tls.shutdown(&mut conn.stream);
         }
         // Freed without a completed shutdown, OpenSSL would mark the session we keep as not
         // resumable.
-        conn.ssl.mark_shut_down();
+        conn.tls.mark_shut_down();
         // Closing the socket (when `conn` drops) removes it from epoll: no deregister call.
         if self.w.cfg.record_connections && conn.measured && self.recording() {
             self.rec.rows.push(self.row(&conn, error));
@@ -840,7 +832,7 @@ impl<'a> State<'a> {
 fn needs_ticket(mode: Mode, conn: &Conn) -> bool {
     matches!(mode, Mode::Resume { .. })
         && conn.handshake.is_some_and(|ids| ids.version == 0x0304)
-        && !conn.ssl.has_resumable_session()
+        && !conn.tls.has_resumable_session()
 }
 
 fn phase_name(phase: Phase) -> &'static str {
@@ -903,20 +895,5 @@ fn connect_error_kind(e: &io::Error) -> String {
         Some(libc::ETIMEDOUT) => "timeout (connect)".into(),
         Some(libc::EADDRNOTAVAIL) => "no local address or port left".into(),
         _ => format!("connect: {e}"),
-    }
-}
-
-/// Names a TLS failure: a verification failure, an alert, a reset, or OpenSSL's reason.
-fn tls_error_kind(e: &TlsError, ssl: &Ssl) -> String {
-    if let Err(reason) = ssl.verify_result() {
-        return format!("verify: {reason}");
-    }
-    if let Some(alert) = e.alert() {
-        return format!("tls alert: {alert}");
-    }
-    match (e.code, e.os_error) {
-        (ossl::ErrorCode::Syscall, Some(libc::ECONNRESET) | Some(libc::EPIPE)) => "reset".into(),
-        (ossl::ErrorCode::Syscall, _) if e.queue.is_empty() => "closed early (handshake)".into(),
-        _ => format!("tls: {}", e.queue.reason().unwrap_or(e.code.name())),
     }
 }

@@ -300,6 +300,7 @@ api! {
         Crypto PEM_read_bio_PrivateKey: fn(*mut BIO, *mut *mut EVP_PKEY, *mut c_void, *mut c_void) -> *mut EVP_PKEY;
         Crypto PEM_read_bio_X509: fn(*mut BIO, *mut *mut X509, *mut c_void, *mut c_void) -> *mut X509;
         Crypto PEM_write_bio_X509: fn(*mut BIO, *mut X509) -> c_int;
+        Crypto d2i_X509: fn(*mut *mut X509, *mut *const c_uchar, c_long) -> *mut X509;
         Crypto PEM_write_bio_PrivateKey: fn(*mut BIO, *mut EVP_PKEY, *const c_void, *const c_uchar, c_int, *mut c_void, *mut c_void) -> c_int;
         Crypto EVP_PKEY_CTX_new_id: fn(c_int, *mut c_void) -> *mut EVP_PKEY_CTX;
         Crypto EVP_PKEY_CTX_free: fn(*mut EVP_PKEY_CTX) -> ();

@@ -323,6 +323,25 @@ impl Certificate {
         Ok(Certificate { lib, ptr })
     }
 
+    /// Reads a certificate in DER, as a TLS peer sends it.
+    pub fn from_der(lib: &'static Library, der: &[u8]) -> Result<Certificate, Error> {
+        let len = c_long::try_from(der.len()).map_err(|_| Error::OpenSsl {
+            what: "d2i_X509".into(),
+            queue: ErrorQueue::default(),
+        })?;
+        let mut cursor = der.as_ptr();
+        // SAFETY: `cursor` points at `len` readable bytes that outlive the call; d2i only reads
+        // them (and advances the cursor); a null out-param asks for a new object.
+        let ptr = unsafe { (lib.api().d2i_X509)(ptr::null_mut(), &mut cursor, len) };
+        if ptr.is_null() {
+            return Err(Error::OpenSsl {
+                what: "d2i_X509".into(),
+                queue: ErrorQueue::take(lib),
+            });
+        }
+        Ok(Certificate { lib, ptr })
+    }
+
     /// The certificate in PEM.
     pub fn to_pem(&self) -> Result<String, Error> {
         let bio = MemBio::new(self.lib)?;

@@ -123,6 +123,15 @@ fn csv_field(s: &str) -> String {
 }
 
 /// The human summary: what was asked, what was obtained, rates, CPU, and a latency block.
+/// The client a run used: its engine's library ("rustls 0.23.46 (ring 0.17.14)"), or, in
+/// documents from before engines were recorded, the OpenSSL the environment names.
+pub fn client_name(env: &Environment, r: &RunResult) -> String {
+    if r.client.library.is_empty() {
+        return format!("client {}", env.library);
+    }
+    format!("client {}", r.client.library)
+}
+
 pub fn bench_text(w: &mut impl Write, env: &Environment, r: &RunResult) -> io::Result<()> {
     let mode = match r.mode {
         RunMode::Full => "full handshakes",
@@ -144,7 +153,7 @@ pub fn bench_text(w: &mut impl Write, env: &Environment, r: &RunResult) -> io::R
         plural(r.connections),
         r.duration_s,
         r.warmup_s,
-        env.library
+        client_name(env, r)
     )?;
     if r.interrupted {
         writeln!(w, "  (interrupted: the figures cover the part that ran)")?;

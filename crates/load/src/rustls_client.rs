@@ -1,0 +1,1044 @@
+//! The second client engine: rustls with the ring provider. A full handshake costs this client
+//! about half of what it costs wrk on OpenSSL 3.0 (bench/client-cost, issue 17), so one client
+//! core keeps a server core busy.
+//!
+//! What bench reports stays exact: each slot has its own session store and its own certificate
+//! verifier, so the session a slot offers is the slot's own, and the server's handshake
+//! signature is read where rustls checks it. TLS 1.2 resumption by ticket is told from
+//! resumption by session ID by what the ClientHello carried.
+
+use std::io::{self, IoSlice, Read, Write};
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::atomic::{AtomicU16, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use mio::net::TcpStream;
+use ossl::{HandshakeIds, HandshakeKind, Negotiated, Settings, TlsVersion};
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{
+    ClientSessionStore, Resumption, Tls12ClientSessionValue, Tls12Resumption,
+    Tls13ClientSessionValue, WebPkiServerVerifier,
+};
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{
+    ClientConfig, ClientConnection, DigitallySignedStruct, NamedGroup, RootCertStore,
+    SignatureScheme,
+};
+
+use crate::engine::Io;
+
+/// The rustls release linked in (pinned in Cargo.toml; a unit test checks Cargo.lock).
+pub const RUSTLS_VERSION: &str = "0.23.46";
+/// Its crypto provider.
+pub const PROVIDER: &str = "ring 0.17.14";
+
+/// Where Debian keeps the system's trust store as one PEM file.
+const SYSTEM_CA_FILE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+/// The suites the ring provider has, by IANA number: OpenSSL's name and the standard one.
+const SUITES: &[(u16, &str, &str)] = &[
+    (0x1301, "TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"),
+    (0x1302, "TLS_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384"),
+    (
+        0x1303,
+        "TLS_CHACHA20_POLY1305_SHA256",
+        "TLS_CHACHA20_POLY1305_SHA256",
+    ),
+    (
+        0xc02b,
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        0xc02c,
+        "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        0xcca9,
+        "ECDHE-ECDSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+    (
+        0xc02f,
+        "ECDHE-RSA-AES128-GCM-SHA256",
+        "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    ),
+    (
+        0xc030,
+        "ECDHE-RSA-AES256-GCM-SHA384",
+        "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    ),
+    (
+        0xcca8,
+        "ECDHE-RSA-CHACHA20-POLY1305",
+        "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    ),
+];
+
+/// Key exchange groups: TLS's name, and the other spellings `--groups` takes.
+const GROUPS: &[(u16, &str, &[&str])] = &[
+    (0x001d, "x25519", &["X25519"]),
+    (0x0017, "secp256r1", &["P-256", "prime256v1"]),
+    (0x0018, "secp384r1", &["P-384"]),
+];
+
+/// Signature schemes by their TLS registry names.
+const SCHEMES: &[(u16, &str)] = &[
+    (0x0201, "rsa_pkcs1_sha1"),
+    (0x0203, "ecdsa_sha1"),
+    (0x0401, "rsa_pkcs1_sha256"),
+    (0x0501, "rsa_pkcs1_sha384"),
+    (0x0601, "rsa_pkcs1_sha512"),
+    (0x0403, "ecdsa_secp256r1_sha256"),
+    (0x0503, "ecdsa_secp384r1_sha384"),
+    (0x0603, "ecdsa_secp521r1_sha512"),
+    (0x0804, "rsa_pss_rsae_sha256"),
+    (0x0805, "rsa_pss_rsae_sha384"),
+    (0x0806, "rsa_pss_rsae_sha512"),
+    (0x0807, "ed25519"),
+    (0x0808, "ed448"),
+    (0x0809, "rsa_pss_pss_sha256"),
+    (0x080a, "rsa_pss_pss_sha384"),
+    (0x080b, "rsa_pss_pss_sha512"),
+];
+
+/// OpenSSL's default client signature algorithm order. In TLS 1.2 an OpenSSL server signs
+/// with the first of the client's list its key allows, so the rustls client offers its
+/// schemes in this order: the server then signs as it would for an OpenSSL client.
+const OPENSSL_SIGALG_ORDER: &[u16] = &[
+    0x0403, 0x0503, 0x0603, 0x0807, 0x0808, 0x0809, 0x080a, 0x080b, 0x0804, 0x0805, 0x0806, 0x0401,
+    0x0501, 0x0601, 0x0203, 0x0201,
+];
+
+/// The engine's name and version, as results give it.
+pub fn description() -> String {
+    format!("rustls {RUSTLS_VERSION} ({PROVIDER})")
+}
+
+/// The verification and identity a run's client uses.
+#[derive(Default)]
+pub struct Peer<'a> {
+    /// `Some(Some(file))`: verify against a CA file; `Some(None)`: against the system's store;
+    /// `None`: accept any certificate (the handshake signature is still checked).
+    pub verify: Option<Option<&'a Path>>,
+    /// A client certificate and its key (PEM files).
+    pub credentials: Option<(&'a Path, &'a Path)>,
+    /// Where the NSS key log lines go.
+    pub keylog: Option<Box<ossl::KeylogSink>>,
+}
+
+/// A configured rustls client: what every slot's connections are made from.
+pub struct RustlsClient {
+    base: ClientConfig,
+    webpki: Option<Arc<WebPkiServerVerifier>>,
+    algorithms: WebPkiSupportedAlgorithms,
+    schemes: Vec<SignatureScheme>,
+    tls12: Tls12Resumption,
+    /// Names the server's key the way the OpenSSL engine does.
+    lib: Option<&'static ossl::Library>,
+}
+
+impl RustlsClient {
+    /// A client for `settings` (versions, suites, groups, signature schemes; `tickets` off
+    /// makes TLS 1.2 resume by session ID) and `peer`. A setting this engine cannot honour
+    /// exactly is an error naming it. `lib`, when given, names the server's key.
+    pub fn new(
+        settings: &Settings,
+        peer: Peer<'_>,
+        lib: Option<&'static ossl::Library>,
+    ) -> Result<RustlsClient, String> {
+        let mut provider = rustls::crypto::ring::default_provider();
+        let versions = versions(settings)?;
+        provider.cipher_suites = suites(&provider, settings)?;
+        if let Some(list) = &settings.groups {
+            provider.kx_groups = groups(&provider, list)?;
+        }
+        let algorithms = provider.signature_verification_algorithms;
+        let schemes = match &settings.sigalgs {
+            Some(list) => sigalgs(&algorithms, list)?,
+            None => in_openssl_order(algorithms.supported_schemes()),
+        };
+        let provider = Arc::new(provider);
+        let webpki = match peer.verify {
+            None => None,
+            Some(cafile) => Some(webpki_verifier(cafile, &provider)?),
+        };
+        let verifier = Arc::new(SlotVerifier {
+            webpki: webpki.clone(),
+            algorithms,
+            schemes: schemes.clone(),
+            slot: Arc::new(SlotState::default()),
+        });
+        let builder = ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&versions)
+            .map_err(|e| format!("the rustls client cannot use these settings: {e}"))?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier);
+        let mut base = match peer.credentials {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let (chain, key) = client_identity(cert, key)?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| format!("--cert {}: {e}", cert.display()))?
+            }
+        };
+        if let Some(sink) = peer.keylog {
+            base.key_log = Arc::new(KeyLogSink(sink));
+        }
+        Ok(RustlsClient {
+            base,
+            webpki,
+            algorithms,
+            schemes,
+            tls12: if settings.tickets {
+                Tls12Resumption::SessionIdOrTickets
+            } else {
+                Tls12Resumption::SessionIdOnly
+            },
+            lib,
+        })
+    }
+
+    /// One connection slot's client: its own session store (kept only when `resume`) and
+    /// verifier, so what it offers and what it is told are its own.
+    pub fn slot(&self, resume: bool) -> SlotClient {
+        let state = Arc::new(SlotState {
+            resume,
+            ..SlotState::default()
+        });
+        let mut config = self.base.clone();
+        config.resumption =
+            Resumption::store(Arc::new(SlotStore(state.clone()))).tls12_resumption(self.tls12);
+        config
+            .dangerous()
+            .set_certificate_verifier(Arc::new(SlotVerifier {
+                webpki: self.webpki.clone(),
+                algorithms: self.algorithms,
+                schemes: self.schemes.clone(),
+                slot: state.clone(),
+            }));
+        SlotClient {
+            config: Arc::new(config),
+            state,
+            lib: self.lib,
+        }
+    }
+}
+
+/// The TLS versions to offer: rustls speaks 1.2 and 1.3 only.
+fn versions(s: &Settings) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, String> {
+    let min = s.min_version.unwrap_or(TlsVersion::Tls1_2);
+    let max = s.max_version.unwrap_or(TlsVersion::Tls1_3);
+    if min < TlsVersion::Tls1_2 {
+        let number = if min == TlsVersion::Tls1_0 {
+            "1.0"
+        } else {
+            "1.1"
+        };
+        return Err(format!(
+            "--min-tls {number}: the rustls client speaks TLS 1.2 and 1.3 only"
+        ));
+    }
+    let mut v = Vec::new();
+    if max >= TlsVersion::Tls1_3 {
+        v.push(&rustls::version::TLS13);
+    }
+    if min <= TlsVersion::Tls1_2 && max >= TlsVersion::Tls1_2 {
+        v.push(&rustls::version::TLS12);
+    }
+    Ok(v)
+}
+
+/// The provider's suites, narrowed to `--ciphersuites` (TLS 1.3) and `--ciphers` (TLS 1.2)
+/// in their order; each list must be exact names of suites rustls has.
+fn suites(
+    provider: &CryptoProvider,
+    s: &Settings,
+) -> Result<Vec<rustls::SupportedCipherSuite>, String> {
+    let by_number = |n: u16| {
+        provider
+            .cipher_suites
+            .iter()
+            .find(|cs| u16::from(cs.suite()) == n)
+            .copied()
+    };
+    let pick = |flag: &str, list: &str, tls13: bool| -> Result<Vec<_>, String> {
+        let mut out = Vec::new();
+        for name in list.split(':').filter(|n| !n.is_empty()) {
+            let found = SUITES
+                .iter()
+                .filter(|(n, _, _)| (*n >> 8 == 0x13) == tls13)
+                .find(|(_, ossl, iana)| name == *ossl || name == *iana)
+                .and_then(|(n, _, _)| by_number(*n));
+            match found {
+                Some(cs) => out.push(cs),
+                None => return Err(unsupported_name(flag, list, name, tls13)),
+            }
+        }
+        Ok(out)
+    };
+    let defaults = |tls13: bool| -> Vec<_> {
+        provider
+            .cipher_suites
+            .iter()
+            .filter(|cs| (u16::from(cs.suite()) >> 8 == 0x13) == tls13)
+            .copied()
+            .collect()
+    };
+    let mut all = match &s.ciphersuites {
+        Some(list) => pick("--ciphersuites", list, true)?,
+        None => defaults(true),
+    };
+    all.extend(match &s.cipher_list {
+        Some(list) => pick("--ciphers", list, false)?,
+        None => defaults(false),
+    });
+    Ok(all)
+}
+
+fn unsupported_name(flag: &str, list: &str, name: &str, tls13: bool) -> String {
+    let known: Vec<&str> = SUITES
+        .iter()
+        .filter(|(n, _, _)| (*n >> 8 == 0x13) == tls13)
+        .map(|(_, ossl, _)| *ossl)
+        .collect();
+    format!(
+        "{flag} {list}: {name} is not a suite the rustls client has ({})",
+        known.join(", ")
+    )
+}
+
+fn groups(
+    provider: &CryptoProvider,
+    list: &str,
+) -> Result<Vec<&'static dyn rustls::crypto::SupportedKxGroup>, String> {
+    let mut out = Vec::new();
+    for name in list.split(':').filter(|n| !n.is_empty()) {
+        let number = GROUPS
+            .iter()
+            .find(|(_, tls, other)| name == *tls || other.contains(&name))
+            .map(|(n, _, _)| *n);
+        let group = number.and_then(|n| {
+            provider
+                .kx_groups
+                .iter()
+                .find(|g| u16::from(g.name()) == n)
+                .copied()
+        });
+        match group {
+            Some(g) => out.push(g),
+            None => {
+                let known: Vec<&str> = GROUPS.iter().map(|(_, tls, _)| *tls).collect();
+                return Err(format!(
+                    "--groups {name}: the rustls client has {}",
+                    known.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn sigalgs(
+    algorithms: &WebPkiSupportedAlgorithms,
+    list: &str,
+) -> Result<Vec<SignatureScheme>, String> {
+    let supported = algorithms.supported_schemes();
+    let mut out = Vec::new();
+    for name in list.split(':').filter(|n| !n.is_empty()) {
+        let scheme = SCHEMES
+            .iter()
+            .find(|(_, n)| n.eq_ignore_ascii_case(name))
+            .map(|(n, _)| SignatureScheme::from(*n))
+            .filter(|s| supported.contains(s));
+        match scheme {
+            Some(s) => out.push(s),
+            None => {
+                return Err(format!(
+                    "--sigalgs {name}: the rustls client verifies {}",
+                    supported
+                        .iter()
+                        .filter_map(|s| scheme_name(u16::from(*s)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn in_openssl_order(mut schemes: Vec<SignatureScheme>) -> Vec<SignatureScheme> {
+    let rank = |s: &SignatureScheme| {
+        OPENSSL_SIGALG_ORDER
+            .iter()
+            .position(|&n| n == u16::from(*s))
+            .unwrap_or(usize::MAX)
+    };
+    schemes.sort_by_key(rank);
+    schemes
+}
+
+fn webpki_verifier(
+    cafile: Option<&Path>,
+    provider: &Arc<CryptoProvider>,
+) -> Result<Arc<WebPkiServerVerifier>, String> {
+    let env_file = std::env::var_os("SSL_CERT_FILE");
+    let path = cafile
+        .map(Path::to_path_buf)
+        .or_else(|| env_file.map(Into::into))
+        .unwrap_or_else(|| SYSTEM_CA_FILE.into());
+    let what = if cafile.is_some() {
+        "--cafile"
+    } else {
+        "the system's trust store"
+    };
+    let certs = CertificateDer::pem_file_iter(&path)
+        .map_err(|e| format!("{what} {}: {e}", path.display()))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    let mut roots = RootCertStore::empty();
+    let (added, _) = roots.add_parsable_certificates(certs);
+    if added == 0 {
+        return Err(format!(
+            "{what} {}: no usable CA certificate in it",
+            path.display()
+        ));
+    }
+    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+        .build()
+        .map_err(|e| format!("{what} {}: {e}", path.display()))
+}
+
+fn client_identity(
+    cert: &Path,
+    key: &Path,
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), String> {
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("--cert {}: {e}", cert.display()))?;
+    let key =
+        PrivateKeyDer::from_pem_file(key).map_err(|e| format!("--key {}: {e}", key.display()))?;
+    Ok((chain, key))
+}
+
+/// Key log lines in NSS format, handed to the run's sink.
+struct KeyLogSink(Box<ossl::KeylogSink>);
+
+impl std::fmt::Debug for KeyLogSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyLogSink")
+    }
+}
+
+impl rustls::KeyLog for KeyLogSink {
+    fn log(&self, label: &str, client_random: &[u8], secret: &[u8]) {
+        (self.0)(&format!("{label} {} {}", hex(client_random), hex(secret)));
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// What one slot's store and verifier share.
+#[derive(Debug, Default)]
+struct SlotState {
+    /// Keep sessions (resume mode); otherwise the store takes nothing and offers nothing.
+    resume: bool,
+    sessions: Mutex<Sessions>,
+    /// The server's handshake signature scheme on the slot's current connection (0: none).
+    signature: AtomicU16,
+}
+
+#[derive(Debug, Default)]
+struct Sessions {
+    /// May the next connection offer what is kept?
+    offer: bool,
+    tls12: Option<Tls12ClientSessionValue>,
+    tls13: Option<Tls13ClientSessionValue>,
+    /// The current connection received a session that can be offered later.
+    received: bool,
+}
+
+impl SlotState {
+    fn sessions(&self) -> MutexGuard<'_, Sessions> {
+        self.sessions.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps a session the server gave (resume mode only).
+    fn keep(&self, put: impl FnOnce(&mut Sessions)) {
+        if self.resume {
+            let mut s = self.sessions();
+            put(&mut s);
+            s.received = true;
+        }
+    }
+
+    /// A kept session for the ClientHello, when the slot offers one on this connection.
+    fn hand_out<T>(&self, get: impl FnOnce(&mut Sessions) -> Option<T>) -> Option<T> {
+        let mut s = self.sessions();
+        if !s.offer {
+            return None;
+        }
+        get(&mut s)
+    }
+}
+
+/// A slot's session store: at most one session, offered only when the slot says so.
+#[derive(Debug)]
+struct SlotStore(Arc<SlotState>);
+
+impl ClientSessionStore for SlotStore {
+    // Like OpenSSL's client, every connection starts with the configured first group.
+    fn set_kx_hint(&self, _: ServerName<'static>, _: NamedGroup) {}
+
+    fn kx_hint(&self, _: &ServerName<'_>) -> Option<NamedGroup> {
+        None
+    }
+
+    fn set_tls12_session(&self, _: ServerName<'static>, value: Tls12ClientSessionValue) {
+        self.0.keep(|s| s.tls12 = Some(value));
+    }
+
+    fn tls12_session(&self, _: &ServerName<'_>) -> Option<Tls12ClientSessionValue> {
+        self.0.hand_out(|s| s.tls12.clone())
+    }
+
+    fn remove_tls12_session(&self, _: &ServerName<'static>) {
+        self.0.sessions().tls12 = None;
+    }
+
+    fn insert_tls13_ticket(&self, _: ServerName<'static>, value: Tls13ClientSessionValue) {
+        self.0.keep(|s| s.tls13 = Some(value));
+    }
+
+    fn take_tls13_ticket(&self, _: &ServerName<'static>) -> Option<Tls13ClientSessionValue> {
+        self.0.hand_out(|s| s.tls13.take())
+    }
+}
+
+/// Checks the certificate (when asked) and the handshake signature, noting the signature's
+/// scheme for the slot's report.
+#[derive(Debug)]
+struct SlotVerifier {
+    webpki: Option<Arc<WebPkiServerVerifier>>,
+    algorithms: WebPkiSupportedAlgorithms,
+    schemes: Vec<SignatureScheme>,
+    slot: Arc<SlotState>,
+}
+
+impl ServerCertVerifier for SlotVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        match &self.webpki {
+            Some(v) => v.verify_server_cert(end_entity, intermediates, server_name, ocsp, now),
+            None => Ok(ServerCertVerified::assertion()),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.slot.signature.store(u16::from(dss.scheme), Relaxed);
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.slot.signature.store(u16::from(dss.scheme), Relaxed);
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.schemes.clone()
+    }
+}
+
+/// One slot's client: its connections share its session store.
+pub struct SlotClient {
+    config: Arc<ClientConfig>,
+    state: Arc<SlotState>,
+    lib: Option<&'static ossl::Library>,
+}
+
+impl SlotClient {
+    /// True when the slot keeps a session it could offer.
+    pub fn has_session(&self) -> bool {
+        let s = self.state.sessions();
+        s.tls12.is_some() || s.tls13.is_some()
+    }
+
+    /// A new connection to `name` (or, without one, to `ip`, which sends no SNI), offering
+    /// the slot's session when `offer`.
+    pub fn connect(
+        &self,
+        name: Option<&str>,
+        ip: IpAddr,
+        offer: bool,
+    ) -> Result<Box<RustlsConn>, String> {
+        {
+            let mut s = self.state.sessions();
+            s.offer = offer;
+            s.received = false;
+        }
+        self.state.signature.store(0, Relaxed);
+        let server = match name {
+            Some(n) => ServerName::try_from(n.to_string()).map_err(|e| format!("{n}: {e}"))?,
+            None => ServerName::IpAddress(ip.into()),
+        };
+        // The store is read while the ClientHello is made, here: from then on nothing is
+        // offered until the slot says so again.
+        let conn = ClientConnection::new(self.config.clone(), server).map_err(|e| e.to_string());
+        self.state.sessions().offer = false;
+        Ok(Box::new(RustlsConn {
+            conn: conn?,
+            state: self.state.clone(),
+            lib: self.lib,
+            hello_checked: false,
+            hello_has_ticket: false,
+        }))
+    }
+}
+
+/// One rustls client connection over a non-blocking socket.
+pub struct RustlsConn {
+    conn: ClientConnection,
+    state: Arc<SlotState>,
+    lib: Option<&'static ossl::Library>,
+    /// The ClientHello has been looked at: did it carry a TLS 1.2 session ticket?
+    hello_checked: bool,
+    hello_has_ticket: bool,
+}
+
+impl RustlsConn {
+    /// Drives the handshake: done once the client's last flight is on the wire.
+    pub fn do_handshake(&mut self, stream: &mut TcpStream) -> Io {
+        loop {
+            if let Some(stop) = self.flush(stream) {
+                return stop;
+            }
+            if !self.conn.is_handshaking() {
+                return Io::Done(1);
+            }
+            if let Some(stop) = self.receive(stream, "handshake") {
+                return stop;
+            }
+        }
+    }
+
+    /// Reads application data into `buf`.
+    pub fn read(&mut self, stream: &mut TcpStream, buf: &mut [u8]) -> Io {
+        loop {
+            if let Some(stop) = self.flush(stream) {
+                return stop;
+            }
+            match self.conn.reader().read(buf) {
+                Ok(0) => return Io::Closed,
+                Ok(n) => return Io::Done(n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return transport_failure(&e, "response"),
+            }
+            if let Some(stop) = self.receive(stream, "response") {
+                return stop;
+            }
+        }
+    }
+
+    /// Writes application data; it is on the wire, or queued for the next call, when this
+    /// returns.
+    pub fn write(&mut self, stream: &mut TcpStream, buf: &[u8]) -> Io {
+        if let Some(stop) = self.flush(stream) {
+            return stop;
+        }
+        let n = match self.conn.writer().write(buf) {
+            Ok(n) => n,
+            Err(e) => return transport_failure(&e, "request"),
+        };
+        match self.flush(stream) {
+            None | Some(Io::Wait) => Io::Done(n),
+            Some(stop) => stop,
+        }
+    }
+
+    /// Sends close_notify, without waiting for the peer's.
+    pub fn shutdown(&mut self, stream: &mut TcpStream) {
+        self.conn.send_close_notify();
+        let _ = self.flush(stream);
+    }
+
+    /// True when the slot received a session on this connection.
+    pub fn has_resumable_session(&self) -> bool {
+        self.state.sessions().received
+    }
+
+    /// What the handshake obtained, as numbers (IANA code points).
+    pub fn handshake_ids(&self) -> HandshakeIds {
+        let c = &self.conn;
+        HandshakeIds {
+            version: c.protocol_version().map_or(0, |v| u16::from(v).into()),
+            cipher: c
+                .negotiated_cipher_suite()
+                .map_or(0, |s| u16::from(s.suite()).into()),
+            group: c
+                .negotiated_key_exchange_group()
+                .map_or(0, |g| u16::from(g.name()).into()),
+            signature_type: self.state.signature.load(Relaxed).into(),
+            signature_digest: 0,
+            kind: self.kind(),
+        }
+    }
+
+    fn kind(&self) -> HandshakeKind {
+        if self.conn.handshake_kind() != Some(rustls::HandshakeKind::Resumed) {
+            return HandshakeKind::Full;
+        }
+        let tls12 = self.conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_2);
+        if tls12 && !self.hello_has_ticket {
+            HandshakeKind::ResumedSessionId
+        } else {
+            HandshakeKind::ResumedTicket
+        }
+    }
+
+    /// The handshake in words, named as the OpenSSL engine names it.
+    pub fn negotiated(&self) -> Negotiated {
+        let ids = self.handshake_ids();
+        let suite = SUITES
+            .iter()
+            .find(|(n, _, _)| usize::from(*n) == ids.cipher);
+        let server_key = self.server_key();
+        Negotiated {
+            version: match ids.version {
+                0x0304 => "TLSv1.3".into(),
+                0x0303 => "TLSv1.2".into(),
+                v => format!("0x{v:04x}"),
+            },
+            cipher: suite.map_or_else(|| format!("0x{:04x}", ids.cipher), |s| s.1.to_string()),
+            cipher_standard: suite.map(|s| s.2.to_string()),
+            group: GROUPS
+                .iter()
+                .find(|(n, _, _)| i32::from(*n) == ids.group)
+                .map(|(_, name, _)| name.to_string()),
+            signature: u16::try_from(ids.signature_type)
+                .ok()
+                .filter(|&s| s != 0)
+                .map(|s| scheme_name(s).map_or_else(|| format!("0x{s:04x}"), str::to_string)),
+            server_key,
+            kind: ids.kind,
+        }
+    }
+
+    fn server_key(&self) -> Option<String> {
+        let der = self.conn.peer_certificates()?.first()?;
+        let cert = ossl::Certificate::from_der(self.lib?, der).ok()?;
+        Some(cert.key_description())
+    }
+
+    /// Sends what rustls has queued. None when all of it went out; otherwise what the caller
+    /// returns (wait for the socket, or the failure).
+    fn flush(&mut self, stream: &mut TcpStream) -> Option<Io> {
+        while self.conn.wants_write() {
+            let mut tap = HelloTap {
+                stream,
+                check: !self.hello_checked,
+                has_ticket: false,
+            };
+            let result = self.conn.write_tls(&mut tap);
+            if tap.check {
+                self.hello_checked = true;
+                self.hello_has_ticket = tap.has_ticket;
+            }
+            match result {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(Io::Wait),
+                Err(e) => return Some(transport_failure(&e, "request")),
+            }
+        }
+        None
+    }
+
+    /// Reads what the socket has and processes it. None when there may be more to do.
+    fn receive(&mut self, stream: &mut TcpStream, phase: &str) -> Option<Io> {
+        match self.conn.read_tls(stream) {
+            Ok(0) => {
+                // The peer closed: what it sent before is still processed.
+                if let Err(e) = self.conn.process_new_packets() {
+                    return Some(Io::Failed {
+                        kind: error_kind(&e),
+                        eof: false,
+                    });
+                }
+                if self.conn.is_handshaking() {
+                    return Some(Io::Failed {
+                        kind: format!("closed early ({phase})"),
+                        eof: true,
+                    });
+                }
+                // reader() now tells a close_notify (Ok(0)) from a plain end (an error).
+                return None;
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(Io::Wait),
+            Err(e) => return Some(transport_failure(&e, phase)),
+        }
+        if let Err(e) = self.conn.process_new_packets() {
+            // Send the alert rustls queued, as OpenSSL would.
+            let _ = self.flush(stream);
+            return Some(Io::Failed {
+                kind: error_kind(&e),
+                eof: false,
+            });
+        }
+        None
+    }
+}
+
+/// Passes rustls's writes to the socket; the first one (the ClientHello) is looked at for a
+/// TLS 1.2 session ticket.
+struct HelloTap<'a> {
+    stream: &'a mut TcpStream,
+    check: bool,
+    has_ticket: bool,
+}
+
+impl Write for HelloTap<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.look(buf);
+        self.stream.write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        if let Some(first) = bufs.first() {
+            self.look(first);
+        }
+        self.stream.write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl HelloTap<'_> {
+    fn look(&mut self, buf: &[u8]) {
+        if self.check && !self.has_ticket {
+            self.has_ticket = offers_session_ticket(buf);
+        }
+    }
+}
+
+/// True when `record` is a TLS record holding a ClientHello whose session_ticket extension
+/// carries a ticket (an empty one only asks for a new ticket).
+fn offers_session_ticket(record: &[u8]) -> bool {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, tail) = (b.get(..n)?, b.get(n..)?);
+        *b = tail;
+        Some(head)
+    }
+    fn len(b: &mut &[u8], width: usize) -> Option<usize> {
+        Some(
+            take(b, width)?
+                .iter()
+                .fold(0, |a, &x| a << 8 | usize::from(x)),
+        )
+    }
+    let parse = || -> Option<bool> {
+        let mut b = record;
+        // Record header: handshake (22), version, length; handshake header: ClientHello (1).
+        let header = take(&mut b, 5)?;
+        if header[0] != 22 || take(&mut b, 1)? != [1] {
+            return None;
+        }
+        let _hello_len = len(&mut b, 3)?;
+        take(&mut b, 2 + 32)?;
+        let n = len(&mut b, 1)?;
+        take(&mut b, n)?;
+        let n = len(&mut b, 2)?;
+        take(&mut b, n)?;
+        let n = len(&mut b, 1)?;
+        take(&mut b, n)?;
+        let n = len(&mut b, 2)?;
+        let mut ext = take(&mut b, n)?;
+        while !ext.is_empty() {
+            let kind = len(&mut ext, 2)?;
+            let n = len(&mut ext, 2)?;
+            take(&mut ext, n)?;
+            if kind == 35 {
+                return Some(n > 0);
+            }
+        }
+        Some(false)
+    };
+    parse().unwrap_or(false)
+}
+
+fn scheme_name(n: u16) -> Option<&'static str> {
+    SCHEMES.iter().find(|(s, _)| *s == n).map(|(_, name)| *name)
+}
+
+/// A socket error as the OpenSSL engine names it.
+fn transport_failure(e: &io::Error, phase: &str) -> Io {
+    let kind = match e.raw_os_error() {
+        Some(libc::ECONNRESET) | Some(libc::EPIPE) => "reset".to_string(),
+        _ if e.kind() == io::ErrorKind::UnexpectedEof => format!("closed early ({phase})"),
+        _ => format!("tls: {e}"),
+    };
+    Io::Failed { kind, eof: true }
+}
+
+/// A rustls error named as the OpenSSL engine names its failures.
+fn error_kind(e: &rustls::Error) -> String {
+    match e {
+        rustls::Error::AlertReceived(alert) => {
+            format!("tls alert: {}", words(&format!("{alert:?}")))
+        }
+        rustls::Error::InvalidCertificate(c) => format!("verify: {}", certificate_error(c)),
+        other => format!("tls: {other}"),
+    }
+}
+
+fn certificate_error(e: &rustls::CertificateError) -> String {
+    use rustls::CertificateError as C;
+    match e {
+        C::Expired | C::ExpiredContext { .. } => "certificate has expired".into(),
+        C::NotValidYet | C::NotValidYetContext { .. } => "certificate is not yet valid".into(),
+        C::UnknownIssuer => "unable to get local issuer certificate".into(),
+        C::NotValidForName | C::NotValidForNameContext { .. } => "hostname mismatch".into(),
+        C::BadSignature => "certificate signature failure".into(),
+        other => words(&format!("{other:?}")),
+    }
+}
+
+/// "HandshakeFailure" -> "handshake failure"; "UnknownCA" -> "unknown ca".
+fn words(camel: &str) -> String {
+    let name = camel.split(['(', ' ', '{']).next().unwrap_or(camel);
+    let mut out = String::new();
+    let mut prev_lower = false;
+    for c in name.chars() {
+        if c.is_ascii_uppercase() && prev_lower {
+            out.push(' ');
+        }
+        prev_lower = c.is_ascii_lowercase() || c.is_ascii_digit();
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pinned_rustls_is_the_one_in_cargo_lock() {
+        let lock = include_str!("../../../Cargo.lock");
+        for (name, version) in [
+            ("rustls", RUSTLS_VERSION),
+            ("ring", PROVIDER.trim_start_matches("ring ")),
+        ] {
+            let entry = format!("name = \"{name}\"\nversion = \"{version}\"");
+            assert!(lock.contains(&entry), "{name} {version} not in Cargo.lock");
+        }
+    }
+
+    #[test]
+    fn alert_and_error_names_read_like_openssl_s() {
+        assert_eq!(words("HandshakeFailure"), "handshake failure");
+        assert_eq!(words("UnknownCA"), "unknown ca");
+        assert_eq!(words("ProtocolVersion"), "protocol version");
+    }
+
+    /// A ClientHello record with the given extensions (type, body).
+    fn hello(extensions: &[(u16, &[u8])]) -> Vec<u8> {
+        let mut ext = Vec::new();
+        for (t, body) in extensions {
+            ext.extend(t.to_be_bytes());
+            ext.extend((body.len() as u16).to_be_bytes());
+            ext.extend(*body);
+        }
+        let mut body = vec![3, 3];
+        body.extend([7u8; 32]);
+        body.push(32);
+        body.extend([9u8; 32]);
+        body.extend([0, 2, 0xc0, 0x2b]);
+        body.extend([1, 0]);
+        body.extend((ext.len() as u16).to_be_bytes());
+        body.extend(ext);
+        let mut hs = vec![1];
+        hs.extend(&(body.len() as u32).to_be_bytes()[1..]);
+        hs.extend(body);
+        let mut rec = vec![22, 3, 1];
+        rec.extend((hs.len() as u16).to_be_bytes());
+        rec.extend(hs);
+        rec
+    }
+
+    #[test]
+    fn a_client_hello_offers_a_ticket_only_when_the_extension_carries_one() {
+        assert!(offers_session_ticket(&hello(&[
+            (10, &[0, 2, 0, 29]),
+            (35, &[1, 2, 3])
+        ])));
+        assert!(!offers_session_ticket(&hello(&[
+            (10, &[0, 2, 0, 29]),
+            (35, &[])
+        ])));
+        assert!(!offers_session_ticket(&hello(&[(10, &[0, 2, 0, 29])])));
+        // Not a ClientHello record at all.
+        let mut app = hello(&[(35, &[1])]);
+        app[0] = 23;
+        assert!(!offers_session_ticket(&app));
+        // Cut short.
+        assert!(!offers_session_ticket(&hello(&[(35, &[1, 2])])[..50]));
+    }
+
+    #[test]
+    fn settings_rustls_cannot_honour_are_named() {
+        let err = |s: Settings| RustlsClient::new(&s, Peer::default(), None).err().unwrap();
+        let e = err(Settings {
+            cipher_list: Some("HIGH:!aNULL".into()),
+            ..Settings::new()
+        });
+        assert!(e.starts_with("--ciphers HIGH:!aNULL: HIGH is not"), "{e}");
+        let e = err(Settings {
+            min_version: Some(TlsVersion::Tls1_1),
+            ..Settings::new()
+        });
+        assert!(e.contains("1.2 and 1.3 only"), "{e}");
+        let e = err(Settings {
+            groups: Some("ffdhe2048".into()),
+            ..Settings::new()
+        });
+        assert!(e.starts_with("--groups ffdhe2048"), "{e}");
+        let ok = RustlsClient::new(
+            &Settings {
+                cipher_list: Some("ECDHE-ECDSA-AES128-GCM-SHA256".into()),
+                ciphersuites: Some("TLS_AES_128_GCM_SHA256".into()),
+                groups: Some("P-256:X25519".into()),
+                sigalgs: Some("ecdsa_secp256r1_sha256".into()),
+                ..Settings::new()
+            },
+            Peer::default(),
+            None,
+        );
+        assert!(ok.is_ok());
+    }
+}
