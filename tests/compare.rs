@@ -150,6 +150,11 @@ fn saved_bench_runs_compare_by_their_latency_histograms() {
     assert!(out.status.success(), "{}", support::text(&out.stderr));
     let doc = read_json(&json);
     support::assert_matches_schema(&doc, "compare.v1");
+    // Issue 17: each run is named by the client that made it (bench's default engine).
+    for v in doc["variants"].as_array().unwrap() {
+        let library = v["library"].as_str().unwrap_or_default();
+        assert!(library.starts_with("rustls 0.23."), "{v:#}");
+    }
     let c = comparison(&doc, "total", "sixteen");
     assert_eq!(c["comparison"]["verdict"], "worse", "{c:#}");
     let metric = doc["variants"][1]["metrics"]

@@ -253,6 +253,14 @@ fn start_server(
     }
 }
 
+/// The lab's clients: OpenSSL checks that the server answers; the load is made by bench's
+/// default engine, rustls, the cheapest per handshake (bench/client-cost), so the server and
+/// not the client sets the rates.
+struct Clients {
+    check: ossl::Context,
+    load: load::RustlsClient,
+}
+
 /// One experiment being run.
 struct Run<'a> {
     config: &'a LabConfig<'a>,
@@ -270,20 +278,26 @@ impl Run<'_> {
         plan: Option<&Plan>,
         summary: &mut LabSummary,
     ) -> Result<Measured> {
-        let ctx = client_context(
-            self.lib,
-            ClientOptions {
-                settings: ossl::Settings {
-                    min_version: self.e.tls,
-                    max_version: self.e.tls,
-                    ..ossl::Settings::default()
+        let settings = ossl::Settings {
+            min_version: self.e.tls,
+            max_version: self.e.tls,
+            tickets: true,
+            ..ossl::Settings::default()
+        };
+        let ctx = &Clients {
+            check: client_context(
+                self.lib,
+                ClientOptions {
+                    settings: settings.clone(),
+                    tickets: true,
+                    ..ClientOptions::default()
                 },
-                tickets: true,
-                ..ClientOptions::default()
-            },
-        )?;
-        self.answers(&ctx, server)?;
-        let untraced = self.load(&ctx, server, self.config.duration, self.config.warmup)?;
+            )?,
+            load: load::RustlsClient::new(&settings, Default::default(), Some(self.lib))
+                .map_err(Error::msg)?,
+        };
+        self.answers(ctx, server)?;
+        let untraced = self.load(ctx, server, self.config.duration, self.config.warmup)?;
         crate::bench::check(&untraced).map_err(Error::msg)?;
         let mut note = None;
         let mut traced = Vec::new();
@@ -293,10 +307,10 @@ impl Run<'_> {
             }
             let run = match (backend, plan) {
                 (LabBackend::Kernel, Some(plan)) => {
-                    self.traced_by_kernel(&ctx, server, plan, summary, &mut note)?
+                    self.traced_by_kernel(ctx, server, plan, summary, &mut note)?
                 }
                 (LabBackend::Kernel, None) => crate::fail!("no kernel probe plan for the server"),
-                (LabBackend::User, _) => self.traced_in_process(&ctx, summary)?,
+                (LabBackend::User, _) => self.traced_in_process(ctx, summary)?,
             };
             crate::bench::check(&run.result).map_err(Error::msg)?;
             traced.push(run);
@@ -309,7 +323,7 @@ impl Run<'_> {
     }
 
     /// One connection first: a server that does not answer is one line, not a run of errors.
-    fn answers(&self, ctx: &ossl::Context, server: &ServerProcess) -> Result<()> {
+    fn answers(&self, ctx: &Clients, server: &ServerProcess) -> Result<()> {
         let probe = Probe {
             target: server.addr,
             sni: None,
@@ -318,26 +332,31 @@ impl Run<'_> {
             request: None,
             await_ticket: false,
         };
-        connect_once(ctx, &probe, None).context("checking the server before the run")?;
+        connect_once(&ctx.check, &probe, None).context("checking the server before the run")?;
         Ok(())
     }
 
     fn load(
         &self,
-        ctx: &ossl::Context,
+        ctx: &Clients,
         server: &ServerProcess,
         duration: Duration,
         warmup: Duration,
     ) -> Result<RunResult> {
         let cfg = load_config(self.config, self.e, server, duration, warmup);
-        crate::bench::run(load::Client::Openssl(ctx), cfg, self.interrupted, &|_| {})
-            .map(|(result, _)| result)
+        crate::bench::run(
+            load::Client::Rustls(&ctx.load),
+            cfg,
+            self.interrupted,
+            &|_| {},
+        )
+        .map(|(result, _)| result)
     }
 
     /// The server traced by eBPF uprobes, attached for this run only.
     fn traced_by_kernel(
         &self,
-        ctx: &ossl::Context,
+        ctx: &Clients,
         server: &ServerProcess,
         plan: &Plan,
         summary: &mut LabSummary,
@@ -374,7 +393,7 @@ impl Run<'_> {
 
     /// A server of the same kind started under the in-process library: warmed up with the
     /// wrappers calling straight through, then traced for the run.
-    fn traced_in_process(&self, ctx: &ossl::Context, summary: &mut LabSummary) -> Result<Traced> {
+    fn traced_in_process(&self, ctx: &Clients, summary: &mut LabSummary) -> Result<Traced> {
         let everything = Selection::latency(Groups::all(), false);
         let mut tracer = UserTracer::new(
             &everything,

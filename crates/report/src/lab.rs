@@ -88,7 +88,11 @@ pub fn render_experiment(text: &mut String, untraced: &RunResult, traced: &[Trac
                 let _ = write!(line, "; {traced_us:.0} us with {}", t.backend);
             }
         }
-        let _ = writeln!(text, "  CPU        {line}; client {client:.0} us per {per}");
+        let _ = writeln!(
+            text,
+            "  CPU        {line}; client {client:.0} us per {per} ({})",
+            untraced.client.engine.name()
+        );
     }
     render_calls(text, per, traced);
 }

@@ -248,7 +248,12 @@ fn bench_variant(r: &Run, level: f64, warnings: &mut Vec<String>) -> Variant {
             ),
         ]
         .into(),
-        library: r.doc["environment"]["library"].as_str().map(String::from),
+        // The client that ran: its engine's library, or (saved before engines were recorded)
+        // the OpenSSL the environment names.
+        library: result["client"]["library"]
+            .as_str()
+            .or(r.doc["environment"]["library"].as_str())
+            .map(String::from),
         error: None,
         metrics,
         negotiated,
