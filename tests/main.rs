@@ -3,6 +3,7 @@
 /// The exit status of a command ended by Ctrl-C.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+mod async_tls;
 mod bench;
 mod cli;
 mod compare;

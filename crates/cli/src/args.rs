@@ -228,6 +228,15 @@ pub struct ServeArgs {
     /// Session tickets (TLS 1.2 tickets; TLS 1.3 stateless tickets).
     #[arg(long, value_enum, default_value = "on")]
     pub tickets: Switch,
+    /// Async TLS (SSL_MODE_ASYNC): a handshake or I/O call whose crypto an async engine paused
+    /// returns WANT_ASYNC, and the connection goes on when the job's wait fd is readable.
+    #[arg(long = "async")]
+    pub async_mode: bool,
+    /// The async engine: an id the library finds in its engines directory (dasync, kept by
+    /// `tlsscope openssl build`) or the path to an engine's .so (e.g. Intel's QAT engine).
+    /// It handles every algorithm it implements. Needs --async.
+    #[arg(long, value_name = "ID|PATH", requires = "async_mode")]
+    pub async_engine: Option<String>,
     /// Stop after this long: 30, 30s, 500ms, 2m (default: run until Ctrl-C or SIGTERM).
     #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
     pub duration: Option<std::time::Duration>,

@@ -46,6 +46,9 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         backends.join(", then by ")
     );
     writeln!(out, "{heading}")?;
+    for (name, why) in lab::skipped(&config, lib) {
+        writeln!(out, "not run: {name}: {why}")?;
+    }
     out.flush()?;
     let mut rates: Vec<Rates> = Vec::new();
     let mut kept: Vec<report::lab_page::LabExperiment> = Vec::new();

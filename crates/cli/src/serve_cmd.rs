@@ -21,6 +21,22 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         a.threads
     );
     let settings = a.tls.settings(a.session_cache.on(), a.tickets.on())?;
+    // Before the key exists: a 1.1.1 RSA key takes its method from the default engine when
+    // it is made.
+    let engine = match &a.async_engine {
+        Some(name) => Some(
+            ossl::Engine::load_default(lib, name)
+                .with_context(|| format!("--async-engine {name}"))?,
+        ),
+        None => None,
+    };
+    if a.async_mode && engine.is_none() {
+        eprintln!(
+            "tlsscope serve: --async without --async-engine: OpenSSL's own crypto never pauses, \
+             so no call will wait (give --async-engine dasync with a library from `tlsscope \
+             openssl build`)"
+        );
+    }
 
     let (creds, cert_name) = match (&a.cert, &a.key) {
         (Some(cert), Some(key)) => (
@@ -41,6 +57,9 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         .apply(&settings)?
         .credentials(&creds)?
         .refuse_renegotiation();
+    if a.async_mode {
+        builder.async_mode();
+    }
     if let Some(sink) = a.tls.keylog_sink()? {
         builder.keylog(sink);
     }
@@ -77,7 +96,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
     }
     let _ = writeln!(
         std::io::stdout(),
-        "tlsscope serve: listening on https://{} ({}, {}, {} thread{}, session cache {}, tickets {})",
+        "tlsscope serve: listening on https://{} ({}, {}, {} thread{}, session cache {}, tickets {}{})",
         server.local_addr(),
         cert_name,
         lib.version().text,
@@ -85,6 +104,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         if a.threads == 1 { "" } else { "s" },
         on_off(a.session_cache.on()),
         on_off(a.tickets.on()),
+        async_note(a.async_mode, engine.as_ref()),
     );
     if let Some(addr) = exporter.addr() {
         let _ = writeln!(
@@ -130,6 +150,15 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
     // A reader that went away (the terminal closed, `| head`) is not the server's failure.
     let _ = report::serve::summary(&mut std::io::stdout().lock(), &snapshot);
     Ok(signals.exit_code(ExitCode::SUCCESS))
+}
+
+/// The listening line's word on async mode.
+fn async_note(on: bool, engine: Option<&ossl::Engine>) -> String {
+    match (on, engine) {
+        (false, _) => String::new(),
+        (true, Some(e)) => format!(", async with engine {}", e.id()),
+        (true, None) => ", async (no engine: nothing pauses)".into(),
+    }
 }
 
 /// The server's limits from the command line.

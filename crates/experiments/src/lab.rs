@@ -61,6 +61,8 @@ pub struct Experiment {
     pub mode: Mode,
     /// The one TLS version offered; None: the library's range.
     pub tls: Option<TlsVersion>,
+    /// The server runs async TLS with this engine (`serve --async --async-engine`).
+    pub async_engine: Option<&'static str>,
 }
 
 const RESUME_BY_TICKET: Mode = Mode::Resume {
@@ -69,36 +71,50 @@ const RESUME_BY_TICKET: Mode = Mode::Resume {
 };
 
 /// The experiments, in the order they run (grouped by certificate, so each server starts once).
-pub const EXPERIMENTS: [Experiment; 5] = [
+pub const EXPERIMENTS: [Experiment; 6] = [
     Experiment {
         name: "full handshakes, RSA-2048, TLS 1.3",
         cert: CertType::Rsa2048,
         mode: Mode::Full,
         tls: Some(TlsVersion::Tls1_3),
+        async_engine: None,
+    },
+    // The in-line experiment above, with the server's RSA handed to the dasync test engine as
+    // async jobs (issue 18): ssllatency's offload pattern, without offload hardware.
+    Experiment {
+        name: "full handshakes, RSA-2048, TLS 1.3, async (dasync)",
+        cert: CertType::Rsa2048,
+        mode: Mode::Full,
+        tls: Some(TlsVersion::Tls1_3),
+        async_engine: Some(ossl::TEST_ENGINE),
     },
     Experiment {
         name: "resumed handshakes, TLS 1.2 (ticket)",
         cert: CertType::Rsa2048,
         mode: RESUME_BY_TICKET,
         tls: Some(TlsVersion::Tls1_2),
+        async_engine: None,
     },
     Experiment {
         name: "resumed handshakes, TLS 1.3 (ticket)",
         cert: CertType::Rsa2048,
         mode: RESUME_BY_TICKET,
         tls: Some(TlsVersion::Tls1_3),
+        async_engine: None,
     },
     Experiment {
         name: "keep-alive requests, GET /",
         cert: CertType::Rsa2048,
         mode: Mode::KeepAlive,
         tls: None,
+        async_engine: None,
     },
     Experiment {
         name: "full handshakes, ECDSA P-256, TLS 1.3",
         cert: CertType::EcdsaP256,
         mode: Mode::Full,
         tls: Some(TlsVersion::Tls1_3),
+        async_engine: None,
     },
 ];
 
@@ -195,10 +211,32 @@ pub fn run(
 ) -> Result<LabSummary> {
     let mut summary = LabSummary::default();
     let mut notes: Vec<String> = Vec::new();
-    for cert in [CertType::Rsa2048, CertType::EcdsaP256] {
-        let server = start_server(config, cert, None)?;
+    let skipped = skipped(config, lib);
+    let groups = [
+        (CertType::Rsa2048, None),
+        (CertType::Rsa2048, Some(ossl::TEST_ENGINE)),
+        (CertType::EcdsaP256, None),
+    ];
+    for (cert, engine) in groups {
+        let chosen: Vec<&Experiment> = EXPERIMENTS
+            .iter()
+            .filter(|e| e.cert == cert && e.async_engine == engine)
+            .filter(|e| !skipped.iter().any(|(name, _)| *name == e.name))
+            .collect();
+        if chosen.is_empty() {
+            continue;
+        }
+        let server = start_server(config, cert, engine, None)?;
         let plan = if config.backends.contains(&LabBackend::Kernel) {
-            let everything = Selection::latency(Groups::all(), false);
+            // Async retries return without a syscall: only SSL_get_error tells them (as the
+            // in-process backend always asks it). And no kernel probes on crypto functions
+            // there: they run inside async jobs, on the jobs' own stacks, and a return probe
+            // loses its place when a job pauses mid-function: the server would crash.
+            let groups = match engine {
+                Some(_) => Groups::only(probes::Group::Handshake).with(probes::Group::Io),
+                None => Groups::all(),
+            };
+            let everything = Selection::latency(groups, engine.is_some());
             // As trace does by default: probes on instructions the kernel emulates where the
             // function allows.
             Some(
@@ -208,7 +246,7 @@ pub fn run(
         } else {
             None
         };
-        for e in EXPERIMENTS.iter().filter(|e| e.cert == cert) {
+        for e in chosen {
             if interrupted.load(Ordering::Relaxed) {
                 break;
             }
@@ -235,18 +273,49 @@ pub fn run(
     Ok(summary)
 }
 
+/// The experiments this lab cannot run, with why: the async one needs the built-in server
+/// and a library that has the dasync engine (one built by `tlsscope openssl build`).
+pub fn skipped(config: &LabConfig<'_>, lib: &'static ossl::Library) -> Vec<(&'static str, String)> {
+    let mut out = Vec::new();
+    for e in EXPERIMENTS.iter() {
+        let Some(engine) = e.async_engine else {
+            continue;
+        };
+        let why = if config.target != LabTarget::Builtin {
+            Some("the built-in server only".to_string())
+        } else if ossl::test_engine_path(lib).is_none() {
+            Some(format!(
+                "{engine} is not in {}: give --openssl with a version built by `tlsscope \
+                 openssl build` (1.1.1w: its dasync pauses every RSA operation)",
+                ossl::engines_dir(lib)
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            out.push((e.name, why));
+        }
+    }
+    out
+}
+
 fn start_server(
     config: &LabConfig<'_>,
     cert: CertType,
+    engine: Option<&str>,
     prepare: Option<&dyn Fn(&mut Command)>,
 ) -> Result<ServerProcess> {
+    let asynchronous: Vec<&str> = match engine {
+        Some(id) => vec!["--async", "--async-engine", id],
+        None => Vec::new(),
+    };
     match config.target {
         LabTarget::Builtin => servers::start_builtin(&servers::Builtin {
             exe: config.exe,
             openssl: config.openssl,
             cert_type: cert,
             cpu: config.server_cpu,
-            extra: &[],
+            extra: &asynchronous,
             prepare,
         }),
         LabTarget::Nginx => servers::start_nginx(cert, config.server_cpu, prepare),
@@ -382,6 +451,15 @@ impl Run<'_> {
             }
         }
         *note = crate::trace::syscall_hooks_note(&tracer);
+        if self.e.async_engine.is_some() {
+            let why = "kernel probes on SSL entry points only here: crypto functions run inside \
+                       async jobs, on the jobs' own stacks, where a return probe loses its place \
+                       when a job pauses (the server would crash); the in-process probes see them";
+            *note = Some(match note.take() {
+                Some(n) => format!("{n}; {why}"),
+                None => why.to_string(),
+            });
+        }
         let result = self.load(ctx, server, self.config.trace_duration, Duration::ZERO)?;
         let delta = tracer.snapshot()?;
         Ok(Traced {
@@ -410,7 +488,12 @@ impl Run<'_> {
         // are not the experiment.
         tracer.deactivate();
         let prepare = |cmd: &mut Command| tracer.prepare(cmd);
-        let server = start_server(self.config, self.e.cert, Some(&prepare))?;
+        let server = start_server(
+            self.config,
+            self.e.cert,
+            self.e.async_engine,
+            Some(&prepare),
+        )?;
         self.answers(ctx, &server)?;
         if !self.config.warmup.is_zero() {
             self.load(ctx, &server, self.config.warmup, Duration::ZERO)?;

@@ -457,8 +457,8 @@ fn attach(request: &Request<'_>) -> Result<Session> {
             Err(e) => return Err(e.into()),
         }
     }
-    let plan = probes::Plan::new(&request.targets, request.selection.clone())?
-        .with_placement(request.placement);
+    let selection = without_crypto_in_async_jobs(&request.selection, &pids, &mut notes)?;
+    let plan = probes::Plan::new(&request.targets, selection)?.with_placement(request.placement);
     let mut tracer = probes::Tracer::start(&request.config, &plan)?;
     tracer.calibrate(request.calibration_calls)?;
     Ok(Session {
@@ -471,6 +471,46 @@ fn attach(request: &Request<'_>) -> Result<Session> {
         child: None,
         notes,
     })
+}
+
+/// A process with a crypto engine loaded may run its crypto inside async jobs, on stacks of
+/// their own: a kernel return probe on a function a job pauses in loses its place, and the
+/// process crashes when the function returns. Such processes keep their TLS-call probes and
+/// lose the crypto ones (said in a note); naming crypto functions for them is an error.
+fn without_crypto_in_async_jobs(
+    selection: &probes::Selection,
+    pids: &[u32],
+    notes: &mut Vec<String>,
+) -> Result<probes::Selection> {
+    let Some((pid, engine)) = pids.iter().find_map(|&p| engine_of(p).map(|e| (p, e))) else {
+        return Ok(selection.clone());
+    };
+    if !selection.takes(probes::Group::Crypto) {
+        return Ok(selection.clone());
+    }
+    let named = selection.named_in(probes::Group::Crypto);
+    if !named.is_empty() {
+        crate::fail!(
+            "process {pid} has a crypto engine loaded ({engine}): kernel return probes on {} \
+             could crash it (its crypto may run in async jobs, on stacks of their own); trace \
+             the SSL calls, or use --backend user",
+            named.join(", ")
+        );
+    }
+    notes.push(format!(
+        "process {pid} has a crypto engine loaded ({engine}): its crypto functions are not \
+         traced by kernel probes, which could crash it inside async jobs; --backend user traces them"
+    ));
+    Ok(selection.clone().without(probes::Group::Crypto))
+}
+
+/// The crypto engine a process has loaded (a file in an OpenSSL `engines-*` directory), if any.
+fn engine_of(pid: u32) -> Option<String> {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|path| path.contains("/engines-") && path.ends_with(".so"))
+        .map(str::to_string)
 }
 
 /// The PIDs of `targets` when they are all processes (the in-process backend attaches to

@@ -14,7 +14,7 @@
 use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8};
 
 /// "TLSSCOP" and the layout's version: a reader refuses a region with any other.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x06");
+pub const MAGIC: u64 = u64::from_le_bytes(*b"TLSSCOP\x07");
 
 /// The environment variable that names the region for a program started under the library
 /// (`fd:N`, a descriptor it inherits, or a path).
@@ -58,12 +58,14 @@ pub const LEASE_NS: u64 = 3_000_000_000;
 /// Functions the library wraps, at most.
 pub const MAX_FUNCTIONS: usize = 32;
 /// Outcome classes, numbered as `enum ts_outcome` in `crates/probes/src/bpf/latency.h`.
-pub const OUTCOMES: usize = 5;
+pub const OUTCOMES: usize = 6;
 pub const SUCCESS: u8 = 0;
 pub const RETRY: u8 = 1;
 pub const FAILURE: u8 = 2;
 pub const UNKNOWN: u8 = 3;
 pub const CLOSED: u8 = 4;
+/// `SSL_ERROR_WANT_ASYNC`/`WANT_ASYNC_JOB`: an async engine's job paused the call.
+pub const RETRY_ASYNC: u8 = 5;
 /// Latency buckets: log2 microseconds (0: under 1 us; b: [2^(b-1), 2^b) us), or linear (up
 /// to `TS_MAX_LINEAR_BUCKETS` + 2, as the kernel's).
 pub const BUCKETS: usize = 256;

@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use inproc_abi::{
     linear_bucket, log2_bucket, Header, Semantics, Slot, BUCKETS, CLOSED, FAILURE, FUNCTIONS,
-    MAX_FUNCTIONS, OUTCOMES, PR_GET_ERROR, REAL_SLOTS, RETRY, SSL_GET_ERROR, SUCCESS, UNKNOWN,
+    MAX_FUNCTIONS, OUTCOMES, PR_GET_ERROR, REAL_SLOTS, RETRY, RETRY_ASYNC, SSL_GET_ERROR, SUCCESS,
+    UNKNOWN,
 };
 
 /// The real functions, per `inproc_abi::FUNCTIONS` index and then per helper (see
@@ -351,7 +352,8 @@ fn ssl_error(ssl: usize, rc: i32) -> u8 {
     let code = unsafe { std::mem::transmute::<usize, GetError>(f)(ssl, rc) };
     match code {
         0 => SUCCESS,
-        2 | 3 | 4 | 7 | 8 | 9 | 10 | 11 | 12 => RETRY,
+        2 | 3 | 4 | 7 | 8 | 11 | 12 => RETRY,
+        9 | 10 => RETRY_ASYNC,
         6 => CLOSED,
         _ => FAILURE,
     }

@@ -43,6 +43,32 @@ use process::BuildLog;
 
 /// File name of the manifest that marks a finished build.
 pub const MANIFEST_FILE: &str = "tlsscope-build.json";
+/// The async test engine a build keeps beside the installed ones.
+pub const TEST_ENGINE_FILE: &str = "dasync.so";
+
+/// An installed build's engines directory (`lib/engines-1.1`, `lib/engines-3`).
+pub fn engines_dir(prefix: &Path) -> Option<PathBuf> {
+    let lib = prefix.join("lib");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&lib)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.is_dir()
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("engines-"))
+        })
+        .collect();
+    dirs.sort();
+    dirs.pop()
+}
+
+/// The build's `dasync` engine, when it kept one (builds made before issue 18 did not).
+pub fn test_engine(prefix: &Path) -> Option<PathBuf> {
+    engines_dir(prefix)
+        .map(|d| d.join(TEST_ENGINE_FILE))
+        .filter(|p| p.exists())
+}
 
 /// File name of the kept build log inside an installed build.
 pub const LOG_FILE: &str = "build.log";
@@ -243,7 +269,7 @@ impl BuildCache {
         progress: &mut dyn FnMut(Progress),
     ) -> Result<BuildOutcome, BuildError> {
         index::validate_version(version)?;
-        if let Some(installed) = self.find(version).filter(|_| !options.force) {
+        if let Some(installed) = self.find(version).filter(|i| keeps(i, options)) {
             return Ok(BuildOutcome::AlreadyInstalled(installed));
         }
         let target = format!("OpenSSL {version}");
@@ -323,7 +349,7 @@ impl BuildCache {
         options: &BuildOptions,
         progress: &mut dyn FnMut(Progress),
     ) -> Result<BuildOutcome, BuildError> {
-        if let Some(installed) = self.find(&prepared.version).filter(|_| !options.force) {
+        if let Some(installed) = self.find(&prepared.version).filter(|i| keeps(i, options)) {
             return Ok(BuildOutcome::AlreadyInstalled(installed));
         }
         process::require_tools(target, &[process::PERL, process::MAKE])?;
@@ -344,7 +370,7 @@ impl BuildCache {
         self.check_root_is_safe()?;
         let lock_path = self.root.join(format!(".{}.lock", prepared.version));
         let _lock = VersionLock::acquire(&lock_path, &mut || progress(Progress::WaitingForLock))?;
-        if let Some(installed) = self.find(&prepared.version).filter(|_| !options.force) {
+        if let Some(installed) = self.find(&prepared.version).filter(|i| keeps(i, options)) {
             return Ok(BuildOutcome::AlreadyInstalled(installed));
         }
         let started = Instant::now();
@@ -389,6 +415,12 @@ impl BuildCache {
             })
         }
     }
+}
+
+/// An installed build is kept unless `--force` is given, or it is from before builds kept the
+/// dasync engine (those are built again, once).
+fn keeps(installed: &InstalledBuild, options: &BuildOptions) -> bool {
+    !options.force && test_engine(&installed.prefix).is_some()
 }
 
 /// OpenSSL's Configure target for this machine.
@@ -556,7 +588,35 @@ impl BuildJob<'_> {
                 });
             }
         }
-        Ok(())
+        self.keep_test_engine()
+    }
+
+    /// Copies the `dasync` test engine (built, never installed by `make install_sw`) into the
+    /// installed engines directory, where `ENGINE_by_id("dasync")` finds it: an async engine
+    /// for `serve --async` (issue 18).
+    fn keep_test_engine(&self) -> Result<(), BuildError> {
+        let built = self.scratch.join("engines").join(TEST_ENGINE_FILE);
+        let Some(dir) = engines_dir(&self.prefix) else {
+            return Err(BuildError::IncompleteInstall {
+                version: self.version.to_owned(),
+                missing: self.prefix.join("lib").join("engines-*"),
+                log: PathBuf::new(),
+            });
+        };
+        if !built.exists() {
+            return Err(BuildError::IncompleteInstall {
+                version: self.version.to_owned(),
+                missing: built,
+                log: PathBuf::new(),
+            });
+        }
+        std::fs::copy(&built, dir.join(TEST_ENGINE_FILE))
+            .map(|_| ())
+            .map_err(|source| BuildError::Io {
+                action: "copy the dasync engine to",
+                path: dir.join(TEST_ENGINE_FILE),
+                source,
+            })
     }
 
     /// A step failure; the log path and tail are filled in by [`BuildJob::fail`].

@@ -384,6 +384,13 @@ impl ContextBuilder {
         self
     }
 
+    /// Lets TLS calls return `SSL_ERROR_WANT_ASYNC` while an async engine's job is paused
+    /// (`SSL_MODE_ASYNC`), instead of waiting for it. Without an async engine nothing pauses.
+    pub fn async_mode(&mut self) -> &mut Self {
+        self.ctrl(ffi::SSL_CTRL_MODE, ffi::SSL_MODE_ASYNC, ptr::null_mut());
+        self
+    }
+
     /// Sends every key log line to `sink` (the NSS key log format Wireshark reads).
     pub fn keylog(&mut self, sink: Box<KeylogSink>) -> &mut Self {
         let boxed: Box<Box<KeylogSink>> = Box::new(sink);

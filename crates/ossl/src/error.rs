@@ -40,6 +40,8 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{0}")]
+    Engine(String),
     #[error("cannot use {what} {}: {queue}", path.display())]
     Pem {
         what: &'static str,

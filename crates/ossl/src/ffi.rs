@@ -39,6 +39,7 @@ opaque!(
     ASN1_INTEGER,
     ASN1_TIME,
     X509_STORE_CTX,
+    ENGINE,
 );
 
 /// `SSL_CTX_set_keylog_callback`'s callback type.
@@ -83,6 +84,17 @@ pub const TLSEXT_NAMETYPE_HOST_NAME: c_long = 0;
 pub const SSL_MODE_ENABLE_PARTIAL_WRITE: c_long = 0x1;
 pub const SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER: c_long = 0x2;
 pub const SSL_MODE_RELEASE_BUFFERS: c_long = 0x10;
+pub const SSL_MODE_ASYNC: c_long = 0x100;
+/// `ENGINE_set_default`: every kind of method the engine has.
+pub const ENGINE_METHOD_ALL: c_uint = 0xffff;
+/// `ENGINE_set_default`: EVP_PKEY methods and their ASN.1 methods.
+pub const ENGINE_METHOD_PKEY_METHS: c_uint = 0x200;
+pub const ENGINE_METHOD_PKEY_ASN1_METHS: c_uint = 0x400;
+/// `OPENSSL_init_crypto`: put the dynamic engine (which loads engines from files) in the
+/// engine list; 1.1.1's `ENGINE_by_id` finds no engine file without it.
+pub const OPENSSL_INIT_ENGINE_DYNAMIC: u64 = 0x400;
+/// `OpenSSL_version`: the directory dynamic engines are looked for in ("ENGINESDIR: ...").
+pub const OPENSSL_ENGINES_DIR: c_int = 5;
 
 pub const SSL_OP_NO_TICKET: u64 = 1 << 14;
 /// Refuse renegotiation (1.1.0h and later): a TLS 1.2 peer asking for it gets a
@@ -396,6 +408,17 @@ api! {
         Crypto EVP_PKEY_get0_EC_KEY: fn(*const EVP_PKEY) -> *const EC_KEY;
         Crypto EC_KEY_get0_group: fn(*const EC_KEY) -> *const EC_GROUP;
         Crypto EC_GROUP_get_curve_name: fn(*const EC_GROUP) -> c_int;
+        // Engines (absent from builds without them) and async jobs.
+        Crypto ENGINE_by_id: fn(*const c_char) -> *mut ENGINE;
+        Crypto ENGINE_ctrl_cmd_string: fn(*mut ENGINE, *const c_char, *const c_char, c_int) -> c_int;
+        Crypto ENGINE_init: fn(*mut ENGINE) -> c_int;
+        Crypto ENGINE_finish: fn(*mut ENGINE) -> c_int;
+        Crypto ENGINE_free: fn(*mut ENGINE) -> c_int;
+        Crypto ENGINE_set_default: fn(*mut ENGINE, c_uint) -> c_int;
+        Crypto ENGINE_get_id: fn(*const ENGINE) -> *const c_char;
+        Crypto OPENSSL_init_crypto: fn(u64, *const c_void) -> c_int;
+        Ssl SSL_get_changed_async_fds: fn(*mut SSL, *mut c_int, *mut usize, *mut c_int, *mut usize) -> c_int;
+        Ssl SSL_get_all_async_fds: fn(*mut SSL, *mut c_int, *mut usize) -> c_int;
     }
 }
 

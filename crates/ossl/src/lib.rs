@@ -6,6 +6,7 @@
 //! [`Ssl`] connections over non-blocking sockets, and ask what each handshake [`Negotiated`].
 
 mod context;
+mod engine;
 mod error;
 pub mod ffi;
 mod file_version;
@@ -17,6 +18,7 @@ mod ssl;
 pub use context::{
     Context, ContextBuilder, KeylogSink, Role, Settings, TlsVersion, UnknownTlsVersion,
 };
+pub use engine::{engines_dir, test_engine_path, Engine, TEST_ENGINE};
 pub use error::{Error, ErrorCode, ErrorQueue, TlsError};
 pub use file_version::{version_of_file, FileVersion};
 pub use library::{Library, LibrarySource, Version};

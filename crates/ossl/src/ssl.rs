@@ -2,7 +2,7 @@
 
 use std::ffi::{c_int, c_void, CString};
 use std::fmt;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::ptr;
 
 use crate::context::{
@@ -316,6 +316,66 @@ impl Ssl {
                 ffi::SSL_SENT_SHUTDOWN | ffi::SSL_RECEIVED_SHUTDOWN,
             )
         };
+    }
+
+    /// The async wait fds added and removed since the last call (`SSL_get_changed_async_fds`),
+    /// after a call returned `WANT_ASYNC`: each becomes readable when its job can go on.
+    /// Empty where the library has no async jobs.
+    pub fn changed_async_fds(&mut self) -> (Vec<RawFd>, Vec<RawFd>) {
+        let Some(changed) = self.api().SSL_get_changed_async_fds else {
+            return (Vec::new(), Vec::new());
+        };
+        let (mut nadd, mut ndel) = (0usize, 0usize);
+        // SAFETY: live connection; null arrays ask for the counts only.
+        let ok = unsafe {
+            changed(
+                self.ptr,
+                ptr::null_mut(),
+                &mut nadd,
+                ptr::null_mut(),
+                &mut ndel,
+            )
+        };
+        if ok != 1 || nadd + ndel == 0 {
+            return (Vec::new(), Vec::new());
+        }
+        let mut add = vec![0 as RawFd; nadd];
+        let mut del = vec![0 as RawFd; ndel];
+        // SAFETY: the arrays hold the counts OpenSSL gave for this connection just now.
+        let ok = unsafe {
+            changed(
+                self.ptr,
+                add.as_mut_ptr(),
+                &mut nadd,
+                del.as_mut_ptr(),
+                &mut ndel,
+            )
+        };
+        if ok != 1 {
+            return (Vec::new(), Vec::new());
+        }
+        add.truncate(nadd);
+        del.truncate(ndel);
+        (add, del)
+    }
+
+    /// Every async wait fd the connection has now (`SSL_get_all_async_fds`).
+    pub fn all_async_fds(&self) -> Vec<RawFd> {
+        let Some(all) = self.api().SSL_get_all_async_fds else {
+            return Vec::new();
+        };
+        let mut n = 0usize;
+        // SAFETY: live connection; a null array asks for the count.
+        if unsafe { all(self.ptr, ptr::null_mut(), &mut n) } != 1 || n == 0 {
+            return Vec::new();
+        }
+        let mut fds = vec![0 as RawFd; n];
+        // SAFETY: the array holds the count OpenSSL gave just now.
+        if unsafe { all(self.ptr, fds.as_mut_ptr(), &mut n) } != 1 {
+            return Vec::new();
+        }
+        fds.truncate(n);
+        fds
     }
 
     /// True once the handshake got past its first message: a server accepted a ClientHello

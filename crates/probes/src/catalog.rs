@@ -387,6 +387,42 @@ impl Selection {
         }
     }
 
+    /// The catalog functions of `group` this selection names outright (`only`).
+    pub fn named_in(&self, group: Group) -> Vec<String> {
+        let Selection::Latency { only, .. } = self else {
+            return Vec::new();
+        };
+        only.iter()
+            .filter(|n| id_of(n).is_some_and(|id| CATALOG[usize::from(id)].group == group))
+            .cloned()
+            .collect()
+    }
+
+    /// Whether the selection takes functions of `group`.
+    pub fn takes(&self, group: Group) -> bool {
+        match self {
+            Selection::Latency { groups, only, .. } if only.is_empty() => groups.contains(group),
+            Selection::Latency { .. } => !self.named_in(group).is_empty(),
+            Selection::Plaintext { .. } => group != Group::Crypto,
+        }
+    }
+
+    /// The selection without `group`'s functions (a selection by group only).
+    pub fn without(self, group: Group) -> Selection {
+        match self {
+            Selection::Latency {
+                groups,
+                only,
+                exact,
+            } if only.is_empty() => Selection::Latency {
+                groups: Groups(groups.0 & !(1 << group as u8)),
+                only,
+                exact,
+            },
+            other => other,
+        }
+    }
+
     /// Whether `SSL_get_error` settles OpenSSL's <= 0 returns.
     pub fn exact(&self) -> bool {
         matches!(self, Selection::Latency { exact: true, .. })

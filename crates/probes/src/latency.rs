@@ -27,6 +27,10 @@ const PROGRAM: &str = "latency";
 pub enum Outcome {
     Success,
     Retry,
+    /// A retry of the async kind: `SSL_ERROR_WANT_ASYNC` (or `WANT_ASYNC_JOB`), an async
+    /// engine's job paused the call. Only `SSL_get_error` tells it (`--exact-outcomes`, the
+    /// in-process backend).
+    RetryAsync,
     /// The peer closed the connection cleanly (OpenSSL's `SSL_ERROR_ZERO_RETURN`).
     Closed,
     Failure,
@@ -36,9 +40,10 @@ pub enum Outcome {
 
 /// Each outcome with its number in `enum ts_outcome` (`bpf/latency.h`). Not the enum's
 /// discriminants: those would order outcomes by the program's numbers, not as reports list them.
-const OUTCOMES: [(ts_outcome, Outcome); 5] = [
+const OUTCOMES: [(ts_outcome, Outcome); 6] = [
     (ts_outcome::TS_SUCCESS, Outcome::Success),
     (ts_outcome::TS_RETRY, Outcome::Retry),
+    (ts_outcome::TS_RETRY_ASYNC, Outcome::RetryAsync),
     (ts_outcome::TS_CLOSED, Outcome::Closed),
     (ts_outcome::TS_FAILURE, Outcome::Failure),
     (ts_outcome::TS_UNKNOWN, Outcome::Unknown),
@@ -57,6 +62,7 @@ impl Outcome {
         match self {
             Outcome::Success => "success",
             Outcome::Retry => "retry",
+            Outcome::RetryAsync => "retry_async",
             Outcome::Failure => "failure",
             Outcome::Unknown => "unknown",
             Outcome::Closed => "closed",

@@ -914,6 +914,7 @@ const OUTCOME_ORDER: [Outcome; OUTCOMES] = [
     Outcome::Failure,
     Outcome::Unknown,
     Outcome::Closed,
+    Outcome::RetryAsync,
 ];
 
 fn dlopen(path: &Path) -> Result<*mut libc::c_void, String> {
@@ -967,6 +968,7 @@ mod tests {
             (inproc_abi::FAILURE, ts_outcome::TS_FAILURE),
             (inproc_abi::UNKNOWN, ts_outcome::TS_UNKNOWN),
             (inproc_abi::CLOSED, ts_outcome::TS_CLOSED),
+            (inproc_abi::RETRY_ASYNC, ts_outcome::TS_RETRY_ASYNC),
         ] {
             assert_eq!(u32::from(number), theirs.0);
         }
@@ -977,6 +979,10 @@ mod tests {
         assert_eq!(
             OUTCOME_ORDER[usize::from(inproc_abi::CLOSED)],
             Outcome::Closed
+        );
+        assert_eq!(
+            OUTCOME_ORDER[usize::from(inproc_abi::RETRY_ASYNC)],
+            Outcome::RetryAsync
         );
     }
 

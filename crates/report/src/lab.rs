@@ -112,14 +112,14 @@ fn render_calls(text: &mut String, per: &str, traced: &[Traced<'_>]) {
         "  server calls per {per}, traced by {} (log2 buckets, p99 estimated):",
         runs.join(", ")
     );
-    let mut header = format!("    {:<22} {:<8}", "function", "outcome");
+    let mut header = format!("    {:<22} {:<11}", "function", "outcome");
     for t in traced {
         let name = t.backend.split_whitespace().next().unwrap_or(t.backend);
         let _ = write!(header, " | {:>10} {:>9} {:>9}", name, "mean", "p99");
     }
     let _ = writeln!(text, "{header}");
     for (function, outcome) in rows(traced) {
-        let mut line = format!("    {function:<22} {outcome:<8}");
+        let mut line = format!("    {function:<22} {outcome:<11}");
         for t in traced {
             let found = t
                 .calls

@@ -230,7 +230,7 @@ impl TraceMetrics {
     fn encode_handshakes(&self, encoder: &mut DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let mut counts: BTreeMap<Vec<(&'static str, String)>, u64> = BTreeMap::new();
         for f in &self.functions {
-            if f.function != "SSL_do_handshake" || f.outcome == "retry" {
+            if f.function != "SSL_do_handshake" || f.outcome.starts_with("retry") {
                 continue;
             }
             let labels: Vec<_> = self

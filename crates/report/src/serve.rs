@@ -83,6 +83,13 @@ fn handshakes(out: &mut impl Write, s: &StatsSnapshot) -> io::Result<()> {
             h.renegotiations_refused
         )?;
     }
+    if h.async_waits > 0 {
+        writeln!(
+            out,
+            "    async waits: {} (calls that returned WANT_ASYNC while an engine's job was paused)",
+            h.async_waits
+        )?;
+    }
     Ok(())
 }
 

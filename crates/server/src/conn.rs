@@ -1,6 +1,6 @@
 //! One client connection: handshake, then HTTP requests until either side closes.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, RawFd};
 use std::time::Instant;
 
 use mio::net::TcpStream;
@@ -35,6 +35,9 @@ pub enum Verdict {
     Yield,
     /// Finished or failed: drop it.
     Close,
+    /// A call returned `WANT_ASYNC`: an async engine's job is paused; watch its wait fds and
+    /// drive the connection again when one is readable.
+    Async,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -140,6 +143,8 @@ pub struct Conn {
     /// The worker's count of accepts when this one was accepted: tells the connection apart
     /// from a later one in the same slot.
     serial: u64,
+    /// The async wait fds the worker watches for this connection (OpenSSL owns them).
+    async_fds: Vec<RawFd>,
 }
 
 impl Conn {
@@ -170,7 +175,26 @@ impl Conn {
             since: clock.now,
             deadline: clock.handshake_by,
             serial,
+            async_fds: Vec::new(),
         })
+    }
+
+    /// After [`Verdict::Async`]: the wait fds to start watching and those to stop watching.
+    pub fn async_fds_changed(&mut self) -> (Vec<RawFd>, Vec<RawFd>) {
+        let (added, removed) = self.ssl.changed_async_fds();
+        self.async_fds.retain(|fd| !removed.contains(fd));
+        let added: Vec<RawFd> = added
+            .into_iter()
+            .filter(|fd| !self.async_fds.contains(fd))
+            .collect();
+        self.async_fds.extend(&added);
+        (added, removed)
+    }
+
+    /// The async wait fds being watched, to stop watching before the connection is freed
+    /// (freeing it closes them).
+    pub fn take_async_fds(&mut self) -> Vec<RawFd> {
+        std::mem::take(&mut self.async_fds)
     }
 
     /// The socket, for (de)registering with the poller.
@@ -246,6 +270,9 @@ impl Conn {
                 Step::Continue => continue,
                 Step::Wait => return Verdict::Keep,
                 Step::Close => return Verdict::Close,
+                Step::Async => return Verdict::Async,
+                // No async job was free: try again after the others had their turn.
+                Step::Yield => return Verdict::Yield,
             }
         }
         Verdict::Yield
@@ -260,7 +287,8 @@ impl Conn {
                 self.await_request(&w.clock);
                 Step::Continue
             }
-            Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
+            Io::Retry(code) => async_step(code, w.counters),
+            Io::WantRead | Io::WantWrite => Step::Wait,
             Io::Closed => {
                 w.counters.handshake_failed(
                     HandshakeFailure::PeerClosed,
@@ -556,7 +584,8 @@ impl Conn {
         let mid_response = self.phase == Phase::Write;
         match io {
             Io::Done(_) => Step::Continue,
-            Io::WantRead | Io::WantWrite | Io::Retry(_) => Step::Wait,
+            Io::Retry(code) => async_step(code, counters),
+            Io::WantRead | Io::WantWrite => Step::Wait,
             Io::Closed => {
                 if mid_response {
                     WorkerCounters::one(&counters.responses_aborted);
@@ -583,6 +612,23 @@ enum Step {
     Continue,
     Wait,
     Close,
+    /// Paused on an async job (see [`Verdict::Async`]).
+    Async,
+    /// Call again next turn.
+    Yield,
+}
+
+/// A retry that is not about the socket: an async job paused (counted), no async job free,
+/// or a callback's retry (which a later call settles).
+fn async_step(code: ErrorCode, counters: &WorkerCounters) -> Step {
+    match code {
+        ErrorCode::WantAsync => {
+            WorkerCounters::one(&counters.async_waits);
+            Step::Async
+        }
+        ErrorCode::WantAsyncJob => Step::Yield,
+        _ => Step::Wait,
+    }
 }
 
 /// A short, stable reason for a failed handshake, for counting.

@@ -43,6 +43,8 @@ pub struct WorkerCounters {
     pub handshakes_failed_shed: AtomicU64,
     pub handshakes_failed_other: AtomicU64,
     pub renegotiations_refused: AtomicU64,
+    /// TLS calls that returned `SSL_ERROR_WANT_ASYNC`: an async engine's job was paused.
+    pub async_waits: AtomicU64,
     pub requests_pipelined: AtomicU64,
     pub rejected_head_too_large: AtomicU64,
     pub rejected_uri_too_long: AtomicU64,
@@ -266,6 +268,10 @@ pub struct HandshakeStats {
     /// Client requests for a TLS 1.2 renegotiation, refused with a no_renegotiation alert
     /// (counted when their connection closes).
     pub renegotiations_refused: u64,
+    /// TLS calls (handshake, read or write) that returned `SSL_ERROR_WANT_ASYNC`: with an
+    /// async engine, one per paused crypto operation. Absent before issue 18.
+    #[serde(default)]
+    pub async_waits: u64,
     pub failure_reasons: BTreeMap<String, u64>,
 }
 
@@ -366,6 +372,7 @@ impl ServerCounters {
                 tls13: sum(|w| &w.handshakes_tls13),
                 other_version: sum(|w| &w.handshakes_other_version),
                 renegotiations_refused: sum(|w| &w.renegotiations_refused),
+                async_waits: sum(|w| &w.async_waits),
                 failure_reasons,
             },
             requests: sum(|w| &w.requests),

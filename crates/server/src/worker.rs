@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 use ossl::{Context, Ssl};
 
@@ -15,6 +16,8 @@ use crate::stats::{HandshakeFailure, ServerCounters, WorkerCounters};
 use crate::Limits;
 
 const LISTENER: Token = Token(usize::MAX);
+/// Set in the token of a connection's async wait fd (the rest is the connection's slot).
+const ASYNC_FD: usize = 1 << (usize::BITS - 2);
 
 /// How often a worker closes the connections past their deadline and looks at the shutdown
 /// flag: the precision of every timeout.
@@ -159,7 +162,8 @@ impl Worker {
                 if event.token() == LISTENER {
                     self.accept_some(&mut st, &shared);
                 } else {
-                    st.drive(event.token().0, &shared);
+                    // A socket, or an async job's wait fd: either way the connection goes on.
+                    st.drive(event.token().0 & !ASYNC_FD, &shared);
                 }
             }
             st.drive_ready(&shared);
@@ -282,6 +286,29 @@ impl State {
                 }
             }
             Verdict::Close => self.close(i, w.counters),
+            Verdict::Async => self.watch_async(i, w.counters),
+        }
+    }
+
+    /// Watches the wait fds of connection `i`'s paused async job: readable when the job can
+    /// go on. An fd that cannot be watched fails the connection (nothing would wake it).
+    fn watch_async(&mut self, i: usize, counters: &WorkerCounters) {
+        let Some(Some(conn)) = self.conns.slots.get_mut(i) else {
+            return;
+        };
+        let (added, removed) = conn.async_fds_changed();
+        let registry = self.poll.registry();
+        for fd in removed {
+            let _ = registry.deregister(&mut SourceFd(&fd));
+        }
+        for fd in added {
+            let watched =
+                registry.register(&mut SourceFd(&fd), Token(ASYNC_FD | i), Interest::READABLE);
+            if watched.is_err() {
+                WorkerCounters::one(&counters.connection_errors);
+                self.close(i, counters);
+                return;
+            }
         }
     }
 
@@ -363,6 +390,9 @@ impl State {
     fn close(&mut self, i: usize, counters: &WorkerCounters) {
         if let Some(mut conn) = self.conns.remove(i) {
             let _ = self.poll.registry().deregister(conn.stream_mut());
+            for fd in conn.take_async_fds() {
+                let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+            }
             WorkerCounters::one(&counters.connections_closed);
             let buf = conn.finish(counters);
             self.recycle(buf);

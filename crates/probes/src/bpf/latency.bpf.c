@@ -116,11 +116,13 @@ static __always_inline void settle(__u32 tid, __u64 ssl, int code)
 	case 4:  /* WANT_X509_LOOKUP */
 	case 7:  /* WANT_CONNECT */
 	case 8:  /* WANT_ACCEPT */
-	case 9:  /* WANT_ASYNC */
-	case 10: /* WANT_ASYNC_JOB */
 	case 11: /* WANT_CLIENT_HELLO_CB */
 	case 12: /* WANT_RETRY_VERIFY */
 		outcome = TS_RETRY;
+		break;
+	case 9:  /* WANT_ASYNC */
+	case 10: /* WANT_ASYNC_JOB */
+		outcome = TS_RETRY_ASYNC;
 		break;
 	case 6: /* ZERO_RETURN: the peer's close_notify */
 		outcome = TS_CLOSED;

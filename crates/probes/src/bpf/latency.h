@@ -16,6 +16,9 @@ enum ts_outcome {
 	TS_UNKNOWN = 3,
 	/* The peer closed the connection cleanly (SSL_ERROR_ZERO_RETURN: its close_notify). */
 	TS_CLOSED = 4,
+	/* A retry of the async kind (SSL_ERROR_WANT_ASYNC, WANT_ASYNC_JOB): an async engine's
+	 * job paused the call; it goes on when the job's wait fd is readable. */
+	TS_RETRY_ASYNC = 5,
 };
 
 /* How to read a function's return value. The attach cookie carries it in field

@@ -1,0 +1,199 @@
+//! Issue 18: the built-in server in async mode (`serve --async --async-engine`), loaded by real
+//! clients and traced with exact outcomes.
+
+use serde_json::Value;
+
+use crate::support::{self, assert_one_line_error, Serve};
+use crate::trace::{bench, calls, calls_per_op, one_at_a_time, s_client_closes, short_lab, Trace};
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+/// The built-in server on the 1.1.1w build, async, with the dasync engine.
+fn async_server_111w() -> Serve {
+    let lib = openssl(support::openssl_111w());
+    Serve::start_with(
+        &["--openssl", &lib],
+        &["--async", "--async-engine", "dasync"],
+    )
+}
+
+/// A built library's `--openssl` argument.
+fn openssl(prefix: &std::path::Path) -> String {
+    prefix.to_str().unwrap().to_string()
+}
+
+#[test]
+fn issue_18_the_build_keeps_the_dasync_engine() {
+    for prefix in [support::openssl_111w(), support::openssl_302()] {
+        let engines: Vec<_> = std::fs::read_dir(prefix.join("lib"))
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.join("dasync.so").is_file())
+            .collect();
+        assert_eq!(
+            engines.len(),
+            1,
+            "{}: no lib/engines-*/dasync.so",
+            prefix.display()
+        );
+    }
+}
+
+#[test]
+fn issue_18_async_handshakes_on_1_1_1w_pause_at_every_rsa_signature() {
+    let _one = one_at_a_time();
+    let serve = async_server_111w();
+    let pid = serve.pid().to_string();
+    let trace = Trace::start(&[
+        "-p",
+        &pid,
+        "--functions",
+        "SSL_do_handshake",
+        "--exact-outcomes",
+    ]);
+    // tlsscope's client (its check connection, then 40) and openssl s_client (one).
+    bench(serve.addr, &["--mode", "full", "-n", "40", "-c", "4"]);
+    s_client_closes(serve.addr);
+    let (ok, stdout, stderr, doc) = trace.stop();
+    assert!(ok, "{stderr}");
+    let stats = serve.stop();
+    let h = &stats["handshakes"];
+    let handshakes = n(&h["full"]);
+    assert_eq!(handshakes, 42, "{stats}");
+    assert_eq!(n(&h["failed"]), 0, "{stats}");
+    // Each handshake's RSA signature paused once as an async job: a WANT_ASYNC return, then
+    // the call that finished it.
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        handshakes,
+        "{stdout}"
+    );
+    let paused = calls(&doc, "SSL_do_handshake", "retry_async");
+    assert!(paused >= handshakes, "{paused} async retries: {stdout}");
+    assert!(n(&h["async_waits"]) >= handshakes, "{stats}");
+    assert!(stdout.contains("retry_async"), "{stdout}");
+}
+
+#[test]
+fn issue_18_async_mode_on_3_x_loads_dasync_and_serves() {
+    let lib = openssl(support::openssl_302());
+    let serve = Serve::start_with(
+        &["--openssl", &lib],
+        &["--async", "--async-engine", "dasync"],
+    );
+    bench(serve.addr, &["--mode", "full", "-n", "20", "-c", "2"]);
+    bench(serve.addr, &["--mode", "keepalive", "-n", "50", "-c", "2"]);
+    let stats = serve.stop();
+    assert_eq!(n(&stats["handshakes"]["full"]), 21 + 1 + 2, "{stats}");
+    assert_eq!(n(&stats["handshakes"]["failed"]), 0, "{stats}");
+    assert!(n(&stats["requests"]) >= 50, "{stats}");
+}
+
+#[test]
+fn issue_18_async_without_an_engine_changes_nothing_and_says_so() {
+    let out = support::tlsscope(&["serve", "--async", "--listen", "127.0.0.1:0", "-d", "1s"]);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let stderr = support::text(&out.stderr);
+    assert!(
+        stderr.contains("--async without --async-engine"),
+        "{stderr}"
+    );
+    assert!(
+        support::text(&out.stdout).contains("async (no engine: nothing pauses)"),
+        "{}",
+        support::text(&out.stdout)
+    );
+    // And handshakes go on as ever.
+    let serve = Serve::start(&["--async"]);
+    bench(serve.addr, &["--mode", "full", "-n", "10"]);
+    let stats = serve.stop();
+    assert_eq!(n(&stats["handshakes"]["full"]), 11, "{stats}");
+    assert_eq!(n(&stats["handshakes"]["async_waits"]), 0, "{stats}");
+}
+
+#[test]
+fn issue_18_a_missing_engine_is_one_line() {
+    let out = support::tlsscope(&[
+        "serve",
+        "--async",
+        "--async-engine",
+        "nosuch",
+        "--listen",
+        "127.0.0.1:0",
+        "-d",
+        "1s",
+    ]);
+    assert_one_line_error(&out, &["--async-engine nosuch", "engine nosuch is not in"]);
+    let out = support::tlsscope(&[
+        "serve",
+        "--async",
+        "--async-engine",
+        "/nonexistent/engine.so",
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_one_line_error(&out, &["/nonexistent/engine.so"]);
+}
+
+/// Kernel return probes on functions an async job pauses in would crash the server (the
+/// kernel loses the return address when the job switches stacks): trace leaves them out.
+#[test]
+fn issue_18_kernel_probes_stay_out_of_async_jobs() {
+    let _one = one_at_a_time();
+    let serve = async_server_111w();
+    let pid = serve.pid().to_string();
+    let out = support::tlsscope(&[
+        "trace",
+        "-p",
+        &pid,
+        "--backend",
+        "kernel",
+        "--functions",
+        "EVP_DigestSign",
+        "-d",
+        "1s",
+    ]);
+    assert_one_line_error(&out, &["has a crypto engine loaded", "EVP_DigestSign"]);
+    // Every group asked for: the crypto one is left out, said in a note.
+    let trace = Trace::start(&["-p", &pid, "--backend", "kernel", "--exact-outcomes"]);
+    bench(serve.addr, &["--mode", "full", "-n", "30", "-c", "4"]);
+    let (ok, stdout, stderr, doc) = trace.stop();
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("has a crypto engine loaded"), "{stderr}");
+    assert_eq!(calls(&doc, "EVP_DigestSign", "success"), 0, "{stdout}");
+    assert!(
+        calls(&doc, "SSL_do_handshake", "retry_async") >= 31,
+        "{stdout}"
+    );
+    // The server lived through it (a crash fails `stop`).
+    let stats = serve.stop();
+    assert_eq!(n(&stats["handshakes"]["full"]), 31, "{stats}");
+}
+
+/// The lab's async experiment on 1.1.1w: ssllatency's pattern, one or more async retries of
+/// SSL_do_handshake per handshake, seen by both backends.
+#[test]
+fn issue_18_lab_on_1_1_1w_runs_the_async_experiment() {
+    let _one = one_at_a_time();
+    let lib = openssl(support::openssl_111w());
+    let out = short_lab(&["--openssl", &lib], &[]);
+    let text = support::text(&out.stdout);
+    assert!(out.status.success(), "{text}{}", support::text(&out.stderr));
+    assert!(!text.contains("not run:"), "{text}");
+    let section = text
+        .split("\n== ")
+        .find(|s| s.starts_with("full handshakes, RSA-2048, TLS 1.3, async (dasync)"))
+        .unwrap_or_else(|| panic!("no async experiment: {text}"));
+    assert!(
+        section.contains("crypto functions run inside async jobs"),
+        "{section}"
+    );
+    let (row, per_handshake) = calls_per_op(section, "SSL_do_handshake       retry_async");
+    assert_eq!(per_handshake.len(), 2, "both backends: {row}");
+    for p in per_handshake {
+        assert!(p >= 0.95, "at least one async retry per handshake: {row}");
+    }
+}
