@@ -10,13 +10,25 @@ fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
-/// The built-in server on the 1.1.1w build, async, with the dasync engine.
-fn async_server_111w() -> Serve {
-    let lib = openssl(support::openssl_111w());
+/// The built-in server on the build at `prefix`, async, with the dasync engine.
+fn async_server(prefix: &std::path::Path) -> Serve {
+    let lib = openssl(prefix);
     Serve::start_with(
         &["--openssl", &lib],
         &["--async", "--async-engine", "dasync"],
     )
+}
+
+/// `trace -p PID` on SSL_do_handshake with exact outcomes (async retries told apart).
+fn handshake_trace(serve: &Serve) -> Trace {
+    let pid = serve.pid().to_string();
+    Trace::start(&[
+        "-p",
+        &pid,
+        "--functions",
+        "SSL_do_handshake",
+        "--exact-outcomes",
+    ])
 }
 
 /// A built library's `--openssl` argument.
@@ -45,15 +57,8 @@ fn issue_18_the_build_keeps_the_dasync_engine() {
 #[test]
 fn issue_18_async_handshakes_on_1_1_1w_pause_at_every_rsa_signature() {
     let _one = one_at_a_time();
-    let serve = async_server_111w();
-    let pid = serve.pid().to_string();
-    let trace = Trace::start(&[
-        "-p",
-        &pid,
-        "--functions",
-        "SSL_do_handshake",
-        "--exact-outcomes",
-    ]);
+    let serve = async_server(support::openssl_111w());
+    let trace = handshake_trace(&serve);
     // tlsscope's client (its check connection, then 40) and openssl s_client (one).
     bench(serve.addr, &["--mode", "full", "-n", "40", "-c", "4"]);
     s_client_closes(serve.addr);
@@ -80,19 +85,8 @@ fn issue_18_async_handshakes_on_1_1_1w_pause_at_every_rsa_signature() {
 #[test]
 fn issue_18_async_mode_on_3_x_loads_dasync_and_serves() {
     let _one = one_at_a_time();
-    let lib = openssl(support::openssl_302());
-    let serve = Serve::start_with(
-        &["--openssl", &lib],
-        &["--async", "--async-engine", "dasync"],
-    );
-    let pid = serve.pid().to_string();
-    let trace = Trace::start(&[
-        "-p",
-        &pid,
-        "--functions",
-        "SSL_do_handshake",
-        "--exact-outcomes",
-    ]);
+    let serve = async_server(support::openssl_302());
+    let trace = handshake_trace(&serve);
     bench(serve.addr, &["--mode", "full", "-n", "20", "-c", "2"]);
     s_client_closes(serve.addr);
     bench(serve.addr, &["--mode", "keepalive", "-n", "50", "-c", "2"]);
@@ -170,7 +164,7 @@ fn issue_18_a_missing_engine_is_one_line() {
 #[test]
 fn issue_18_kernel_probes_stay_out_of_async_jobs() {
     let _one = one_at_a_time();
-    let serve = async_server_111w();
+    let serve = async_server(support::openssl_111w());
     let pid = serve.pid().to_string();
     let out = support::tlsscope(&[
         "trace",
