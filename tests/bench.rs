@@ -223,6 +223,25 @@ fn issue_17_a_setting_only_openssl_honours_picks_it_and_says_so() {
             "--client-engine openssl",
         ],
     );
+    // --openssl chooses an OpenSSL client: asking for rustls beside it is a contradiction.
+    let lib = support::openssl_111w().to_str().unwrap().to_string();
+    let out = support::tlsscope(&[
+        "--openssl",
+        &lib,
+        "bench",
+        &addr,
+        "--client-engine",
+        "rustls",
+        "-n",
+        "10",
+    ]);
+    assert_one_line_error(&out, &["--client-engine rustls and --openssl"]);
+    // --openssl alone: that library's OpenSSL client, named in the result.
+    let (ok, _, stderr, doc) = bench(&[&addr, "--openssl", &lib, "-n", "10"]);
+    assert!(ok, "{stderr}");
+    assert_eq!(doc["result"]["client"]["engine"], "openssl");
+    let library = doc["result"]["client"]["library"].as_str().unwrap();
+    assert!(library.starts_with("OpenSSL 1.1.1w"), "{library}");
     // An exact list rustls has is honoured by rustls.
     let (ok, _, stderr, doc) = bench(&[
         &addr,
