@@ -852,3 +852,47 @@ fn client_certificates_for_servers_that_require_them() {
     assert_eq!(n(&doc["result"]["http_status"]["200"]), 10);
     assert_one_line_error(&without, &["certificate required"]);
 }
+
+/// `--keylog` with the rustls engine: every secret the client logs is one the server logged
+/// for the same connection (same label, client random and secret), in a file only root reads.
+#[test]
+fn issue_17_the_rustls_client_logs_the_same_secrets_as_the_server() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let server_log = dir.path().join("server.keys");
+    let client_log = dir.path().join("client.keys");
+    let server = Serve::start(&["--keylog", server_log.to_str().unwrap()]);
+    let addr = server.addr.to_string();
+    for tls in ["1.3", "1.2"] {
+        let (ok, _, stderr, doc) = bench(&[
+            &addr,
+            "--tls",
+            tls,
+            "-n",
+            "5",
+            "--keylog",
+            client_log.to_str().unwrap(),
+        ]);
+        assert!(ok, "{stderr}");
+        assert_eq!(doc["result"]["client"]["engine"], "rustls");
+    }
+    server.stop();
+    let lines = |p: &std::path::Path| -> std::collections::BTreeSet<String> {
+        std::fs::read_to_string(p)
+            .unwrap()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let (ours, theirs) = (lines(&client_log), lines(&server_log));
+    let mode = std::fs::metadata(&client_log).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // Two runs of 5 and their check connections: TLS 1.3 logs handshake and traffic secrets
+    // per connection, TLS 1.2 its master secret.
+    let count = |label: &str| ours.iter().filter(|l| l.starts_with(label)).count();
+    assert_eq!(count("CLIENT_HANDSHAKE_TRAFFIC_SECRET "), 6, "{ours:#?}");
+    assert_eq!(count("CLIENT_RANDOM "), 6, "{ours:#?}");
+    for line in &ours {
+        assert!(theirs.contains(line), "the server never logged {line}");
+    }
+}
