@@ -850,6 +850,8 @@ fn client_certificates_for_servers_that_require_them() {
     let _ = server.wait();
     assert!(ok, "{stderr}");
     assert_eq!(n(&doc["result"]["http_status"]["200"]), 10);
+    // The default engine presented the certificate (issue 17).
+    assert_eq!(doc["result"]["client"]["engine"], "rustls");
     assert_one_line_error(&without, &["certificate required"]);
 }
 
