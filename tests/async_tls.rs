@@ -1,14 +1,10 @@
 //! Issue 18: the built-in server in async mode (`serve --async --async-engine`), loaded by real
 //! clients and traced with exact outcomes.
 
-use serde_json::Value;
-
 use crate::support::{self, assert_one_line_error, Serve};
-use crate::trace::{bench, calls, calls_per_op, one_at_a_time, s_client_closes, short_lab, Trace};
-
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
+use crate::trace::{
+    bench, calls, calls_per_op, n, one_at_a_time, s_client_closes, short_lab, Trace,
+};
 
 /// The built-in server on the build at `prefix`, async, with the dasync engine.
 fn async_server(prefix: &std::path::Path) -> Serve {

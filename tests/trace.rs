@@ -218,7 +218,7 @@ pub fn bench(target: SocketAddr, args: &[&str]) -> String {
     text
 }
 
-fn n(v: &Value) -> u64 {
+pub(crate) fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 

@@ -191,12 +191,12 @@ fn engine(
         _ => {}
     }
     let tickets = a.resume != Some(ResumeKind::Id);
-    let peer = load::rustls_client::Peer {
+    let trust = load::rustls_client::Trust {
         verify: a.peer.verifies().then_some(a.peer.cafile.as_deref()),
         credentials: a.cert.as_deref().zip(a.key.as_deref()),
         keylog: a.tls.keylog_sink()?,
     };
-    match load::RustlsClient::new(&a.tls.settings(false, tickets)?, peer, Some(lib)) {
+    match load::RustlsClient::new(&a.tls.settings(false, tickets)?, trust, Some(lib)) {
         Ok(r) => Ok(Engine {
             rustls: Some(r),
             fallback: None,

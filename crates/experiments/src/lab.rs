@@ -212,11 +212,13 @@ pub fn run(
     let mut summary = LabSummary::default();
     let mut notes: Vec<String> = Vec::new();
     let skipped = skipped(config, lib);
-    let groups = [
-        (CertType::Rsa2048, None),
-        (CertType::Rsa2048, Some(ossl::TEST_ENGINE)),
-        (CertType::EcdsaP256, None),
-    ];
+    // One server per kind the experiments ask for (certificate, async engine), in their order.
+    let mut groups: Vec<(CertType, Option<&str>)> = Vec::new();
+    for e in &EXPERIMENTS {
+        if !groups.contains(&(e.cert, e.async_engine)) {
+            groups.push((e.cert, e.async_engine));
+        }
+    }
     for (cert, engine) in groups {
         let chosen: Vec<&Experiment> = EXPERIMENTS
             .iter()
@@ -227,16 +229,16 @@ pub fn run(
             continue;
         }
         let server = start_server(config, cert, engine, None)?;
+        let mut crypto_left_out = false;
         let plan = if config.backends.contains(&LabBackend::Kernel) {
             // Async retries return without a syscall: only SSL_get_error tells them (as the
-            // in-process backend always asks it). And no kernel probes on crypto functions
-            // there: they run inside async jobs, on the jobs' own stacks, and a return probe
-            // loses its place when a job pauses mid-function: the server would crash.
-            let groups = match engine {
-                Some(_) => Groups::only(probes::Group::Handshake).with(probes::Group::Io),
-                None => Groups::all(),
-            };
-            let everything = Selection::latency(groups, engine.is_some());
+            // in-process backend always asks it). And, as trace does, no kernel probes on the
+            // crypto functions of a server with an engine loaded (they would crash it).
+            let asked = Selection::latency(Groups::all(), engine.is_some());
+            let mut left_out = Vec::new();
+            let everything =
+                crate::trace::without_crypto_in_async_jobs(&asked, &[server.pid()], &mut left_out)?;
+            crypto_left_out = !left_out.is_empty();
             // As trace does by default: probes on instructions the kernel emulates where the
             // function allows.
             Some(
@@ -255,6 +257,7 @@ pub fn run(
                 lib,
                 e,
                 interrupted,
+                crypto_left_out,
             };
             let measured = run
                 .experiment(&server, plan.as_ref(), &mut summary)
@@ -336,6 +339,8 @@ struct Run<'a> {
     lib: &'static ossl::Library,
     e: &'a Experiment,
     interrupted: &'a AtomicBool,
+    /// The kernel probes leave the server's crypto functions out (an engine is loaded).
+    crypto_left_out: bool,
 }
 
 impl Run<'_> {
@@ -451,7 +456,7 @@ impl Run<'_> {
             }
         }
         *note = crate::trace::syscall_hooks_note(&tracer);
-        if self.e.async_engine.is_some() {
+        if self.crypto_left_out {
             let why = "kernel probes on SSL entry points only here: crypto functions run inside \
                        async jobs, on the jobs' own stacks, where a return probe loses its place \
                        when a job pauses (the server would crash); the in-process probes see them";

@@ -477,7 +477,7 @@ fn attach(request: &Request<'_>) -> Result<Session> {
 /// their own: a kernel return probe on a function a job pauses in loses its place, and the
 /// process crashes when the function returns. Such processes keep their TLS-call probes and
 /// lose the crypto ones (said in a note); naming crypto functions for them is an error.
-fn without_crypto_in_async_jobs(
+pub(crate) fn without_crypto_in_async_jobs(
     selection: &probes::Selection,
     pids: &[u32],
     notes: &mut Vec<String>,

@@ -125,6 +125,19 @@ impl NegotiatedCount {
         }
     }
 
+    /// The outcome in words: "TLSv1.3 TLS_AES_256_GCM_SHA384 x25519 rsa_pss_rsae_sha256 full"
+    /// ("-" for a group or signature the handshake did not have).
+    pub fn words(&self) -> String {
+        format!(
+            "{} {} {} {} {}",
+            self.version,
+            self.cipher,
+            self.group.as_deref().unwrap_or("-"),
+            self.signature.as_deref().unwrap_or("-"),
+            self.handshake
+        )
+    }
+
     /// Adds `n` to `list`: to the entry with the same outcome, or as a new one.
     pub fn tally(list: &mut Vec<NegotiatedCount>, n: NegotiatedCount) {
         let key = |e: &NegotiatedCount| {

@@ -119,9 +119,10 @@ pub fn description() -> String {
     format!("rustls {RUSTLS_VERSION} ({PROVIDER})")
 }
 
-/// The verification and identity a run's client uses.
+/// How a run's client trusts the server and shows itself: verification, a client
+/// certificate, the key log.
 #[derive(Default)]
-pub struct Peer<'a> {
+pub struct Trust<'a> {
     /// `Some(Some(file))`: verify against a CA file; `Some(None)`: against the system's store;
     /// `None`: accept any certificate (the handshake signature is still checked).
     pub verify: Option<Option<&'a Path>>,
@@ -144,11 +145,11 @@ pub struct RustlsClient {
 
 impl RustlsClient {
     /// A client for `settings` (versions, suites, groups, signature schemes; `tickets` off
-    /// makes TLS 1.2 resume by session ID) and `peer`. A setting this engine cannot honour
+    /// makes TLS 1.2 resume by session ID) and `trust`. A setting this engine cannot honour
     /// exactly is an error naming it. `lib`, when given, names the server's key.
     pub fn new(
         settings: &Settings,
-        peer: Peer<'_>,
+        trust: Trust<'_>,
         lib: Option<&'static ossl::Library>,
     ) -> Result<RustlsClient, String> {
         let mut provider = rustls::crypto::ring::default_provider();
@@ -163,7 +164,7 @@ impl RustlsClient {
             None => in_openssl_order(algorithms.supported_schemes()),
         };
         let provider = Arc::new(provider);
-        let webpki = match peer.verify {
+        let webpki = match trust.verify {
             None => None,
             Some(cafile) => Some(webpki_verifier(cafile, &provider)?),
         };
@@ -178,7 +179,7 @@ impl RustlsClient {
             .map_err(|e| format!("the rustls client cannot use these settings: {e}"))?
             .dangerous()
             .with_custom_certificate_verifier(verifier);
-        let mut base = match peer.credentials {
+        let mut base = match trust.credentials {
             None => builder.with_no_client_auth(),
             Some((cert, key)) => {
                 let (chain, key) = client_identity(cert, key)?;
@@ -187,7 +188,7 @@ impl RustlsClient {
                     .map_err(|e| format!("--cert {}: {e}", cert.display()))?
             }
         };
-        if let Some(sink) = peer.keylog {
+        if let Some(sink) = trust.keylog {
             base.key_log = Arc::new(KeyLogSink(sink));
         }
         Ok(RustlsClient {
@@ -1012,7 +1013,7 @@ mod tests {
 
     #[test]
     fn settings_rustls_cannot_honour_are_named() {
-        let err = |s: Settings| RustlsClient::new(&s, Peer::default(), None).err().unwrap();
+        let err = |s: Settings| RustlsClient::new(&s, Trust::default(), None).err().unwrap();
         let e = err(Settings {
             cipher_list: Some("HIGH:!aNULL".into()),
             ..Settings::new()
@@ -1036,7 +1037,7 @@ mod tests {
                 sigalgs: Some("ecdsa_secp256r1_sha256".into()),
                 ..Settings::new()
             },
-            Peer::default(),
+            Trust::default(),
             None,
         );
         assert!(ok.is_ok());

@@ -19,12 +19,6 @@ pub struct Engine {
     id: String,
 }
 
-// SAFETY: the ENGINE API is thread-safe in 1.1.1 and 3.x (engines are reference counted under
-// a global lock); this handle only holds references.
-unsafe impl Send for Engine {}
-// SAFETY: as above; no method takes `&self` to mutate anything.
-unsafe impl Sync for Engine {}
-
 impl Engine {
     /// Loads `name`: an engine id (looked for as `<id>.so` in `$OPENSSL_ENGINES` or the
     /// library's own engines directory) or a path to an engine's shared object. It then

@@ -47,15 +47,7 @@ pub fn render_experiment(text: &mut String, untraced: &RunResult, traced: &[Trac
     let per = unit(untraced);
     for n in untraced.negotiated.iter().take(2) {
         let share = 100.0 * n.count as f64 / untraced.handshakes.total.max(1) as f64;
-        let _ = writeln!(
-            text,
-            "  obtained   {share:.0}%: {} {} {} {} {}",
-            n.version,
-            n.cipher,
-            n.group.as_deref().unwrap_or("-"),
-            n.signature.as_deref().unwrap_or("-"),
-            n.handshake
-        );
+        let _ = writeln!(text, "  obtained   {share:.0}%: {}", n.words());
     }
     let mut rate = format!("{:.0} {per}s/s untraced", untraced.ops_per_s);
     for t in traced {

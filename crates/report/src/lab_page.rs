@@ -223,17 +223,7 @@ fn experiment(e: &LabExperiment) -> String {
     let obtained: Vec<String> = untraced
         .negotiated
         .iter()
-        .map(|n| {
-            format!(
-                "{} x {} {} {} {} {}",
-                n.count,
-                n.version,
-                n.cipher,
-                n.group.as_deref().unwrap_or("-"),
-                n.signature.as_deref().unwrap_or("-"),
-                n.handshake
-            )
-        })
+        .map(|n| format!("{} x {}", n.count, n.words()))
         .collect();
     s += &format!(
         "<p>Handshakes obtained: {}.</p>\n",
