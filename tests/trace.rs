@@ -809,6 +809,58 @@ fn exact_outcomes_tell_a_close_notify_from_a_failure() {
     assert!(attached(&doc).contains(&"SSL_get_error".to_string()));
 }
 
+/// Issue 30, item 4: percentiles were interpolated over the whole of a bucket, so one 654 us
+/// call in [512, 1024) showed p50 768 us and p99 1.02 ms, and 2 us calls in [0, 200) p50 100 us.
+/// The kernel keeps each bucket's sum: a percentile now lies where the bucket's values were.
+/// One connection in buckets 50 ms wide: each of its one-call rows is exact.
+#[test]
+fn percentiles_lie_within_what_each_bucket_recorded() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&[]);
+    let pid = serve.pid().to_string();
+    let trace = Trace::start(&[
+        "-p",
+        &pid,
+        "--functions",
+        "SSL_do_handshake,SSL_read,SSL_write",
+        "--linear",
+        "0,100000,50000",
+    ]);
+    let addr = serve.addr.to_string();
+    let out = support::tlsscope(&["handshake", &addr, "--request", "/"]);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let (ok, stdout, stderr, doc) = trace.stop();
+    assert!(ok, "{stderr}");
+    let rows = doc["functions"].as_array().unwrap();
+    let mut exact = 0;
+    for f in rows {
+        let s = &f["summary"];
+        let (count, mean) = (n(&s["count"]), s["mean_us"].as_f64().unwrap());
+        let (p50, p99) = (s["p50_us"].as_f64().unwrap(), s["p99_us"].as_f64().unwrap());
+        let buckets = f["buckets"].as_array().unwrap();
+        let low = n(&buckets[0]["low_us"]) as f64;
+        assert!(mean < 50_000.0, "{f}");
+        if count == 1 {
+            // One value: it is its own every percentile.
+            assert!(
+                (p50 - mean).abs() < 1e-6 && (p99 - mean).abs() < 1e-6,
+                "{f}\n{stdout}"
+            );
+            exact += 1;
+        } else {
+            // Within the part of the bucket its mean allows, never at the bucket's middle.
+            assert!(
+                low <= p50 && p50 <= p99 && p99 <= 2.0 * mean - low,
+                "{f}\n{stdout}"
+            );
+        }
+    }
+    assert!(
+        calls(&doc, "SSL_do_handshake", "success") == 1 && exact >= 1,
+        "{stdout}"
+    );
+}
+
 #[test]
 fn linear_buckets_per_process_tables_and_intervals() {
     let _one = one_at_a_time();

@@ -205,6 +205,7 @@ pub fn function_stats(snapshot: &Snapshot, buckets: Buckets) -> Vec<FunctionStat
                 low_us,
                 high_us,
                 count: c.count,
+                total_ns: Some(c.total_ns),
             });
             total_ns += c.total_ns;
         }

@@ -479,6 +479,7 @@ mod tests {
                 low_us,
                 high_us,
                 count,
+                total_ns: None,
             })
             .collect();
         let count = buckets.iter().map(|b| b.count).sum();

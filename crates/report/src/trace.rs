@@ -341,11 +341,13 @@ mod tests {
                 low_us: 256,
                 high_us: Some(512),
                 count: 10,
+                total_ns: None,
             },
             Bucket {
                 low_us: 512,
                 high_us: Some(1024),
                 count: 5,
+                total_ns: None,
             },
         ];
         let mut doc = TraceDocument::new(Environment::default());

@@ -288,6 +288,7 @@ mod tests {
                 low_us,
                 high_us: Some(high),
                 count,
+                total_ns: None,
             })
             .collect();
         let count = buckets.iter().map(|b| b.count).sum();

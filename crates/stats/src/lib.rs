@@ -2,6 +2,7 @@
 
 pub mod buckets;
 pub mod compare;
+pub mod histogram;
 
 use std::time::Duration;
 
