@@ -209,6 +209,85 @@ fn saved_bench_runs_compare_by_their_latency_histograms() {
     );
 }
 
+/// Issue 30, item 2: a saved keep-alive run of many requests compared as 20,000 values
+/// resampled from its histogram, one at least of every bucket, so its tail was the rare buckets'
+/// (p99 1.31 ms against bench's 403 us). Every recorded value counts now: the summary compare
+/// shows is the one bench wrote, from the same histogram.
+#[test]
+fn saved_runs_are_summarized_from_every_recorded_value() {
+    let serve = Serve::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("keepalive.json");
+    let out = support::tlsscope(&[
+        "bench",
+        &serve.addr.to_string(),
+        "--mode",
+        "keepalive",
+        "-c",
+        "2",
+        "-d",
+        "3s",
+        "--json",
+        run.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let bench = read_json(&run);
+    let json = dir.path().join("out.json");
+    let out = support::tlsscope(&[
+        "compare",
+        run.to_str().unwrap(),
+        run.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", support::text(&out.stderr));
+    let doc = read_json(&json);
+    support::assert_matches_schema(&doc, "compare.v1");
+    for phase in ["request", "total"] {
+        let recorded = &bench["result"]["latency"][phase];
+        let count = recorded["count"].as_u64().unwrap();
+        assert!(
+            count > 20_000,
+            "{phase}: a run longer than the old cap ({count})"
+        );
+        let metric = doc["variants"][0]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == phase)
+            .unwrap();
+        let s = &metric["summary"];
+        assert_eq!(s["n"].as_u64(), Some(count), "{phase}");
+        for (ours, theirs) in [("p90", "p90_us"), ("p99", "p99_us"), ("median", "p50_us")] {
+            assert_eq!(
+                s[ours].as_f64().unwrap(),
+                recorded[theirs].as_f64().unwrap(),
+                "{phase} {ours}"
+            );
+        }
+        assert_eq!(s["max"].as_f64(), recorded["max_us"].as_f64(), "{phase}");
+        // bench's mean and deviation take each cell at its middle value, compare at its
+        // highest (what the saved cells carry): 3 significant digits apart at most.
+        for (ours, theirs) in [("mean", "mean_us"), ("stdev", "stdev_us")] {
+            let (a, b) = (
+                s[ours].as_f64().unwrap(),
+                recorded[theirs].as_f64().unwrap(),
+            );
+            assert!(
+                (a - b).abs() <= 0.01 * b + 1.0,
+                "{phase} {ours}: {a} vs {b}"
+            );
+        }
+        // The same run twice: no verdict, whatever its size.
+        let c = comparison(&doc, phase, "#2");
+        assert_eq!(
+            c["comparison"]["verdict"], "no_significant_difference",
+            "{c:#}"
+        );
+        assert_eq!(c["comparison"]["method"], "histograms", "{c:#}");
+    }
+}
+
 #[test]
 fn bad_inputs_get_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();

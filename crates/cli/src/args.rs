@@ -893,10 +893,11 @@ pub struct MatrixOptions {
     )]
     pub experiment: Vec<ExperimentChoice>,
     /// Measured operations per variant per round.
-    #[arg(short = 'n', long, default_value_t = 200)]
+    #[arg(short = 'n', long, default_value_t = 100)]
     pub count: usize,
-    /// Rounds; each round runs every variant once, in turn.
-    #[arg(long, default_value_t = 5)]
+    /// Rounds; each round runs every variant once, in an order rotated every round. The rounds
+    /// are the replicates the verdicts are drawn from: at least 3 for a verdict.
+    #[arg(long, default_value_t = 10)]
     pub repeat: usize,
     /// Operations before measuring, per variant per round.
     #[arg(long, default_value_t = 10)]
@@ -908,6 +909,14 @@ pub struct MatrixOptions {
     /// Confidence level of the intervals and the test.
     #[arg(long, default_value_t = 0.95)]
     pub level: f64,
+    /// Changes smaller than this many percent are never called slower or faster, however
+    /// significant (criterion's noise threshold).
+    #[arg(long, default_value_t = 1.0, value_name = "PCT")]
+    pub noise_threshold: f64,
+    /// Test-only: the last variant's client burns PCT percent more CPU per operation (a
+    /// calibrated difference for checking the verdicts).
+    #[arg(long, default_value_t = 0.0, value_name = "PCT", hide = true)]
+    pub calibrate_slower: f64,
     /// CPU for the server(s).
     #[arg(long, default_value_t = 0)]
     pub server_cpu: usize,

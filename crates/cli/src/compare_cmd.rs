@@ -20,6 +20,11 @@ pub fn run(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<ExitCode> {
         "--level {}: a confidence level between 0.5 and 1 (e.g. 0.95)",
         a.m.level
     );
+    anyhow::ensure!(
+        (0.0..100.0).contains(&a.m.noise_threshold),
+        "--noise-threshold {}: a percentage from 0 to under 100 (e.g. 1)",
+        a.m.noise_threshold
+    );
     let doc = if a.matrix {
         anyhow::ensure!(
             a.files.is_empty(),
@@ -32,7 +37,12 @@ pub fn run(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<ExitCode> {
             "give two or more saved runs to compare (JSON from bench, trace or compare), or --matrix"
         );
         let environment = experiments::environment::host(std::env::args().collect());
-        experiments::compare::saved::load(&a.files, a.m.level, environment)?
+        experiments::compare::saved::load(
+            &a.files,
+            a.m.level,
+            a.m.noise_threshold / 100.0,
+            environment,
+        )?
     };
     write_outputs(&doc, a)?;
     Ok(exit_status(&doc))
@@ -116,6 +126,8 @@ fn matrix_config(
         warmup: m.warmup,
         verify: m.verify.on(),
         level: m.level,
+        noise_threshold: m.noise_threshold / 100.0,
+        calibrate_slower_pct: m.calibrate_slower.max(0.0),
         server_cpu: m.server_cpu,
         client_cpu: m.client_cpu,
         environment: experiments::environment::host(std::env::args().collect()),

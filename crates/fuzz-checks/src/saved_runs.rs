@@ -29,7 +29,7 @@ pub fn check(data: &[u8]) {
         (PathBuf::from("a.json"), first),
         (PathBuf::from("b.json"), second),
     ];
-    match load_texts(&texts, LEVEL, report::Environment::default()) {
+    match load_texts(&texts, LEVEL, 0.01, report::Environment::default()) {
         Ok(doc) => check_document(&doc),
         Err(e) => {
             let message = e.to_string();

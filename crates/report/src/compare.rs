@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
-use stats::compare::{Comparison, Descriptive, Interval, Verdict};
+use stats::compare::{Comparison, Descriptive, Interval, Method, Verdict};
 
 use crate::Environment;
 
@@ -20,6 +20,13 @@ pub const COMPARE_SCHEMA_VERSION: u32 = 1;
 /// at full count each input that expands a histogram costs seconds.
 pub const RESAMPLES: usize = if cfg!(fuzzing) { 20 } else { 2000 };
 
+/// Changes smaller than this fraction are never called (criterion's default noise threshold).
+pub const DEFAULT_NOISE_THRESHOLD: f64 = 0.01;
+
+fn default_noise_threshold() -> f64 {
+    DEFAULT_NOISE_THRESHOLD
+}
+
 /// The document `tlsscope compare` writes (`--json`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct CompareDocument {
@@ -30,6 +37,9 @@ pub struct CompareDocument {
     pub experiment: Experiment,
     /// Confidence level of every interval and test, e.g. 0.95.
     pub level: f64,
+    /// Changes smaller than this fraction are never called, however significant.
+    #[serde(default = "default_noise_threshold")]
+    pub noise_threshold: f64,
     /// The first variant that has results is the baseline.
     pub variants: Vec<Variant>,
     /// Every other variant against the baseline, per metric both have.
@@ -77,10 +87,19 @@ pub struct Metric {
     /// What the samples count: "us" or "1/s".
     pub unit: String,
     pub lower_is_better: bool,
-    /// Samples, in the order measured (rounds one after another).
+    /// Samples, in the order measured (rounds one after another); empty where the metric is a
+    /// histogram.
     pub samples: Vec<f64>,
-    /// The samples were rebuilt from a histogram (saved bench/trace runs): values are bucket
-    /// values, not exact.
+    /// One value per round (the round's median, or its one value), in round order: the
+    /// replicates the verdict is drawn from. Empty for saved runs of one round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<f64>,
+    /// The metric read from a saved run's histogram: [value, count] per cell, every recorded
+    /// value kept (no subsampling). Empty where the metric has samples.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<[f64; 2]>,
+    /// The metric comes from a histogram (saved bench/trace runs): values are the histogram's
+    /// cell values, not exact.
     #[serde(default)]
     pub from_histogram: bool,
     pub summary: Descriptive,
@@ -104,8 +123,114 @@ impl Metric {
             summary: stats::compare::describe(&samples),
             median: stats::compare::median_interval(&samples, level, RESAMPLES),
             samples,
+            rounds: Vec::new(),
+            histogram: Vec::new(),
             from_histogram: false,
         }
+    }
+
+    /// The same metric with one value per round, the replicates a verdict is drawn from.
+    pub fn with_rounds(mut self, rounds: Vec<f64>) -> Metric {
+        self.rounds = rounds;
+        self
+    }
+
+    /// A metric from a histogram's [value, count] cells, described exactly (every recorded
+    /// value counts; nothing is sampled).
+    pub fn from_histogram(
+        name: &str,
+        unit: &str,
+        lower_is_better: bool,
+        histogram: Vec<[f64; 2]>,
+        level: f64,
+    ) -> Metric {
+        let cells = histogram_cells(&histogram);
+        let (sorted, n) = stats::histogram::sorted(&cells);
+        Metric {
+            name: name.to_string(),
+            unit: unit.to_string(),
+            lower_is_better,
+            summary: stats::compare::describe_histogram(&cells),
+            median: stats::compare::histogram_median_interval(&sorted, n, level),
+            samples: Vec::new(),
+            rounds: Vec::new(),
+            histogram,
+            from_histogram: true,
+        }
+    }
+
+    /// The metric again at another confidence level (summaries recomputed from what it holds).
+    pub fn at_level(self, level: f64) -> Metric {
+        let again = if self.histogram.is_empty() {
+            Metric::new(
+                &self.name,
+                &self.unit,
+                self.lower_is_better,
+                self.samples,
+                level,
+            )
+        } else {
+            Metric::from_histogram(
+                &self.name,
+                &self.unit,
+                self.lower_is_better,
+                self.histogram,
+                level,
+            )
+        };
+        Metric {
+            from_histogram: self.from_histogram,
+            ..again.with_rounds(self.rounds)
+        }
+    }
+
+    /// Every value the metric holds (samples, histogram values, rounds), for checks on them.
+    pub fn values(&self) -> impl Iterator<Item = f64> + '_ {
+        self.samples
+            .iter()
+            .copied()
+            .chain(self.histogram.iter().map(|c| c[0]))
+            .chain(self.rounds.iter().copied())
+    }
+}
+
+/// [value, count] pairs as exact histogram cells (counts are whole numbers in the file; a
+/// negative or fractional one counts as its floor, at least 0).
+pub fn histogram_cells(pairs: &[[f64; 2]]) -> Vec<stats::histogram::Cell> {
+    pairs
+        .iter()
+        .map(|p| stats::histogram::Cell::exact(p[0], p[1].max(0.0) as u64))
+        .collect()
+}
+
+/// Compares `other` against `base` on one metric with the strongest method both allow: paired
+/// rounds where both have the same rounds, histograms where both are histograms, else samples.
+pub fn compare_metrics(
+    base: &Metric,
+    other: &Metric,
+    level: f64,
+    noise_threshold: f64,
+) -> Comparison {
+    let lower = base.lower_is_better;
+    if base.rounds.len() >= 2 && base.rounds.len() == other.rounds.len() {
+        stats::compare::compare_rounds(&base.rounds, &other.rounds, level, noise_threshold, lower)
+    } else if !base.histogram.is_empty() && !other.histogram.is_empty() {
+        stats::compare::compare_histograms(
+            &histogram_cells(&base.histogram),
+            &histogram_cells(&other.histogram),
+            level,
+            noise_threshold,
+            lower,
+        )
+    } else {
+        stats::compare::compare(
+            &base.samples,
+            &other.samples,
+            level,
+            RESAMPLES,
+            noise_threshold,
+            lower,
+        )
     }
 }
 
@@ -125,9 +250,30 @@ pub struct MetricComparison {
 
 /// The verdict in words, for the metric's direction; without one, how many values there were.
 pub fn verdict_text(c: &Comparison, lower_is_better: bool) -> String {
-    match c.verdict {
-        Verdict::Untestable => format!("too few samples (n={} vs {})", c.n.0, c.n.1),
-        v => verdict_words(v, lower_is_better).to_string(),
+    match (c.verdict, c.method) {
+        (Verdict::Untestable, Method::PairedRounds) => format!(
+            "too few rounds ({}; a verdict needs {})",
+            c.n.0,
+            stats::compare::MIN_ROUNDS
+        ),
+        (Verdict::Untestable, _) => format!("too few samples (n={} vs {})", c.n.0, c.n.1),
+        (Verdict::NoSignificantDifference, _) if c.p_value < 0.05 && c.noise_floor.is_finite() => {
+            "no significant difference (within noise threshold)".to_string()
+        }
+        (v, _) => verdict_words(v, lower_is_better).to_string(),
+    }
+}
+
+/// What the verdicts were drawn from, in words.
+pub fn method_words(m: Method) -> &'static str {
+    match m {
+        Method::PairedRounds => {
+            "rounds as replicates, paired (Student's t over each round's ratio)"
+        }
+        Method::Samples => "every operation a sample (rank test, bootstrap interval)",
+        Method::Histograms => {
+            "every recorded value of the histograms (rank test, order-statistic interval)"
+        }
     }
 }
 
@@ -230,6 +376,7 @@ pub fn metric_tables(doc: &CompareDocument) -> Vec<(String, Table)> {
                 "sum".into(),
                 format!("vs baseline [{pct}% CI]"),
                 "p".into(),
+                "noise floor".into(),
                 "verdict".into(),
             ]
             .to_vec();
@@ -243,7 +390,7 @@ pub fn metric_tables(doc: &CompareDocument) -> Vec<(String, Table)> {
                     .comparisons
                     .iter()
                     .find(|c| c.metric == name && c.variant == v.label);
-                let (ratio, p, verdict) = match cmp {
+                let (ratio, p, floor, verdict) = match cmp {
                     Some(c) => (
                         format!(
                             "{:.3} [{:.3}, {:.3}]",
@@ -251,13 +398,22 @@ pub fn metric_tables(doc: &CompareDocument) -> Vec<(String, Table)> {
                             c.comparison.ratio.low,
                             c.comparison.ratio.high
                         ),
-                        format!("{:.2e}", c.comparison.mann_whitney.p_two_sided),
+                        format!("{:.2e}", c.comparison.p_value),
+                        noise_floor_text(c.comparison.noise_floor),
                         verdict_text(&c.comparison, m.lower_is_better),
                     ),
-                    None if Some(&v.label) == baseline => {
-                        ("baseline".into(), String::new(), String::new())
-                    }
-                    None => ("-".into(), String::new(), "no ratio (a zero median)".into()),
+                    None if Some(&v.label) == baseline => (
+                        "baseline".into(),
+                        String::new(),
+                        String::new(),
+                        String::new(),
+                    ),
+                    None => (
+                        "-".into(),
+                        String::new(),
+                        String::new(),
+                        "no ratio (a zero median)".into(),
+                    ),
                 };
                 rows.push(vec![
                     v.label.clone(),
@@ -277,12 +433,22 @@ pub fn metric_tables(doc: &CompareDocument) -> Vec<(String, Table)> {
                     value(s.sum, unit),
                     ratio,
                     p,
+                    floor,
                     verdict,
                 ]);
             }
             (name.to_string(), Table { header, rows })
         })
         .collect()
+}
+
+/// "±1.2%": a comparison's noise floor.
+fn noise_floor_text(floor: f64) -> String {
+    if floor.is_finite() {
+        format!("±{:.1}%", floor * 100.0)
+    } else {
+        "-".into()
+    }
 }
 
 /// The handshakes each variant obtained.
@@ -363,6 +529,20 @@ pub fn describe_experiment(doc: &CompareDocument) -> String {
     }
     if !e.files.is_empty() {
         let _ = write!(s, ": {}", e.files.join(", "));
+    }
+    let mut methods: Vec<Method> = doc
+        .comparisons
+        .iter()
+        .map(|c| c.comparison.method)
+        .collect();
+    methods.dedup();
+    if let [method] = methods.as_slice() {
+        let _ = write!(
+            s,
+            "\nverdicts: {}; changes under {}% are never called (noise threshold); the noise floor is the half-width of each ratio's interval",
+            method_words(*method),
+            doc.noise_threshold * 100.0
+        );
     }
     s
 }
@@ -464,7 +644,7 @@ mod tests {
             error: Some("did not build".into()),
             ..Variant::default()
         };
-        let comparison = stats::compare::compare(&base, &slow, 0.95, RESAMPLES, true);
+        let comparison = stats::compare::compare(&base, &slow, 0.95, RESAMPLES, 0.01, true);
         assert_eq!(comparison.verdict, Verdict::Worse);
         let cmp = vec![MetricComparison {
             metric: "pretransfer".into(),
@@ -481,6 +661,7 @@ mod tests {
             environment: Environment::default(),
             experiment: Experiment::default(),
             level: 0.95,
+            noise_threshold: DEFAULT_NOISE_THRESHOLD,
             variants,
             comparisons: cmp,
             warnings: vec![],

@@ -1,6 +1,8 @@
 //! `compare --matrix`: the variants (the product of every list given), the servers and builds
-//! they need, and the rounds, interleaved (A B C A B C ...) so drift in the machine does not
-//! favour one variant.
+//! they need, and the rounds. Every variant runs once per round, in an order rotated from round
+//! to round (A B C, B C A, C A B, ...), so neither drift in the machine nor the place in a round
+//! favours one variant; each round gives each metric one value (its median there), and the
+//! rounds are the replicates the verdicts are drawn from.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -61,6 +63,11 @@ pub struct MatrixConfig {
     /// Verify the server's certificate (against the system's bundle plus the server's own).
     pub verify: bool,
     pub level: f64,
+    /// Changes smaller than this fraction are never called.
+    pub noise_threshold: f64,
+    /// Test-only: the last variant's client burns this much more CPU per operation, in percent
+    /// of the operation's own time (a calibrated difference for the verdicts' benchmark).
+    pub calibrate_slower_pct: f64,
     pub server_cpu: usize,
     pub client_cpu: usize,
     /// Where the run is made, for the document.
@@ -105,6 +112,8 @@ struct Plan {
 struct Gathered {
     library: Option<String>,
     samples: BTreeMap<String, Vec<f64>>,
+    /// Per metric, one value per completed round: the replicates.
+    rounds: BTreeMap<String, Vec<f64>>,
     negotiated: Vec<Negotiated>,
     error: Option<String>,
     /// Rounds that completed: those before a failure are still reported.
@@ -144,8 +153,25 @@ fn library_choice(v: &str) -> Option<String> {
     (v != "system").then(|| v.to_string())
 }
 
-/// Every combination of the lists, labelled by the settings that vary.
+/// Every combination of the lists, labelled by the settings that vary; a label given twice (the
+/// same library twice, for an A/A run) is numbered ("openssl=system #2").
 fn plans(c: &MatrixConfig) -> Vec<Plan> {
+    let mut plans = combinations(c);
+    let mut seen: Vec<String> = Vec::new();
+    for p in &mut plans {
+        let mut label = p.label.clone();
+        let mut n = 1;
+        while seen.contains(&label) {
+            n += 1;
+            label = format!("{} #{n}", p.label);
+        }
+        seen.push(label.clone());
+        p.label = label;
+    }
+    plans
+}
+
+fn combinations(c: &MatrixConfig) -> Vec<Plan> {
     let names = |v: &[bool], yes: &str, no: &str| -> Vec<String> {
         v.iter()
             .map(|b| if *b { yes } else { no }.to_string())
@@ -316,8 +342,11 @@ pub fn run(
             servers.push((key, s));
         }
     }
+    let last = plans.len().saturating_sub(1);
     for round in 0..c.repeat {
-        for (i, p) in plans.iter().enumerate() {
+        // The order rotates every round, so each variant takes each place in turn.
+        for i in (0..plans.len()).map(|k| (k + round) % plans.len()) {
+            let p = &plans[i];
             if gathered[i].error.is_some() {
                 continue;
             }
@@ -353,6 +382,11 @@ pub fn run(
                 cert_type: p.cert,
                 cpu: Some(c.client_cpu),
                 profile_control: None,
+                calibrate_slower_pct: if i == last && plans.len() > 1 {
+                    c.calibrate_slower_pct
+                } else {
+                    0.0
+                },
             };
             events(Event::Round {
                 round: round + 1,
@@ -377,13 +411,14 @@ pub fn run(
                         g.profile.restored_frames += p.restored_frames;
                         g.profiled_ops += (c.count * c.experiments.len()) as u64;
                     }
+                    let mut r = r;
                     if let (Some(b), Some(e)) = (server_cpu_before, server_cpu_after) {
                         if r.connections > 0 {
                             let cpu = e - b;
-                            g.samples
-                                .entry("server_cpu_per_connection".into())
-                                .or_default()
-                                .push(cpu * 1e6 / r.connections as f64);
+                            r.samples.insert(
+                                "server_cpu_per_connection".into(),
+                                vec![cpu * 1e6 / r.connections as f64],
+                            );
                         }
                     }
                     merge(g, r);
@@ -590,9 +625,14 @@ fn one_line(r: &WorkerResult) -> String {
     parts.join(", ")
 }
 
+/// Adds a round's result: its samples, and per metric the round's one value (its median).
 fn merge(g: &mut Gathered, r: WorkerResult) {
     g.library = Some(r.library);
     for (name, values) in r.samples {
+        if !values.is_empty() {
+            let round = stats::compare::describe(&values).median;
+            g.rounds.entry(name.clone()).or_default().push(round);
+        }
         g.samples.entry(name).or_default().extend(values);
     }
     for n in r.negotiated {
@@ -631,7 +671,8 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
                     .iter()
                     .filter_map(|name| {
                         let samples = g.samples.remove(*name)?;
-                        Some(Metric::new(name, "us", true, samples, level))
+                        let rounds = g.rounds.remove(*name).unwrap_or_default();
+                        Some(Metric::new(name, "us", true, samples, level).with_rounds(rounds))
                     })
                     .collect()
             };
@@ -659,7 +700,13 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
             "the in-process engine runs client and server in one process, so both use the variant's library whatever --side says".into(),
         );
     }
-    let comparisons = super::analyze(&variants, level);
+    if c.calibrate_slower_pct > 0.0 && variants.len() > 1 {
+        warnings.push(format!(
+            "calibration run: the last variant's client burned {}% more CPU per operation on purpose",
+            c.calibrate_slower_pct
+        ));
+    }
+    let comparisons = super::analyze(&variants, level, c.noise_threshold);
     CompareDocument {
         schema_version: report::compare::COMPARE_SCHEMA_VERSION,
         kind: "compare".into(),
@@ -675,6 +722,7 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
             files: Vec::new(),
         },
         level,
+        noise_threshold: c.noise_threshold,
         variants,
         comparisons,
         warnings,

@@ -9,8 +9,9 @@ pub mod worker;
 use report::compare::{MetricComparison, Variant};
 use serde::{Deserialize, Serialize};
 
-/// Compares every variant with results against the first one, metric by metric.
-pub fn analyze(variants: &[Variant], level: f64) -> Vec<MetricComparison> {
+/// Compares every variant with results against the first one, metric by metric, by the
+/// strongest method the two metrics allow (see [`report::compare::compare_metrics`]).
+pub fn analyze(variants: &[Variant], level: f64, noise_threshold: f64) -> Vec<MetricComparison> {
     let measured: Vec<&Variant> = variants.iter().filter(|v| v.error.is_none()).collect();
     let Some((base, others)) = measured.split_first() else {
         return Vec::new();
@@ -21,13 +22,7 @@ pub fn analyze(variants: &[Variant], level: f64) -> Vec<MetricComparison> {
             let Some(m) = other.metrics.iter().find(|m| m.name == metric.name) else {
                 continue;
             };
-            let comparison = stats::compare::compare(
-                &metric.samples,
-                &m.samples,
-                level,
-                report::compare::RESAMPLES,
-                metric.lower_is_better,
-            );
+            let comparison = report::compare::compare_metrics(metric, m, level, noise_threshold);
             // No ratio of a zero median (e.g. CPU below the clock tick): nothing to say.
             let r = &comparison.ratio;
             if ![r.estimate, r.low, r.high].iter().all(|v| v.is_finite()) {
@@ -148,7 +143,7 @@ mod tests {
             measured("a", 1.0, false),
             measured("b", 1.5, false),
         ];
-        let cmp = analyze(&variants, 0.95);
+        let cmp = analyze(&variants, 0.95, 0.01);
         assert_eq!(cmp.len(), 1);
         assert_eq!(
             (cmp[0].baseline.as_str(), cmp[0].variant.as_str()),

@@ -11,10 +11,6 @@ use report::compare::{
 };
 use serde_json::Value;
 
-/// Values taken from a histogram, at most (the bootstrap's cost grows with this). Fuzzing builds
-/// take fewer, for the reason given at [`report::compare::RESAMPLES`].
-const HISTOGRAM_CAP: usize = if cfg!(fuzzing) { 500 } else { 20_000 };
-
 /// The largest magnitude of a value compared (a latency in microseconds, a rate per second,
 /// a sample of a compare run): 10^15 microseconds is 31 years. Values read from a file past it
 /// are refused: sums and squares of many such values leave the range of f64, and the
@@ -118,10 +114,11 @@ fn experiment_key(run: &Run) -> String {
 pub fn load(
     files: &[PathBuf],
     level: f64,
+    noise_threshold: f64,
     environment: report::Environment,
 ) -> Result<CompareDocument> {
     let runs = files.iter().map(|f| read(f)).collect::<Result<Vec<_>>>()?;
-    compare(runs, level, environment)
+    compare(runs, level, noise_threshold, environment)
 }
 
 /// As [`load`], for runs whose text is already in memory, each with the file name it goes by
@@ -129,19 +126,21 @@ pub fn load(
 pub fn load_texts(
     texts: &[(PathBuf, &str)],
     level: f64,
+    noise_threshold: f64,
     environment: report::Environment,
 ) -> Result<CompareDocument> {
     let runs = texts
         .iter()
         .map(|(path, text)| parse_run(path, text))
         .collect::<Result<Vec<_>>>()?;
-    compare(runs, level, environment)
+    compare(runs, level, noise_threshold, environment)
 }
 
 /// Compares runs of one experiment as variants, the first as the baseline.
 fn compare(
     runs: Vec<Run>,
     level: f64,
+    noise_threshold: f64,
     environment: report::Environment,
 ) -> Result<CompareDocument> {
     let Some(baseline) = runs.first() else {
@@ -170,6 +169,11 @@ fn compare(
         variants.extend(made);
     }
     unique_labels(&mut variants);
+    if runs.len() == 2 && runs.iter().all(|r| r.kind == "bench") {
+        warnings.push(
+            "one run on each side: the intervals hold the spread of operations within each run, not from run to run; for a verdict that holds across runs, compare --matrix takes rounds as the replicates".into(),
+        );
+    }
     Ok(CompareDocument {
         schema_version: COMPARE_SCHEMA_VERSION,
         kind: "compare".into(),
@@ -180,7 +184,8 @@ fn compare(
             ..Experiment::default()
         },
         level,
-        comparisons: super::analyze(&variants, level),
+        noise_threshold,
+        comparisons: super::analyze(&variants, level, noise_threshold),
         variants,
         warnings,
     })
@@ -189,7 +194,7 @@ fn compare(
 /// Refuses a run with a sample beyond [`MAX_MAGNITUDE`], naming the metric and the file.
 fn check_magnitudes(path: &Path, variants: &[Variant]) -> Result<()> {
     for metric in variants.iter().flat_map(|v| &v.metrics) {
-        if let Some(value) = metric.samples.iter().find(|v| v.abs() > MAX_MAGNITUDE) {
+        if let Some(value) = metric.values().find(|v| v.abs() > MAX_MAGNITUDE) {
             fail!(
                 "{}: {} has the value {value:e}, beyond anything tlsscope measures (at most {MAX_MAGNITUDE:e}): is the file corrupt?",
                 path.display(),
@@ -200,12 +205,9 @@ fn check_magnitudes(path: &Path, variants: &[Variant]) -> Result<()> {
     Ok(())
 }
 
-fn from_histogram(name: &str, pairs: &[(f64, u64)], level: f64) -> Metric {
-    let samples = stats::compare::expand_histogram(pairs, HISTOGRAM_CAP);
-    Metric {
-        from_histogram: true,
-        ..Metric::new(name, "us", true, samples, level)
-    }
+/// A latency metric from a saved run's histogram: every recorded value, none sampled away.
+fn from_histogram(name: &str, pairs: Vec<[f64; 2]>, level: f64) -> Metric {
+    Metric::from_histogram(name, "us", true, pairs, level)
 }
 
 fn bench_variant(r: &Run, level: f64, warnings: &mut Vec<String>) -> Variant {
@@ -215,12 +217,12 @@ fn bench_variant(r: &Run, level: f64, warnings: &mut Vec<String>) -> Variant {
         let Some(hist) = result["latency"][phase]["histogram"].as_array() else {
             continue;
         };
-        let pairs: Vec<(f64, u64)> = hist
+        let pairs: Vec<[f64; 2]> = hist
             .iter()
-            .filter_map(|p| Some((p[0].as_f64()?, p[1].as_u64()?)))
+            .filter_map(|p| Some([p[0].as_f64()?, p[1].as_u64()? as f64]))
             .collect();
         if !pairs.is_empty() {
-            metrics.push(from_histogram(phase, &pairs, level));
+            metrics.push(from_histogram(phase, pairs, level));
         }
     }
     if metrics.is_empty() {
@@ -268,19 +270,26 @@ fn trace_variant(r: &Run, level: f64) -> Variant {
             f["function"].as_str().unwrap_or("?"),
             f["outcome"].as_str().unwrap_or("?")
         );
-        let pairs: Vec<(f64, u64)> = f["buckets"]
+        let pairs: Vec<[f64; 2]> = f["buckets"]
             .as_array()
             .into_iter()
             .flatten()
             .filter_map(|b| {
-                let low = b["low_us"].as_f64()?;
-                // The bucket's middle; the open last bucket counts at its low end.
-                let value = b["high_us"].as_f64().map_or(low, |high| (low + high) / 2.0);
-                Some((value, b["count"].as_u64()?))
+                let count = b["count"].as_u64()?;
+                let bucket = stats::buckets::Bucket {
+                    low_us: b["low_us"].as_u64()?,
+                    high_us: b["high_us"].as_u64(),
+                    count,
+                    total_ns: b["total_ns"].as_u64(),
+                };
+                // The bucket's values where its sum places them: its mean (or its middle, in
+                // runs saved without sums; the open top bucket at its low edge).
+                let value = stats::histogram::quantile(&[bucket.cell()], count, 0.5);
+                Some([value, count as f64])
             })
             .collect();
-        if pairs.iter().any(|p| p.1 > 0) && !metrics.iter().any(|m: &Metric| m.name == name) {
-            metrics.push(from_histogram(&name, &pairs, level));
+        if pairs.iter().any(|p| p[1] > 0.0) && !metrics.iter().any(|m: &Metric| m.name == name) {
+            metrics.push(from_histogram(&name, pairs, level));
         }
     }
     Variant {
@@ -302,19 +311,7 @@ fn compare_variants(r: &Run, prefix: bool, level: f64) -> Result<Vec<Variant>> {
                 v.label = format!("{}: {}", stem(&r.path), v.label);
             }
             // Intervals at this run's level.
-            for m in &mut v.metrics {
-                let from_histogram = m.from_histogram;
-                *m = Metric {
-                    from_histogram,
-                    ..Metric::new(
-                        &m.name,
-                        &m.unit,
-                        m.lower_is_better,
-                        std::mem::take(&mut m.samples),
-                        level,
-                    )
-                };
-            }
+            v.metrics = v.metrics.into_iter().map(|m| m.at_level(level)).collect();
             v
         })
         .collect())
@@ -329,7 +326,7 @@ mod tests {
             (PathBuf::from("a.json"), text),
             (PathBuf::from("b.json"), text),
         ];
-        load_texts(&texts, 0.95, report::Environment::default())
+        load_texts(&texts, 0.95, 0.01, report::Environment::default())
     }
 
     /// Issue 14 (fuzzing): latencies near f64's limit made every statistic infinite or NaN,
@@ -353,7 +350,7 @@ mod tests {
         // off, and compare recomputes summaries from samples anyway.
         let samples = |d: &CompareDocument| -> Vec<Vec<f64>> {
             let metrics = d.variants.iter().flat_map(|v| &v.metrics);
-            metrics.map(|m| m.samples.clone()).collect()
+            metrics.map(|m| m.values().collect()).collect()
         };
         assert_eq!(samples(&again), samples(&doc));
     }

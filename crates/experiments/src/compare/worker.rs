@@ -50,6 +50,10 @@ pub struct WorkerSpec {
     /// measured operations are one sampling window (warm-up and setup are left out).
     #[serde(default)]
     pub profile_control: Option<PathBuf>,
+    /// Test-only: burn this much more CPU per measured operation, in percent of the
+    /// operation's own time, inside what is timed (`compare --calibrate-slower`).
+    #[serde(default)]
+    pub calibrate_slower_pct: f64,
 }
 
 /// What a worker measured.
@@ -142,6 +146,23 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// Burns CPU for `pct` percent of `of` (nothing at 0) and says how long it took: the
+/// calibrated extra work of `compare --calibrate-slower`.
+fn burn(pct: f64, of: Duration) -> Duration {
+    let start = Instant::now();
+    if pct <= 0.0 {
+        return Duration::ZERO;
+    }
+    let until = of.mul_f64(pct / 100.0);
+    let mut x = 0u64;
+    while start.elapsed() < until {
+        for _ in 0..64 {
+            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+        }
+    }
+    start.elapsed()
+}
+
 /// Sequential connections, each new: context (per-connection mode), TCP connect, handshake
 /// ("pretransfer"), then GET / and the whole response ("request_total"). CPU of this process
 /// per connection goes in once per run.
@@ -188,6 +209,8 @@ fn pretransfer(
         let offer = if spec.resume { session.as_ref() } else { None };
         let o =
             connect_once(ctx, &probe, offer).with_context(|| format!("connection {}", i + 1))?;
+        let pre_time = context_time + o.connect + o.handshake;
+        let extra = burn(spec.calibrate_slower_pct, pre_time);
         let done = start.elapsed();
         out.connections += 1;
         if spec.resume {
@@ -196,7 +219,7 @@ fn pretransfer(
         if i < spec.warmup {
             continue;
         }
-        pre.push(us(context_time + o.connect + o.handshake));
+        pre.push(us(pre_time + extra));
         total.push(us(done));
         record(&mut negotiated, &o.negotiated);
     }
@@ -264,11 +287,12 @@ fn engine(lib: &'static ossl::Library, spec: &WorkerSpec, out: &mut WorkerResult
         if spec.resume {
             session = h.session;
         }
+        let extra = burn(spec.calibrate_slower_pct, h.timing.total);
         if i < spec.warmup {
             continue;
         }
-        total.push(us(h.timing.total));
-        client_us.push(us(h.timing.client));
+        total.push(us(h.timing.total + extra));
+        client_us.push(us(h.timing.client + extra));
         server_us.push(us(h.timing.server));
         record(&mut negotiated, &h.negotiated);
     }
