@@ -83,8 +83,112 @@ fn full_handshakes_on_the_builtin_server() {
     assert_eq!(stats["handshakes"]["failed"], 0, "{stats}");
 }
 
+/// Issue 30, item 11: a target that dies mid-run was averaged over its dead seconds without a
+/// word. The result dates the loss and gives the rate while it answered, and the operations
+/// before it are the ones the server counted.
+#[test]
+fn a_target_that_dies_mid_run_is_dated_and_its_live_rate_given() {
+    let server = Serve::start(&[]);
+    let addr = server.addr.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let bench = std::process::Command::new(support::bin())
+        .args(["bench", &addr, "-d", "4s", "-c", "1", "--json"])
+        .arg(&json)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1800));
+    let stats = server.stop();
+    let out = bench.wait_with_output().unwrap();
+    let stdout = text(&out.stdout);
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_valid(&doc);
+    let r = &doc["result"];
+    let lost = r["target_lost_at_s"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{r}"));
+    assert!((1.0..=3.0).contains(&lost), "{lost}");
+    assert!(n(&r["errors_total"]) > 0);
+    let ops = n(&r["ops"]);
+    // The server also counted bench's check connection; one handshake may have been cut off.
+    let served = n(&stats["handshakes"]["full"]) - 1;
+    assert!(served.abs_diff(ops) <= 1, "bench {ops}, server {served}");
+    let live = r["ops_per_s_while_up"].as_f64().unwrap();
+    assert!(
+        (live * lost - ops as f64).abs() < 0.5,
+        "{live} x {lost} vs {ops}"
+    );
+    assert!(live > r["ops_per_s"].as_f64().unwrap());
+    assert!(
+        stdout.contains(&format!("the target stopped answering {lost} s into")),
+        "{stdout}"
+    );
+}
+
+/// "N connections in Xs; Y connections/user sec" -> (N, X, Y).
+fn s_time_figures(line: &str) -> (f64, f64, f64) {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = |word: &str| words.iter().position(|w| *w == word).expect(line);
+    let number = |w: &str| -> f64 {
+        w.trim_end_matches([';', 's', ','])
+            .parse()
+            .unwrap_or_else(|_| panic!("{w} in {line}"))
+    };
+    let connections = number(words[at("connections") - 1]);
+    let seconds = number(words[at("in") + 1]);
+    let rate = number(words[at("connections/user") - 1]);
+    (connections, seconds, rate)
+}
+
+/// Issue 30, item 8: s_time divides its connections by the client's user CPU seconds and
+/// prints those seconds in its line; tlsscope printed wall seconds there, so its figures did not
+/// divide. Both lines must divide the same way.
+#[test]
+fn the_s_time_line_divides_by_user_seconds_as_s_time_does() {
+    let server = Serve::start(&[]);
+    let addr = server.addr.to_string();
+    let out = std::process::Command::new("openssl")
+        .args(["s_time", "-connect", &addr, "-new", "-time", "2"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("openssl s_time runs");
+    let peer = text(&out.stdout);
+    let line = peer
+        .lines()
+        .find(|l| l.contains("connections/user sec"))
+        .unwrap_or_else(|| panic!("s_time printed no rate: {peer}"));
+    let (n, seconds, rate) = s_time_figures(line);
+    assert!(
+        (n / seconds - rate).abs() <= rate * 0.01 + 0.5,
+        "s_time's own line: {line}"
+    );
+    let (ok, stdout, stderr, doc) = bench(&[&addr, "-d", "2s", "-c", "1"]);
+    assert!(ok, "{stderr}");
+    let line = stdout
+        .lines()
+        .find(|l| l.contains("s_time line"))
+        .unwrap_or_else(|| panic!("no s_time line: {stdout}"));
+    let (n, seconds, rate) = s_time_figures(line);
+    let user_s = doc["result"]["cpu"]["client_user_s"].as_f64().unwrap();
+    assert!((seconds - user_s).abs() < 0.006, "{line} vs user {user_s}");
+    // The seconds are printed to 1/100: allow that rounding in the division.
+    assert!(
+        (n / seconds - rate).abs() <= rate * (0.005 / seconds + 0.01),
+        "{line}"
+    );
+    assert!(
+        stdout.contains(&format!("{n} connections in ")) && stdout.contains("real seconds"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn resumption_by_ticket_and_session_id_agrees_with_the_server() {
+    // The group each engine names for its resumed handshakes, per TLS version.
+    let mut resumed_groups: Vec<(String, String, Vec<Value>)> = Vec::new();
     // Each engine keeps and offers sessions its own way; both must say what the server did.
     for engine in ["rustls", "openssl"] {
         let server = Serve::start(&[]);
@@ -105,6 +209,14 @@ fn resumption_by_ticket_and_session_id_agrees_with_the_server() {
             assert_eq!(n(&r["handshakes"]["resumed_ticket"]), 96, "{engine} {tls}");
             assert_eq!(r["resumption"]["ok"], true);
             assert_eq!(n(&r["resumption"]["offered"]), 96);
+            let groups: Vec<Value> = r["negotiated"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|n| n["handshake"].as_str().unwrap().starts_with("resumed"))
+                .map(|n| n["group"].clone())
+                .collect();
+            resumed_groups.push((engine.into(), tls.into(), groups));
         }
         let (ok, _, stderr, doc) = bench(&[
             &addr, "--mode", "resume", "--tls", "1.2", "--resume", "id", "-n", "50", "-c", "2",
@@ -122,6 +234,28 @@ fn resumption_by_ticket_and_session_id_agrees_with_the_server() {
         assert_eq!(n(&h["resumed_session_id"]), 48, "{engine}: {stats}");
         assert_eq!(n(&h["full"]), 4 + 4 + 2 + 3, "{engine}: {stats}");
     }
+    // Issue 30, item 9: the engines agree on the group of a resumed handshake. TLS 1.3
+    // resumption (psk_dhe_ke) exchanges a key; a TLS 1.2 one exchanges none, so it has no group
+    // (OpenSSL 3.x named the group of the session's first handshake).
+    for tls in ["1.3", "1.2"] {
+        let of = |engine: &str| -> &Vec<Value> {
+            &resumed_groups
+                .iter()
+                .find(|(e, t, _)| e == engine && t == tls)
+                .unwrap()
+                .2
+        };
+        assert_eq!(of("rustls"), of("openssl"), "TLS {tls}: {resumed_groups:?}");
+        let expected = if tls == "1.3" {
+            Value::from("x25519")
+        } else {
+            Value::Null
+        };
+        assert!(
+            of("openssl").iter().all(|g| *g == expected),
+            "TLS {tls}: {resumed_groups:?}"
+        );
+    }
 }
 
 /// What one handshake obtained, as bench reports it: everything but the count.
@@ -134,7 +268,7 @@ fn obtained(doc: &Value) -> Vec<String> {
         "group",
         "signature",
         "server_key",
-        "kind",
+        "handshake",
     ]
     .iter()
     .map(|k| neg[0][*k].to_string())

@@ -312,6 +312,15 @@ impl Run {
         if let Some(problem) = &resumption.problem {
             warnings.push(problem.clone());
         }
+        let lost = target_lost(&all.per_second);
+        if let Some(at) = lost {
+            let up = all.per_second[..at].iter().map(|s| s.0).sum::<u64>();
+            let errors_after: u64 = all.per_second[at..].iter().map(|s| s.1).sum();
+            warnings.push(format!(
+                "the target stopped answering {at} s into the {window_s:.1} s window: no operation completed after it, {errors_after} errors did; the rates are over the whole window, {:.1}/s while it answered",
+                up as f64 / at as f64
+            ));
+        }
         let errors_total = all.errors.values().sum();
         let mut rows = std::mem::take(&mut all.rows);
         rows.sort_by_key(|r| r.start_us);
@@ -360,11 +369,23 @@ impl Run {
                 .iter()
                 .map(|&(ops, errors)| result::SecondCounts { ops, errors })
                 .collect(),
+            target_lost_at_s: lost.map(|at| at as f64),
+            ops_per_s_while_up: lost
+                .map(|at| all.per_second[..at].iter().map(|s| s.0).sum::<u64>() as f64 / at as f64),
             warnings,
             interrupted: self.shared.stop.load(Relaxed),
         };
         (result, rows)
     }
+}
+
+/// The second (from the window's start) after which the target answered no more: operations
+/// completed before it, none in any later second, and errors in them. A run that merely ended
+/// in a slow second, or a target that never answered, is not that.
+fn target_lost(per_second: &[(u64, u64)]) -> Option<usize> {
+    let last_op = per_second.iter().rposition(|s| s.0 > 0)?;
+    let after = &per_second[last_op + 1..];
+    after.iter().any(|s| s.1 > 0).then_some(last_op + 1)
 }
 
 fn validate(cfg: &LoadConfig) -> Result<(), Error> {
@@ -612,6 +633,17 @@ fn cpu_usage(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_target_that_stops_answering_is_dated_to_the_second() {
+        let up = (1000, 0);
+        assert_eq!(target_lost(&[up, up, (400, 3), (0, 50), (0, 40)]), Some(3));
+        // Healthy to the end, or a slow last second without errors: nothing to say.
+        assert_eq!(target_lost(&[up, up, up]), None);
+        assert_eq!(target_lost(&[up, up, (0, 0)]), None);
+        // Never answered: the errors say it, not a date.
+        assert_eq!(target_lost(&[(0, 9), (0, 9)]), None);
+    }
 
     #[test]
     fn the_client_is_the_bottleneck_only_while_the_server_is_not() {

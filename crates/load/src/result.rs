@@ -70,6 +70,14 @@ pub struct RunResult {
     /// last second may be partial). Absent in documents written before it was kept.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub per_second: Vec<SecondCounts>,
+    /// When the target stopped answering for good: the seconds into the measured window after
+    /// which no operation completed while errors went on. The rates above are over the whole
+    /// window; `ops_per_s_while_up` is over the part before this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_lost_at_s: Option<f64>,
+    /// Operations per second before the target stopped answering (with `target_lost_at_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ops_per_s_while_up: Option<f64>,
     /// Things the reader should know (the client was the bottleneck, ...).
     pub warnings: Vec<String>,
     /// True when the run stopped early (Ctrl-C): the figures cover what ran.

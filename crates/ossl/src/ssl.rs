@@ -558,6 +558,13 @@ impl Ssl {
     /// The key exchange group's NID (0 when there was none, as in a TLS 1.2 resumption).
     fn group_nid(&self) -> c_int {
         let api = self.api();
+        // A TLS 1.2 (or older) resumption exchanges no key: 3.x still answers with the group of
+        // the handshake that made the session, which this handshake did not use (and rustls,
+        // rightly, names none).
+        // SAFETY: live connection.
+        if unsafe { (api.SSL_version)(self.ptr) } < 0x0304 && self.session_reused() {
+            return 0;
+        }
         if self.lib().version().is_3x_or_later() {
             // SAFETY: SSL_get_negotiated_group is this ctrl on 3.x; it returns a NID or 0.
             return unsafe {

@@ -250,14 +250,20 @@ pub fn bench_text(w: &mut impl Write, env: &Environment, r: &RunResult) -> io::R
             s.pid, s.busy_pct
         )?;
     }
-    // openssl s_time's own line, for comparison with its figures (it makes connections).
+    // openssl s_time's own two lines, for comparison with its figures (it makes connections):
+    // the first divides by the client's *user* CPU seconds, as s_time times itself; the second
+    // gives the wall-clock seconds.
     if !keepalive {
+        let connections = if h.total > 0 { h.total } else { r.ops };
         writeln!(
             w,
-            "  s_time line  {} connections in {:.2}s; {:.2} connections/user sec",
-            if h.total > 0 { h.total } else { r.ops },
-            r.duration_s,
-            c.connections_per_user_s
+            "  s_time line  {connections} connections in {:.2}s; {:.2} connections/user sec",
+            c.client_user_s, c.connections_per_user_s
+        )?;
+        writeln!(
+            w,
+            "               {connections} connections in {:.0} real seconds",
+            r.duration_s
         )?;
     }
     latency_block(w, r)?;
