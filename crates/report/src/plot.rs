@@ -47,11 +47,19 @@ pub fn wide(min: f64, max: f64) -> bool {
 /// An empirical CDF of sorted values as a step line: flat between values, rising at each, so a
 /// few samples show as the steps they are rather than as slopes between them.
 pub fn cdf_steps(sorted: &[f64]) -> Vec<(f64, f64)> {
-    let n = sorted.len() as f64;
+    let weighted: Vec<(f64, f64)> = sorted.iter().map(|&x| (x, 1.0)).collect();
+    cdf_steps_weighted(&weighted)
+}
+
+/// Like [`cdf_steps`], for (value, count) pairs sorted by value (a histogram's cells).
+pub fn cdf_steps_weighted(sorted: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let n: f64 = sorted.iter().map(|p| p.1).sum();
     let mut points = Vec::with_capacity(sorted.len() * 2);
-    for (i, &x) in sorted.iter().enumerate() {
-        points.push((x, i as f64 / n));
-        points.push((x, (i + 1) as f64 / n));
+    let mut below = 0.0;
+    for &(x, count) in sorted {
+        points.push((x, below / n));
+        below += count;
+        points.push((x, below / n));
     }
     points
 }

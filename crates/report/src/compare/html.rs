@@ -57,7 +57,7 @@ pub fn page_with_profiles(doc: &CompareDocument, profiles: &[ProfileLinks]) -> S
         body += &figure(
             &medians_plot(doc, &name),
             &format!(
-                "{name}: median per variant, with its {:.0}% bootstrap interval",
+                "{name}: median per variant, with its {:.0}% interval (bootstrap; order statistics for histograms)",
                 doc.level * 100.0
             ),
         );
@@ -107,14 +107,21 @@ fn cdf_plot(doc: &CompareDocument, metric: &str) -> String {
         .filter_map(|v| {
             let m = v.metrics.iter().find(|m| m.name == metric)?;
             let (div, _) = scale(&m.unit);
-            let mut sorted: Vec<f64> = m.samples.iter().map(|x| x / div).collect();
-            sorted.sort_by(f64::total_cmp);
+            // Samples count one each; a histogram's cells by their counts.
+            let mut sorted: Vec<(f64, f64)> = m
+                .samples
+                .iter()
+                .map(|x| (x / div, 1.0))
+                .chain(m.histogram.iter().map(|c| (c[0] / div, c[1])))
+                .filter(|p| p.1 > 0.0)
+                .collect();
+            sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
             if sorted.is_empty() {
                 return None;
             }
             Some((
                 v.label.clone(),
-                crate::plot::cdf_steps(&sorted),
+                crate::plot::cdf_steps_weighted(&sorted),
                 m.unit.clone(),
             ))
         })
@@ -127,7 +134,12 @@ fn cdf_plot(doc: &CompareDocument, metric: &str) -> String {
     // Up to the largest p99 (a long tail would squash the rest), and at least the medians.
     let x_max = series
         .iter()
-        .map(|(_, p, _)| p[((p.len() as f64 * 0.99) as usize).min(p.len() - 1)].0)
+        .map(|(_, p, _)| {
+            p.iter()
+                .find(|point| point.1 >= 0.99)
+                .or(p.last())
+                .map_or(0.0, |point| point.0)
+        })
         .fold(0.0, f64::max)
         * 1.05;
     let labels: Vec<String> = series.iter().map(|s| s.0.clone()).collect();
