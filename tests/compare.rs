@@ -288,6 +288,80 @@ fn saved_runs_are_summarized_from_every_recorded_value() {
     }
 }
 
+/// Issue 30, item 1: the matrix took every operation as a sample and ran the variants in one
+/// order every round, so the same library twice was called slower (p to 9e-8) for ~1%. The
+/// order now rotates every round, the rounds are the replicates (paired), and a calibrated
+/// difference is still found.
+#[test]
+fn matrix_rounds_rotate_and_are_the_replicates_of_the_verdict() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("aa.json");
+    let out = support::tlsscope(&[
+        "--openssl",
+        "system,system",
+        "compare",
+        "--matrix",
+        "--experiment",
+        "engine",
+        "-n",
+        "30",
+        "--repeat",
+        "4",
+        "--warmup",
+        "3",
+        "--calibrate-slower",
+        "40",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stderr = support::text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    // Round by round on stderr: the first variant first in rounds 1 and 3, second in 2 and 4.
+    let order: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("tlsscope compare: round "))
+        .filter_map(|l| l.split(": ").nth(2)?.split(" ...").next())
+        .collect();
+    let (a, b) = ("openssl=system", "openssl=system #2");
+    assert_eq!(order, [a, b, b, a, a, b, b, a], "{stderr}");
+    let doc = read_json(&json);
+    support::assert_matches_schema(&doc, "compare.v1");
+    assert_eq!(doc["noise_threshold"], 0.01);
+    // The second variant's client burned 40% more CPU per handshake on purpose: called slower,
+    // from the 4 paired rounds.
+    let c = comparison(&doc, "engine_client", "#2");
+    let cmp = &c["comparison"];
+    assert_eq!(cmp["method"], "paired_rounds", "{c:#}");
+    assert_eq!(cmp["n"], serde_json::json!([4, 4]), "{c:#}");
+    assert_eq!(cmp["verdict"], "worse", "{c:#}");
+    assert!(cmp["noise_floor"].as_f64().unwrap() > 0.0, "{c:#}");
+    // Its estimate is the geometric mean of the rounds' own ratios.
+    let rounds = |v: usize| -> Vec<f64> {
+        doc["variants"][v]["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == "engine_client")
+            .unwrap()["rounds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    let (base, slow) = (rounds(0), rounds(1));
+    let logs: f64 = base.iter().zip(&slow).map(|(x, y)| (y / x).ln()).sum();
+    let estimate = (logs / 4.0).exp();
+    assert!(
+        (cmp["ratio"]["estimate"].as_f64().unwrap() - estimate).abs() < 1e-9,
+        "{c:#}"
+    );
+    assert!(estimate > 1.2, "40% more client work: {estimate}");
+    let text = support::text(&out.stdout);
+    assert!(text.contains("rounds as replicates, paired"), "{text}");
+    assert!(text.contains("noise floor"), "{text}");
+}
+
 #[test]
 fn bad_inputs_get_one_line_errors() {
     let dir = tempfile::tempdir().unwrap();
@@ -433,7 +507,7 @@ fn matrix_over_3_0_and_1_1_1w_writes_every_format_and_the_html_renders() {
         "-n",
         "20",
         "--repeat",
-        "2",
+        "3",
         "--warmup",
         "2",
         "--json",
@@ -474,7 +548,8 @@ fn matrix_over_3_0_and_1_1_1w_writes_every_format_and_the_html_renders() {
             }),
             "{label}: {library}"
         );
-        // 2 rounds x 20, per experiment; every handshake full TLS 1.3, as asked.
+        // 3 rounds x 20, per experiment, and one value per round; every handshake full TLS
+        // 1.3, as asked.
         for name in ["pretransfer", "request_total", "engine_handshake"] {
             let m = v["metrics"]
                 .as_array()
@@ -482,11 +557,12 @@ fn matrix_over_3_0_and_1_1_1w_writes_every_format_and_the_html_renders() {
                 .iter()
                 .find(|m| m["name"] == name)
                 .unwrap();
-            assert_eq!(m["samples"].as_array().unwrap().len(), 40, "{label} {name}");
+            assert_eq!(m["samples"].as_array().unwrap().len(), 60, "{label} {name}");
+            assert_eq!(m["rounds"].as_array().unwrap().len(), 3, "{label} {name}");
         }
         let mix = v["negotiated"].as_array().unwrap();
         let total: u64 = mix.iter().map(|n| n["count"].as_u64().unwrap()).sum();
-        assert_eq!(total, 80, "{label}: {mix:#?}");
+        assert_eq!(total, 120, "{label}: {mix:#?}");
         assert!(mix
             .iter()
             .all(|n| n["version"] == "TLSv1.3"
