@@ -38,7 +38,7 @@ def main():
                 tally[(kind, c["metric"])][cmp["verdict"]] += 1
                 rows.append([kind, i, c["metric"], cmp["method"], f'{cmp["ratio"]["estimate"]:.4f}',
                              f'{cmp["ratio"]["low"]:.4f}', f'{cmp["ratio"]["high"]:.4f}',
-                             f'{cmp["p_value"]:.3g}', f'{cmp["noise_floor"]:.4f}',
+                             f'{cmp["p_value"]:.3g}', f'{(cmp["noise_floor"] or float("nan")):.4f}',
                              cmp["verdict"], f"{durations[(kind, i)]:.1f}"])
     out = io.StringIO()
     w = csv.writer(out)

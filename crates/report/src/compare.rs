@@ -257,7 +257,7 @@ pub fn verdict_text(c: &Comparison, lower_is_better: bool) -> String {
             stats::compare::MIN_ROUNDS
         ),
         (Verdict::Untestable, _) => format!("too few samples (n={} vs {})", c.n.0, c.n.1),
-        (Verdict::NoSignificantDifference, _) if c.p_value < 0.05 && c.noise_floor.is_finite() => {
+        (Verdict::NoSignificantDifference, _) if c.p_value < 1.0 - c.ratio.level => {
             "no significant difference (within noise threshold)".to_string()
         }
         (v, _) => verdict_words(v, lower_is_better).to_string(),
@@ -443,12 +443,8 @@ pub fn metric_tables(doc: &CompareDocument) -> Vec<(String, Table)> {
 }
 
 /// "±1.2%": a comparison's noise floor.
-fn noise_floor_text(floor: f64) -> String {
-    if floor.is_finite() {
-        format!("±{:.1}%", floor * 100.0)
-    } else {
-        "-".into()
-    }
+fn noise_floor_text(floor: Option<f64>) -> String {
+    floor.map_or_else(|| "-".into(), |f| format!("±{:.1}%", f * 100.0))
 }
 
 /// The handshakes each variant obtained.

@@ -236,9 +236,10 @@ pub struct Comparison {
     #[serde(default)]
     pub noise_threshold: f64,
     /// This comparison's own noise floor: the half-width of the ratio's interval, as a fraction
-    /// of the ratio. A smaller change could not have been told from noise in this run.
+    /// of the ratio. A smaller change could not have been told from noise in this run. None
+    /// where the interval has no finite width.
     #[serde(default)]
-    pub noise_floor: f64,
+    pub noise_floor: Option<f64>,
 }
 
 /// Whether a two-sided rank test of `n1` against `n2` values can reach p below `alpha` at all.
@@ -250,10 +251,17 @@ pub fn can_be_significant(n1: usize, n2: usize, alpha: f64) -> bool {
     if n1 < 2 || n2 < 2 {
         return false;
     }
-    // C(n1 + n2, n1), computed in floating point (it only needs to pass 2 / alpha).
-    let (k, n) = (n1.min(n2), n1 + n2);
-    let arrangements = (0..k).fold(1.0, |c, i| c * (n - i) as f64 / (i + 1) as f64);
-    2.0 / arrangements < alpha
+    // C(n1 + n2, n1), computed in floating point until it passes 2 / alpha (histograms may
+    // hold more values than fit a usize sum, and a few factors already pass).
+    let (k, n) = (n1.min(n2), n1.saturating_add(n2));
+    let mut arrangements = 1.0;
+    for i in 0..k {
+        arrangements *= (n - i) as f64 / (i + 1) as f64;
+        if 2.0 / arrangements < alpha {
+            return true;
+        }
+    }
+    false
 }
 
 /// The verdict of a test: significant when its p is below `1 - level` and the whole interval
@@ -281,12 +289,9 @@ fn verdict_of(
 }
 
 /// The half-width of `ratio`'s interval as a fraction of the ratio (geometric, as ratios are).
-fn noise_floor(ratio: &Interval) -> f64 {
-    if ratio.low > 0.0 && ratio.high.is_finite() {
-        (ratio.high / ratio.low).sqrt() - 1.0
-    } else {
-        f64::INFINITY
-    }
+fn noise_floor(ratio: &Interval) -> Option<f64> {
+    let floor = (ratio.high / ratio.low).sqrt() - 1.0;
+    (ratio.low > 0.0 && floor.is_finite()).then_some(floor)
 }
 
 /// Compares `b` against `a`, every value a sample (see [`Method::Samples`]). Significant means
@@ -846,7 +851,7 @@ mod tests {
         assert_eq!(c.method, Method::PairedRounds);
         assert_eq!(c.verdict, Verdict::NoSignificantDifference, "{c:?}");
         assert!(c.ratio.low < 1.0 && c.ratio.high > 1.0, "{c:?}");
-        assert!(c.noise_floor > 0.0 && c.noise_floor < 0.02, "{c:?}");
+        assert!(c.noise_floor.is_some_and(|f| f > 0.0 && f < 0.02), "{c:?}");
         // 0.5% slower in every round: significant, but within the 1% threshold.
         let tiny: Vec<f64> = a.iter().map(|x| x * 1.005).collect();
         let c = compare_rounds(&a, &tiny, 0.95, 0.01, true);
