@@ -113,13 +113,8 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
             )
         }
     );
-    for m in sniffer.not_attached() {
-        eprintln!(
-            "tlsscope sniff: not sniffed: {} in {}: {}",
-            m.function,
-            m.path.display(),
-            m.reason
-        );
+    if let Some(line) = experiments::sniff::not_sniffed_line(sniffer.not_attached()) {
+        eprintln!("tlsscope sniff: {line}");
     }
     if let Some(note) = sniffer
         .syscall_hooks()

@@ -147,6 +147,28 @@ fn unseen_notes(attached: &[probes::AttachPoint]) -> Vec<String> {
         .collect()
 }
 
+/// What the capture leaves out, in one line ("SSL_read_ex, SSL_write_ex in libssl: why"; a
+/// clause per file and reason), or None when it leaves out nothing.
+pub fn not_sniffed_line(missing: &[probes::Missing]) -> Option<String> {
+    let mut groups: Vec<(&std::path::Path, &str, Vec<&str>)> = Vec::new();
+    for m in missing {
+        match groups
+            .iter_mut()
+            .find(|(path, reason, _)| *path == m.path && *reason == m.reason)
+        {
+            Some((_, _, functions)) => functions.push(m.function),
+            None => groups.push((&m.path, &m.reason, vec![m.function])),
+        }
+    }
+    let clauses: Vec<String> = groups
+        .iter()
+        .map(|(path, reason, functions)| {
+            format!("{} in {}: {reason}", functions.join(", "), path.display())
+        })
+        .collect();
+    (!clauses.is_empty()).then(|| format!("not sniffed: {}", clauses.join("; ")))
+}
+
 /// How calls are shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -167,6 +189,9 @@ pub struct View {
     pub redact_headers: bool,
 }
 
+/// Sockets whose /proc ends `Writer` keeps, at most; past it the table starts again.
+const MAX_SOCKETS: usize = 4096;
+
 /// How many formatted bytes `Writer` gathers before it writes them.
 const CHUNK: usize = 1 << 20;
 
@@ -177,8 +202,9 @@ pub struct Writer<'a, W: Write> {
     pcap: Option<&'a mut PcapWriter<W>>,
     clock: Clock,
     tally: Tally,
-    /// Socket ends found in /proc, per (pid, fd), for calls the kernel gave none.
-    endpoints: HashMap<(u32, i32), Option<(SocketAddr, SocketAddr)>>,
+    /// Socket ends found in /proc for calls the backend gave none, per (pid, socket inode):
+    /// never per fd, which the process gives to its next connection.
+    endpoints: HashMap<(u32, u64), Option<(SocketAddr, SocketAddr)>>,
     /// The kernel's loss counters when a loss was last written.
     lost_reported: SniffCounters,
     /// What was formatted and not yet written: records go out in chunks of `CHUNK` bytes (a
@@ -317,13 +343,16 @@ fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call, data: &[u8]) -> io::Result
     if quiet && w.pcap.is_none() {
         return Ok(());
     }
-    // The kernel's view, taken during the call; else /proc, while the socket is still open.
+    // The backend's view, taken during the call; else /proc, while the socket is still open.
     let ends = call.endpoints.or_else(|| {
-        call.fd.and_then(|fd| {
-            *w.endpoints
-                .entry((call.pid, fd))
-                .or_insert_with(|| crate::sockets::endpoints(call.pid, fd))
-        })
+        let fd = call.fd?;
+        let inode = crate::sockets::socket_inode(call.pid, fd)?;
+        if w.endpoints.len() >= MAX_SOCKETS {
+            w.endpoints.clear();
+        }
+        *w.endpoints
+            .entry((call.pid, inode))
+            .or_insert_with(|| crate::sockets::endpoints_of_inode(call.pid, inode))
     });
     if let Some(pcap) = w.pcap.as_deref_mut() {
         let sent = match call.direction {
@@ -532,6 +561,28 @@ mod tests {
 
     fn polled(calls: usize, fullest: Option<f64>) -> Polled {
         Polled { calls, fullest }
+    }
+
+    #[test]
+    fn what_is_not_sniffed_is_said_in_one_line() {
+        let missing = |function, path: &str, reason: &str| probes::Missing {
+            function,
+            path: path.into(),
+            reason: reason.into(),
+        };
+        assert_eq!(not_sniffed_line(&[]), None);
+        let line = not_sniffed_line(&[
+            missing("SSL_read_ex", "libssl", "not called"),
+            missing("SSL_write_ex", "libssl", "not called"),
+            missing("gnutls_record_recv", "/x/libgnutls.so.30", "stripped"),
+        ]);
+        assert_eq!(
+            line.as_deref(),
+            Some(
+                "not sniffed: SSL_read_ex, SSL_write_ex in libssl: not called; \
+                 gnutls_record_recv in /x/libgnutls.so.30: stripped"
+            )
+        );
     }
 
     #[test]
