@@ -894,3 +894,55 @@ fn attach_all_filters_to_the_traced_process_in_bpf() {
         "{stdout}"
     );
 }
+
+/// `trace -p <nginx master>` (the PID in nginx.pid) with the kernel backend: nginx handshakes in
+/// its worker, a child the master forked after loading libssl, where a probe attached in the
+/// master does not fire. The trace follows the worker, says so, and counts every handshake
+/// nginx logged (issue 30 found "(no calls traced)").
+#[test]
+fn tracing_nginx_s_master_follows_its_workers() {
+    let _one = one_at_a_time();
+    let nginx = crate::inproc::NginxDir::new();
+    let _server = nginx.start();
+    let master = nginx.master_pid();
+    let workers = crate::inproc::workers(master);
+    assert!(!workers.is_empty(), "nginx has its worker");
+    let trace = Trace::start(&[
+        "--backend",
+        "kernel",
+        "-p",
+        &master.to_string(),
+        "--probes",
+        "handshake,io",
+    ]);
+    let said = trace.early_stderr.join("\n");
+    // One connection and request each (bench's check before the run too): every handshake is
+    // one line of nginx's log.
+    bench(
+        nginx.addr,
+        &["--mode", "full", "-n", "100", "-c", "4", "--request", "/"],
+    );
+    let (ok, stdout, stderr, doc) = trace.stop();
+    assert!(ok, "{stderr}");
+    let logged = nginx.access_log_lines() as u64;
+    assert!(logged > 100, "{logged}");
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        logged,
+        "{stdout}"
+    );
+    assert_eq!(calls(&doc, "SSL_write", "success"), logged, "{stdout}");
+    let probed_in: Vec<u64> = doc["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["pid"].as_u64())
+        .collect();
+    for worker in &workers {
+        assert!(probed_in.contains(&u64::from(*worker)), "{probed_in:?}");
+        assert!(
+            said.contains("and its children") && said.contains(&worker.to_string()),
+            "the worker is named: {said}"
+        );
+    }
+}

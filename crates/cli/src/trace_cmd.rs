@@ -67,7 +67,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     eprintln!(
         "tlsscope trace: {} functions {} ({}, {} backend); {}",
-        tracer.attached().len(),
+        trace::function_count(tracer.attached()),
         match tracer.backend() {
             probes::Backend::Kernel =>
                 format!("attached in {}", trace::file_names(tracer.attached())),

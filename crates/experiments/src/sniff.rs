@@ -114,10 +114,16 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
     let sniffer = Sniffer::start(c, &plan)?;
     notes.extend(placement_note(sniffer.attached()));
     notes.extend(unseen_notes(sniffer.attached()));
+    // Said when the plan follows children the user did not name.
+    let targets = if plan.children.is_empty() {
+        Vec::new()
+    } else {
+        crate::trace::planned_words(&request.targets, &plan)
+    };
     Ok(Session {
         capture: Box::new(sniffer),
         child: None,
-        targets: Vec::new(),
+        targets,
         notes,
     })
 }

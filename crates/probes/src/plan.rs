@@ -75,6 +75,10 @@ pub struct Plan {
     pub selection: Selection,
     /// The file name of NSS's libssl, whose method tables mark an NSPR file as a TLS layer.
     pub nss_ssl_file: Option<String>,
+    /// (process, child): descendants of a process target running its program with its TLS
+    /// library mapped (a server's workers), probed too: a uprobe attached in one process does
+    /// not fire in the children it forked.
+    pub children: Vec<(u32, u32)>,
 }
 
 impl Plan {
@@ -88,10 +92,14 @@ impl Plan {
             missing: Vec::new(),
             selection,
             nss_ssl_file: None,
+            children: Vec::new(),
         };
         for target in targets {
             match target {
-                Target::Pid(pid) => plan.add_process(*pid)?,
+                Target::Pid(pid) => {
+                    plan.add_process(*pid)?;
+                    plan.add_children(*pid);
+                }
                 Target::Binary(path) => {
                     let table = SymbolTable::read(path)?;
                     plan.add_static(&table, -1);
@@ -197,6 +205,46 @@ impl Plan {
             self.add_library(&table, library.kind, pid_arg);
         }
         Ok(())
+    }
+
+    /// The points of process `pid` again in each of its descendants that runs its program and
+    /// maps the same file (nginx's workers, forked from the master after it loaded libssl).
+    fn add_children(&mut self, pid: u32) {
+        let Ok(root) = i32::try_from(pid) else {
+            return;
+        };
+        let mut children = crate::attach::with_descendants(&[pid]);
+        children.retain(|&c| c != pid);
+        for child in children {
+            let Ok(child_arg) = i32::try_from(child) else {
+                continue;
+            };
+            let mut mapped: Vec<(PathBuf, bool)> = Vec::new();
+            let theirs: Vec<AttachPoint> = self
+                .points
+                .iter()
+                .filter(|p| p.pid == root)
+                .filter(|p| match mapped.iter().find(|(path, _)| *path == p.path) {
+                    Some(&(_, maps)) => maps,
+                    None => {
+                        let maps = crate::attach::maps_file(child, &p.path);
+                        mapped.push((p.path.clone(), maps));
+                        maps
+                    }
+                })
+                .map(|p| AttachPoint {
+                    pid: child_arg,
+                    ..p.clone()
+                })
+                .collect();
+            if theirs.is_empty() {
+                continue;
+            }
+            self.children.push((pid, child));
+            for point in theirs {
+                self.push(point);
+            }
+        }
     }
 
     /// Every function of `kind` the selection wants: attach where found, else say why not.
