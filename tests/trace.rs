@@ -946,3 +946,64 @@ fn tracing_nginx_s_master_follows_its_workers() {
         );
     }
 }
+
+/// A reload (SIGHUP) while `trace -p <nginx master>` runs: the master forks new workers and
+/// the old ones leave; the trace follows the new ones as they come, and counts every
+/// handshake nginx logged after the reload.
+#[test]
+fn tracing_nginx_s_master_follows_workers_it_forks_later() {
+    let _one = one_at_a_time();
+    let nginx = crate::inproc::NginxDir::new();
+    let _server = nginx.start();
+    let master = nginx.master_pid();
+    let before = crate::inproc::workers(master);
+    let trace = Trace::start(&[
+        "--backend",
+        "kernel",
+        "-p",
+        &master.to_string(),
+        "--probes",
+        "handshake,io",
+    ]);
+    // SAFETY: signals the nginx master this test started (its own pid file).
+    assert_eq!(
+        unsafe { libc::kill(i32::try_from(master).unwrap(), libc::SIGHUP) },
+        0
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut said = Vec::new();
+    let new_worker = loop {
+        assert!(Instant::now() < deadline, "no worker followed: {said:?}");
+        if let Ok(line) = trace.stderr.recv_timeout(Duration::from_millis(100)) {
+            said.push(line);
+        }
+        let now = crate::inproc::workers(master);
+        let fresh: Vec<u32> = now
+            .iter()
+            .copied()
+            .filter(|w| !before.contains(w))
+            .collect();
+        let old_gone = now.iter().all(|w| !before.contains(w));
+        if let Some(&w) = fresh.first() {
+            let named = said
+                .iter()
+                .any(|l| l.contains(&format!("following pid {w}, forked by {master}")));
+            if named && old_gone {
+                break w;
+            }
+        }
+    };
+    bench(
+        nginx.addr,
+        &["--mode", "full", "-n", "60", "-c", "2", "--request", "/"],
+    );
+    let (ok, stdout, stderr, doc) = trace.stop();
+    assert!(ok, "{stderr}");
+    let logged = nginx.access_log_lines() as u64;
+    assert!(logged > 60, "{logged}");
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        logged,
+        "worker {new_worker}: {stdout}"
+    );
+}

@@ -210,36 +210,7 @@ impl Plan {
     /// The points of process `pid` again in each of its descendants that runs its program and
     /// maps the same file (nginx's workers, forked from the master after it loaded libssl).
     fn add_children(&mut self, pid: u32) {
-        let Ok(root) = i32::try_from(pid) else {
-            return;
-        };
-        let mut children = crate::attach::with_descendants(&[pid]);
-        children.retain(|&c| c != pid);
-        for child in children {
-            let Ok(child_arg) = i32::try_from(child) else {
-                continue;
-            };
-            let mut mapped: Vec<(PathBuf, bool)> = Vec::new();
-            let theirs: Vec<AttachPoint> = self
-                .points
-                .iter()
-                .filter(|p| p.pid == root)
-                .filter(|p| match mapped.iter().find(|(path, _)| *path == p.path) {
-                    Some(&(_, maps)) => maps,
-                    None => {
-                        let maps = crate::attach::maps_file(child, &p.path);
-                        mapped.push((p.path.clone(), maps));
-                        maps
-                    }
-                })
-                .map(|p| AttachPoint {
-                    pid: child_arg,
-                    ..p.clone()
-                })
-                .collect();
-            if theirs.is_empty() {
-                continue;
-            }
+        for (child, theirs) in in_children(&self.points, pid, &[pid]) {
             self.children.push((pid, child));
             for point in theirs {
                 self.push(point);
@@ -343,6 +314,50 @@ impl Plan {
         }
         files
     }
+}
+
+/// Process `root`'s points again in each of its descendants not `known` that runs its program
+/// and maps the point's file, per child: a uprobe attached in one process does not fire in
+/// the children it forks.
+pub(crate) fn in_children(
+    points: &[AttachPoint],
+    root: u32,
+    known: &[u32],
+) -> Vec<(u32, Vec<AttachPoint>)> {
+    let Ok(root_arg) = i32::try_from(root) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for child in crate::attach::with_descendants(&[root]) {
+        let Ok(child_arg) = i32::try_from(child) else {
+            continue;
+        };
+        if child == root || known.contains(&child) {
+            continue;
+        }
+        let mut mapped: Vec<(&Path, bool)> = Vec::new();
+        let mut theirs = Vec::new();
+        for p in points.iter().filter(|p| p.pid == root_arg) {
+            let maps = match mapped.iter().find(|(path, _)| *path == p.path) {
+                Some(&(_, maps)) => maps,
+                None => {
+                    let maps = crate::attach::maps_file(child, &p.path);
+                    mapped.push((&p.path, maps));
+                    maps
+                }
+            };
+            if maps {
+                theirs.push(AttachPoint {
+                    pid: child_arg,
+                    ..p.clone()
+                });
+            }
+        }
+        if !theirs.is_empty() {
+            out.push((child, theirs));
+        }
+    }
+    out
 }
 
 fn point(
