@@ -895,6 +895,43 @@ fn attach_all_filters_to_the_traced_process_in_bpf() {
     );
 }
 
+/// `trace --backend kernel -p MASTER --probes handshake,io`, attached.
+fn kernel_trace_of(master: u32) -> Trace {
+    Trace::start(&[
+        "--backend",
+        "kernel",
+        "-p",
+        &master.to_string(),
+        "--probes",
+        "handshake,io",
+    ])
+}
+
+/// Loads nginx with `requests` connections of one request each (and bench's check before the
+/// run), stops `trace`, and checks that it counted one successful handshake per line of nginx's
+/// log; returns the trace's document and text.
+fn handshakes_match_nginx_s_log(
+    nginx: &crate::inproc::NginxDir,
+    trace: Trace,
+    requests: u64,
+) -> (Value, String) {
+    let n = requests.to_string();
+    bench(
+        nginx.addr,
+        &["--mode", "full", "-n", &n, "-c", "2", "--request", "/"],
+    );
+    let (ok, stdout, stderr, doc) = trace.stop();
+    assert!(ok, "{stderr}");
+    let logged = nginx.access_log_lines() as u64;
+    assert!(logged > requests, "{logged}");
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        logged,
+        "{stdout}"
+    );
+    (doc, stdout)
+}
+
 /// `trace -p <nginx master>` (the PID in nginx.pid) with the kernel backend: nginx handshakes in
 /// its worker, a child the master forked after loading libssl, where a probe attached in the
 /// master does not fire. The trace follows the worker, says so, and counts every handshake
@@ -907,30 +944,10 @@ fn tracing_nginx_s_master_follows_its_workers() {
     let master = nginx.master_pid();
     let workers = crate::inproc::workers(master);
     assert!(!workers.is_empty(), "nginx has its worker");
-    let trace = Trace::start(&[
-        "--backend",
-        "kernel",
-        "-p",
-        &master.to_string(),
-        "--probes",
-        "handshake,io",
-    ]);
+    let trace = kernel_trace_of(master);
     let said = trace.early_stderr.join("\n");
-    // One connection and request each (bench's check before the run too): every handshake is
-    // one line of nginx's log.
-    bench(
-        nginx.addr,
-        &["--mode", "full", "-n", "100", "-c", "4", "--request", "/"],
-    );
-    let (ok, stdout, stderr, doc) = trace.stop();
-    assert!(ok, "{stderr}");
+    let (doc, stdout) = handshakes_match_nginx_s_log(&nginx, trace, 100);
     let logged = nginx.access_log_lines() as u64;
-    assert!(logged > 100, "{logged}");
-    assert_eq!(
-        calls(&doc, "SSL_do_handshake", "success"),
-        logged,
-        "{stdout}"
-    );
     assert_eq!(calls(&doc, "SSL_write", "success"), logged, "{stdout}");
     let probed_in: Vec<u64> = doc["attached"]
         .as_array()
@@ -957,14 +974,7 @@ fn tracing_nginx_s_master_follows_workers_it_forks_later() {
     let _server = nginx.start();
     let master = nginx.master_pid();
     let before = crate::inproc::workers(master);
-    let trace = Trace::start(&[
-        "--backend",
-        "kernel",
-        "-p",
-        &master.to_string(),
-        "--probes",
-        "handshake,io",
-    ]);
+    let trace = kernel_trace_of(master);
     // SAFETY: signals the nginx master this test started (its own pid file).
     assert_eq!(
         unsafe { libc::kill(i32::try_from(master).unwrap(), libc::SIGHUP) },
@@ -972,7 +982,7 @@ fn tracing_nginx_s_master_follows_workers_it_forks_later() {
     );
     let deadline = Instant::now() + Duration::from_secs(20);
     let mut said = Vec::new();
-    let new_worker = loop {
+    loop {
         assert!(Instant::now() < deadline, "no worker followed: {said:?}");
         if let Ok(line) = trace.stderr.recv_timeout(Duration::from_millis(100)) {
             said.push(line);
@@ -989,21 +999,9 @@ fn tracing_nginx_s_master_follows_workers_it_forks_later() {
                 .iter()
                 .any(|l| l.contains(&format!("following pid {w}, forked by {master}")));
             if named && old_gone {
-                break w;
+                break;
             }
         }
-    };
-    bench(
-        nginx.addr,
-        &["--mode", "full", "-n", "60", "-c", "2", "--request", "/"],
-    );
-    let (ok, stdout, stderr, doc) = trace.stop();
-    assert!(ok, "{stderr}");
-    let logged = nginx.access_log_lines() as u64;
-    assert!(logged > 60, "{logged}");
-    assert_eq!(
-        calls(&doc, "SSL_do_handshake", "success"),
-        logged,
-        "worker {new_worker}: {stdout}"
-    );
+    }
+    handshakes_match_nginx_s_log(&nginx, trace, 60);
 }
