@@ -988,17 +988,22 @@ fn free_ports(n: usize) -> Vec<u16> {
 /// `tlsscope sniff -p PID ARGS`, with the default backend (in process for -p), returned once
 /// the wrappers are in.
 fn sniff_in_process(pid: u32, args: &[&str]) -> support::Watched {
-    let mut cmd = Command::new(support::bin());
-    cmd.args(["sniff", "-p", &pid.to_string()])
-        .args(args)
-        .stdout(Stdio::null());
-    let watched = support::start_until(&mut cmd, "wrapped in process", Duration::from_secs(60));
+    let watched = sniff_until(pid, args, "wrapped in process");
     assert!(
         watched.seen.iter().any(|l| l.contains("user backend")),
         "-p picks the in-process backend: {:?}",
         watched.seen
     );
     watched
+}
+
+/// `tlsscope sniff -p PID ARGS`, returned once it printed `ready`.
+fn sniff_until(pid: u32, args: &[&str], ready: &str) -> support::Watched {
+    let mut cmd = Command::new(support::bin());
+    cmd.args(["sniff", "-p", &pid.to_string()])
+        .args(args)
+        .stdout(Stdio::null());
+    support::start_until(&mut cmd, ready, Duration::from_secs(60))
 }
 
 /// Ctrl-C to a sniff, once the last calls have had time to reach its rings; its stderr.
@@ -1019,20 +1024,38 @@ fn stop_sniff(mut sniff: support::Watched) -> Vec<String> {
 /// connection's peer for all (issue 30).
 #[test]
 fn sniff_shows_each_connections_own_peer_port() {
+    each_connection_shows_its_own_peer(None);
+}
+
+/// The same with the kernel backend: the two backends agree.
+#[test]
+fn sniff_shows_each_connections_own_peer_port_with_the_kernel_backend() {
+    let _one = crate::trace::one_at_a_time();
+    each_connection_shows_its_own_peer(Some("kernel"));
+}
+
+/// Three curls from known local ports to an nginx worker sniffed with `backend` (None: the
+/// default): each connection's calls show its curl's port, and tshark finds three
+/// conversations with those ports in the pcap.
+fn each_connection_shows_its_own_peer(backend: Option<&str>) {
     let nginx = NginxDir::new();
     let server = nginx.start();
     let worker = workers(server.id())[0];
     let (calls_file, pcap) = (nginx.path("calls.jsonl"), nginx.path("calls.pcapng"));
-    let sniff = sniff_in_process(
-        worker,
-        &[
-            "--json",
-            "-o",
-            calls_file.to_str().unwrap(),
-            "--pcap",
-            pcap.to_str().unwrap(),
-        ],
-    );
+    let mut args = vec![
+        "--json",
+        "-o",
+        calls_file.to_str().unwrap(),
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ];
+    let sniff = match backend {
+        None => sniff_in_process(worker, &args),
+        Some(backend) => {
+            args.extend(["--backend", backend]);
+            sniff_until(worker, &args, "functions attached")
+        }
+    };
     let ports = free_ports(3);
     for (i, port) in ports.iter().enumerate() {
         let url = format!("https://{}/?connection-{i}", nginx.addr);
