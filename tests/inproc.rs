@@ -14,13 +14,13 @@ use crate::support::peers::{make_cert, CertType};
 use crate::trace::{bench, calls};
 
 /// nginx as a master and one worker (the fork the library must follow), everything in `dir`.
-struct NginxDir {
+pub(crate) struct NginxDir {
     dir: tempfile::TempDir,
-    addr: SocketAddr,
+    pub(crate) addr: SocketAddr,
 }
 
 impl NginxDir {
-    fn new() -> NginxDir {
+    pub(crate) fn new() -> NginxDir {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::create_dir(root.join("html")).unwrap();
@@ -50,7 +50,7 @@ impl NginxDir {
         }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
@@ -87,7 +87,7 @@ impl NginxDir {
 
     /// nginx itself (not under tlsscope), returned once it accepts connections and has its
     /// worker; ended (by its PID) when dropped, whatever the test's outcome.
-    fn start(&self) -> Running {
+    pub(crate) fn start(&self) -> Running {
         let mut child = Command::new("/usr/sbin/nginx")
             .arg("-p")
             .arg(self.dir.path())
@@ -121,20 +121,20 @@ impl NginxDir {
         support::start_until(&mut cmd, "wrapped in process", Duration::from_secs(60))
     }
 
-    fn master_pid(&self) -> u32 {
+    pub(crate) fn master_pid(&self) -> u32 {
         read(&self.path("nginx.pid")).trim().parse().unwrap()
     }
 
-    fn access_log_lines(&self) -> usize {
+    pub(crate) fn access_log_lines(&self) -> usize {
         read(&self.path("access.log")).lines().count()
     }
 }
 
 /// An nginx master this test started, SIGTERMed and reaped when dropped.
-struct Running(Child);
+pub(crate) struct Running(Child);
 
 impl Running {
-    fn id(&self) -> u32 {
+    pub(crate) fn id(&self) -> u32 {
         self.0.id()
     }
 }
@@ -147,7 +147,7 @@ impl Drop for Running {
 }
 
 /// The children of `pid` (nginx's workers).
-fn workers(pid: u32) -> Vec<u32> {
+pub(crate) fn workers(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
         .unwrap_or_default()
         .split_whitespace()
@@ -561,7 +561,12 @@ fn issue_13_sniff_in_process_captures_an_nss_client_on_its_tls_socket_only() {
         stdout.contains("HTTP/1.1 404"),
         "tstclnt got no response: {stdout}"
     );
-    assert!(!stderr.contains("not sniffed: PR_"), "{stderr}");
+    assert!(
+        !stderr
+            .lines()
+            .any(|l| l.contains("not sniffed") && l.contains("PR_")),
+        "{stderr}"
+    );
     let calls = sniffed(&capture);
     // The request was read from its file with PR_Read (not TLS), then sent (TLS): once.
     let with_token: Vec<&Value> = calls
@@ -968,4 +973,166 @@ fn issue_13_functions_no_got_entry_reaches_are_not_claimed_as_traced() {
         );
     }
     assert!(stderr.contains("dlsym pointers"), "{stderr}");
+}
+
+/// `n` loopback ports nothing listens on right now, all different.
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    held.iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
+}
+
+/// `tlsscope sniff -p PID ARGS`, with the default backend (in process for -p), returned once
+/// the wrappers are in.
+fn sniff_in_process(pid: u32, args: &[&str]) -> support::Watched {
+    let watched = sniff_until(pid, args, "wrapped in process");
+    assert!(
+        watched.seen.iter().any(|l| l.contains("user backend")),
+        "-p picks the in-process backend: {:?}",
+        watched.seen
+    );
+    watched
+}
+
+/// `tlsscope sniff -p PID ARGS`, returned once it printed `ready`.
+fn sniff_until(pid: u32, args: &[&str], ready: &str) -> support::Watched {
+    let mut cmd = Command::new(support::bin());
+    cmd.args(["sniff", "-p", &pid.to_string()])
+        .args(args)
+        .stdout(Stdio::null());
+    support::start_until(&mut cmd, ready, Duration::from_secs(60))
+}
+
+/// Ctrl-C to a sniff, once the last calls have had time to reach its rings; its stderr.
+fn stop_sniff(mut sniff: support::Watched) -> Vec<String> {
+    std::thread::sleep(Duration::from_millis(300));
+    signal(&sniff.child, libc::SIGINT);
+    let status = sniff.child.wait().unwrap();
+    let mut lines = sniff.seen;
+    lines.extend(sniff.lines.try_iter());
+    assert_eq!(status.code(), Some(crate::EXIT_INTERRUPTED), "{lines:#?}");
+    lines
+}
+
+/// Three curls from known local ports to an nginx worker sniffed in process: each call is
+/// shown with its own connection's peer, and the pcap holds three TCP conversations, one per
+/// curl port (tshark's `-z conv,tcp`). nginx gives each new connection the fd and, from its
+/// allocator, the `SSL` object of the one before: ends remembered by either showed the first
+/// connection's peer for all (issue 30).
+#[test]
+fn sniff_shows_each_connections_own_peer_port() {
+    each_connection_shows_its_own_peer(None);
+}
+
+/// The same with the kernel backend: the two backends agree.
+#[test]
+fn sniff_shows_each_connections_own_peer_port_with_the_kernel_backend() {
+    let _one = crate::trace::one_at_a_time();
+    each_connection_shows_its_own_peer(Some("kernel"));
+}
+
+/// Three curls from known local ports to an nginx worker sniffed with `backend` (None: the
+/// default): each connection's calls show its curl's port, and tshark finds three
+/// conversations with those ports in the pcap.
+fn each_connection_shows_its_own_peer(backend: Option<&str>) {
+    let nginx = NginxDir::new();
+    let server = nginx.start();
+    let worker = workers(server.id())[0];
+    let (calls_file, pcap) = (nginx.path("calls.jsonl"), nginx.path("calls.pcapng"));
+    let mut args = vec![
+        "--json",
+        "-o",
+        calls_file.to_str().unwrap(),
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ];
+    let sniff = match backend {
+        None => sniff_in_process(worker, &args),
+        Some(backend) => {
+            args.extend(["--backend", backend]);
+            sniff_until(worker, &args, "functions attached")
+        }
+    };
+    let ports = free_ports(3);
+    for (i, port) in ports.iter().enumerate() {
+        let url = format!("https://{}/?connection-{i}", nginx.addr);
+        let port = port.to_string();
+        let out = support::curl(
+            &nginx.path("cert.pem"),
+            &url,
+            &["--local-port", &port, "-o", "/dev/null"],
+        );
+        assert!(out.status.success(), "{}", support::text(&out.stderr));
+    }
+    let stderr = stop_sniff(sniff);
+    let calls = sniffed(&calls_file);
+    let peers: Vec<String> = ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    for (i, peer) in peers.iter().enumerate() {
+        let request = call_with(&calls, "read", &format!("connection-{i}"));
+        assert_eq!(&request["peer"], peer, "{request:#}\n{stderr:#?}");
+        assert_eq!(request["local"], nginx.addr.to_string(), "{request:#}");
+        // The response goes back on the same connection.
+        assert!(
+            calls
+                .iter()
+                .any(|c| c["direction"] == "write" && &c["peer"] == peer),
+            "no response to {peer}: {calls:#?}"
+        );
+    }
+    assert!(
+        calls.iter().all(|c| c["peer"]
+            .as_str()
+            .is_some_and(|p| peers.iter().any(|q| q == p))),
+        "a call with another peer: {calls:#?}"
+    );
+    // tshark, on its own, finds one conversation per connection.
+    let out = support::run_with_timeout(
+        Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args(["-q", "-z", "conv,tcp"]),
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.status.success(),
+        "tshark: {}",
+        support::text(&out.stderr)
+    );
+    let table = support::text(&out.stdout);
+    let mut conversations: Vec<u16> = table
+        .lines()
+        .filter(|l| l.contains("<->"))
+        .map(|l| {
+            let ends: Vec<&str> = l.split_whitespace().collect();
+            let server = nginx.addr.to_string();
+            let client = if ends[0] == server { ends[2] } else { ends[0] };
+            client.rsplit(':').next().unwrap().parse().unwrap()
+        })
+        .collect();
+    conversations.sort_unstable();
+    let mut expected = ports.clone();
+    expected.sort_unstable();
+    assert_eq!(conversations, expected, "{table}");
+}
+
+/// nginx loads OpenSSL only: sniffing it says nothing of GnuTLS or NSS/NSPR functions (issue
+/// 30 found eight lines about them), and at most one line of what its OpenSSL leaves out.
+#[test]
+fn sniff_says_nothing_of_libraries_the_target_does_not_load() {
+    let nginx = NginxDir::new();
+    let server = nginx.start();
+    let worker = workers(server.id())[0];
+    let sniff = sniff_in_process(worker, &["-q"]);
+    let stderr = stop_sniff(sniff);
+    for needle in ["gnutls", "GnuTLS", "PR_", "NSPR", "libnspr", "NSS"] {
+        assert!(
+            !stderr.iter().any(|l| l.contains(needle)),
+            "{needle}: {stderr:#?}"
+        );
+    }
+    let not_sniffed = stderr.iter().filter(|l| l.contains("not sniffed")).count();
+    assert!(not_sniffed <= 1, "{stderr:#?}");
 }

@@ -946,3 +946,114 @@ fn attach_all_filters_to_the_traced_process_in_bpf() {
         "{stdout}"
     );
 }
+
+/// `trace --backend kernel -p MASTER --probes handshake,io`, attached.
+fn kernel_trace_of(master: u32) -> Trace {
+    Trace::start(&[
+        "--backend",
+        "kernel",
+        "-p",
+        &master.to_string(),
+        "--probes",
+        "handshake,io",
+    ])
+}
+
+/// Loads nginx with `requests` connections of one request each (and bench's check before the
+/// run), stops `trace`, and checks that it counted one successful handshake per line of nginx's
+/// log; returns the trace's document and text.
+fn handshakes_match_nginx_s_log(
+    nginx: &crate::inproc::NginxDir,
+    trace: Trace,
+    requests: u64,
+) -> (Value, String) {
+    let n = requests.to_string();
+    bench(
+        nginx.addr,
+        &["--mode", "full", "-n", &n, "-c", "2", "--request", "/"],
+    );
+    let (ok, stdout, stderr, doc) = trace.stop();
+    assert!(ok, "{stderr}");
+    let logged = nginx.access_log_lines() as u64;
+    assert!(logged > requests, "{logged}");
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        logged,
+        "{stdout}"
+    );
+    (doc, stdout)
+}
+
+/// `trace -p <nginx master>` (the PID in nginx.pid) with the kernel backend: nginx handshakes in
+/// its worker, a child the master forked after loading libssl, where a probe attached in the
+/// master does not fire. The trace follows the worker, says so, and counts every handshake
+/// nginx logged (issue 30 found "(no calls traced)").
+#[test]
+fn tracing_nginx_s_master_follows_its_workers() {
+    let _one = one_at_a_time();
+    let nginx = crate::inproc::NginxDir::new();
+    let _server = nginx.start();
+    let master = nginx.master_pid();
+    let workers = crate::inproc::workers(master);
+    assert!(!workers.is_empty(), "nginx has its worker");
+    let trace = kernel_trace_of(master);
+    let said = trace.early_stderr.join("\n");
+    let (doc, stdout) = handshakes_match_nginx_s_log(&nginx, trace, 100);
+    let logged = nginx.access_log_lines() as u64;
+    assert_eq!(calls(&doc, "SSL_write", "success"), logged, "{stdout}");
+    let probed_in: Vec<u64> = doc["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["pid"].as_u64())
+        .collect();
+    for worker in &workers {
+        assert!(probed_in.contains(&u64::from(*worker)), "{probed_in:?}");
+        assert!(
+            said.contains("and its children") && said.contains(&worker.to_string()),
+            "the worker is named: {said}"
+        );
+    }
+}
+
+/// A reload (SIGHUP) while `trace -p <nginx master>` runs: the master forks new workers and
+/// the old ones leave; the trace follows the new ones as they come, and counts every
+/// handshake nginx logged after the reload.
+#[test]
+fn tracing_nginx_s_master_follows_workers_it_forks_later() {
+    let _one = one_at_a_time();
+    let nginx = crate::inproc::NginxDir::new();
+    let _server = nginx.start();
+    let master = nginx.master_pid();
+    let before = crate::inproc::workers(master);
+    let trace = kernel_trace_of(master);
+    // SAFETY: signals the nginx master this test started (its own pid file).
+    assert_eq!(
+        unsafe { libc::kill(i32::try_from(master).unwrap(), libc::SIGHUP) },
+        0
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut said = Vec::new();
+    loop {
+        assert!(Instant::now() < deadline, "no worker followed: {said:?}");
+        if let Ok(line) = trace.stderr.recv_timeout(Duration::from_millis(100)) {
+            said.push(line);
+        }
+        let now = crate::inproc::workers(master);
+        let fresh: Vec<u32> = now
+            .iter()
+            .copied()
+            .filter(|w| !before.contains(w))
+            .collect();
+        let old_gone = now.iter().all(|w| !before.contains(w));
+        if let Some(&w) = fresh.first() {
+            let named = said
+                .iter()
+                .any(|l| l.contains(&format!("following pid {w}, forked by {master}")));
+            if named && old_gone {
+                break;
+            }
+        }
+    }
+    handshakes_match_nginx_s_log(&nginx, trace, 60);
+}

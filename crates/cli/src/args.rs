@@ -443,8 +443,9 @@ pub struct SniffArgs {
     #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
     pub duration: Option<std::time::Duration>,
     /// Who copies the calls: kernel (eBPF uprobes), user (tlsscope's library inside the
-    /// program: a program it starts after --, or running processes with -p, attached with
-    /// ptrace), or auto (user for a command, kernel otherwise).
+    /// program: a program it starts after --, or running processes with -p and their workers,
+    /// attached with ptrace), or auto (user for a command, and for -p when the processes let it
+    /// in and the in-process ring takes --ring-size; kernel otherwise, and for --binary/--lib).
     #[arg(long, default_value = "auto", value_name = "BACKEND")]
     pub backend: experiments::trace::BackendChoice,
     /// Where the kernel backend's probes go: emulated (on an instruction the kernel emulates

@@ -77,9 +77,16 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     };
     let signals = StopFlags::install()?;
     let stop = signals.stop.clone();
+    // The output file's size says how much of the stream it holds, whatever the writer
+    // thread has left to write when the disk fills.
+    let mut measure = None;
     let mut out = match &a.output {
         // Past the page cache: a busy server's capture runs at tens of MB/s.
-        Some(path) => Stream::File(host::DirectFile::new(create_private(path)?)),
+        Some(path) => {
+            let file = create_private(path)?;
+            measure = file.try_clone().ok();
+            Stream::File(host::DirectFile::new(file))
+        }
         None => Stream::Stdout(BufWriter::new(io::stdout())),
     };
     let mut pcap = match &a.pcap {
@@ -113,13 +120,8 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
             )
         }
     );
-    for m in sniffer.not_attached() {
-        eprintln!(
-            "tlsscope sniff: not sniffed: {} in {}: {}",
-            m.function,
-            m.path.display(),
-            m.reason
-        );
+    if let Some(line) = experiments::sniff::not_sniffed_line(sniffer.not_attached()) {
+        eprintln!("tlsscope sniff: {line}");
     }
     if let Some(note) = sniffer
         .syscall_hooks()
@@ -129,6 +131,9 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     }
 
     let mut writer = Writer::new(view(a), &mut out, pcap.as_mut());
+    if let Some(file) = measure {
+        writer = writer.measured_by(file);
+    }
     let watched = experiments::trace::watched_pids(session.child.as_ref(), &a.target.pids);
     let until = experiments::trace::Until {
         duration: a.duration,
@@ -152,9 +157,10 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     }
     crate::output::detach_noting(session, "sniff");
     let mut flushed = writer.flush();
-    let tally = writer.tally().clone();
-    drop(writer);
+    let unsettled = writer.into_tally();
     flushed = flushed.and(out.finish());
+    let mut tally = unsettled.settle();
+    tally.output_failed = end.write_error.is_some();
     if let Some(p) = pcap.as_mut() {
         flushed = flushed.and(p.flush());
     }

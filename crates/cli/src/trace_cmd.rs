@@ -20,6 +20,10 @@ const CALIBRATION_CALLS: u64 = 20_000;
 /// How long a command tlsscope started has to exit after SIGTERM when the trace ends.
 const CHILD_GRACE: Duration = Duration::from_secs(10);
 
+/// How often the targets' process tree is read for children forked since the start (a read of
+/// every /proc/PID/stat).
+const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+
 pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     // The metrics options first: a taken port or an unwritable file is found before anything
     // is attached or started.
@@ -67,7 +71,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     eprintln!(
         "tlsscope trace: {} functions {} ({}, {} backend); {}",
-        tracer.attached().len(),
+        trace::function_count(tracer.attached()),
         match tracer.backend() {
             probes::Backend::Kernel =>
                 format!("attached in {}", trace::file_names(tracer.attached())),
@@ -128,7 +132,15 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
         report::trace::stats_table(&mut out, functions)?;
         out.flush()
     };
+    // Children the targets fork from now on (a reloaded server's new workers) are probed too.
+    let mut followed_at = Instant::now();
     let end = trace::watch(tracer, &until, a.interval, buckets, &mut print, &mut || {
+        if followed_at.elapsed() >= FOLLOW_EVERY {
+            followed_at = Instant::now();
+            for (parent, child) in tracer.follow_children() {
+                eprintln!("tlsscope trace: following pid {child}, forked by {parent} since the start (same library)");
+            }
+        }
         exporter.tick(&mut render)
     });
     let snapshot = tracer.final_snapshot();

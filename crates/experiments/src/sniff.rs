@@ -114,10 +114,16 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
     let sniffer = Sniffer::start(c, &plan)?;
     notes.extend(placement_note(sniffer.attached()));
     notes.extend(unseen_notes(sniffer.attached()));
+    // Said when the plan follows children the user did not name.
+    let targets = if plan.children.is_empty() {
+        Vec::new()
+    } else {
+        crate::trace::planned_words(&request.targets, &plan)
+    };
     Ok(Session {
         capture: Box::new(sniffer),
         child: None,
-        targets: Vec::new(),
+        targets,
         notes,
     })
 }
@@ -147,6 +153,28 @@ fn unseen_notes(attached: &[probes::AttachPoint]) -> Vec<String> {
         .collect()
 }
 
+/// What the capture leaves out, in one line ("SSL_read_ex, SSL_write_ex in libssl: why"; a
+/// clause per file and reason), or None when it leaves out nothing.
+pub fn not_sniffed_line(missing: &[probes::Missing]) -> Option<String> {
+    let mut groups: Vec<(&std::path::Path, &str, Vec<&str>)> = Vec::new();
+    for m in missing {
+        match groups
+            .iter_mut()
+            .find(|(path, reason, _)| *path == m.path && *reason == m.reason)
+        {
+            Some((_, _, functions)) => functions.push(m.function),
+            None => groups.push((&m.path, &m.reason, vec![m.function])),
+        }
+    }
+    let clauses: Vec<String> = groups
+        .iter()
+        .map(|(path, reason, functions)| {
+            format!("{} in {}: {reason}", functions.join(", "), path.display())
+        })
+        .collect();
+    (!clauses.is_empty()).then(|| format!("not sniffed: {}", clauses.join("; ")))
+}
+
 /// How calls are shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -167,6 +195,9 @@ pub struct View {
     pub redact_headers: bool,
 }
 
+/// Sockets whose /proc ends `Writer` keeps, at most; past it the table starts again.
+const MAX_SOCKETS: usize = 4096;
+
 /// How many formatted bytes `Writer` gathers before it writes them.
 const CHUNK: usize = 1 << 20;
 
@@ -177,13 +208,74 @@ pub struct Writer<'a, W: Write> {
     pcap: Option<&'a mut PcapWriter<W>>,
     clock: Clock,
     tally: Tally,
-    /// Socket ends found in /proc, per (pid, fd), for calls the kernel gave none.
-    endpoints: HashMap<(u32, i32), Option<(SocketAddr, SocketAddr)>>,
+    /// Socket ends found in /proc for calls the backend gave none, per (pid, socket inode):
+    /// never per fd, which the process gives to its next connection.
+    endpoints: HashMap<(u32, u64), Option<(SocketAddr, SocketAddr)>>,
     /// The kernel's loss counters when a loss was last written.
     lost_reported: SniffCounters,
     /// What was formatted and not yet written: records go out in chunks of `CHUNK` bytes (a
     /// chunk that size passes through the stream's own buffer uncopied).
     pending: Vec<u8>,
+    /// What the stream was handed, and what of it the output is known to hold.
+    delivery: Delivery,
+}
+
+/// The calls handed to the stream and not yet known to be wholly in the output, oldest first:
+/// they count as shown once the output holds them, and as not written if it fails first.
+#[derive(Default)]
+struct Delivery {
+    /// Bytes handed to the stream so far.
+    handed_bytes: u64,
+    in_flight: std::collections::VecDeque<InFlight>,
+    /// The output file, to ask how much of the stream it holds (the stream may be written by a
+    /// thread of its own, behind what was handed to it); None: what was handed counts.
+    output_file: Option<std::fs::File>,
+}
+
+impl Delivery {
+    /// Counts as shown in `tally` the calls the output holds by now.
+    fn count_written(&mut self, tally: &mut Tally) {
+        let held = match &self.output_file {
+            Some(f) => f.metadata().map_or(0, |m| m.len()),
+            None => self.handed_bytes,
+        };
+        while let Some(call) = self.in_flight.front().copied() {
+            if call.end > held {
+                break;
+            }
+            self.in_flight.pop_front();
+            count_shown(tally, call.direction, call.bytes);
+        }
+    }
+}
+
+/// A capture's tally whose last calls may still be on their way to the output: settled once
+/// the stream is finished (see [`Writer::into_tally`]).
+pub struct Unsettled {
+    tally: Tally,
+    delivery: Delivery,
+}
+
+impl Unsettled {
+    /// The tally, once the stream is finished or has failed: the calls the output holds count
+    /// as shown, the rest as not written; with a file, what it holds in bytes.
+    pub fn settle(mut self) -> Tally {
+        self.delivery.count_written(&mut self.tally);
+        self.tally.unwritten += self.delivery.in_flight.len() as u64;
+        if let Some(f) = &self.delivery.output_file {
+            self.tally.output_bytes = f.metadata().ok().map(|m| m.len());
+        }
+        self.tally
+    }
+}
+
+/// A call formatted for the stream: where it ends in the stream, and what it adds to the tally
+/// once written.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    end: u64,
+    direction: Direction,
+    bytes: u64,
 }
 
 impl<'a, W: Write> Writer<'a, W> {
@@ -201,7 +293,18 @@ impl<'a, W: Write> Writer<'a, W> {
             endpoints: HashMap::new(),
             lost_reported: SniffCounters::default(),
             pending: Vec::with_capacity(CHUNK),
+            delivery: Delivery::default(),
         }
+    }
+
+    /// Counts what reached the stream by the size of `file` (the stream's file, written from
+    /// its start), not by what was handed to it; a file that is not a regular one (a pipe, a
+    /// device) has no size to tell, and what was handed to it counts.
+    pub fn measured_by(mut self, file: std::fs::File) -> Self {
+        if file.metadata().is_ok_and(|m| m.is_file()) {
+            self.delivery.output_file = Some(file);
+        }
+        self
     }
 
     /// Filters, resolves and writes one call, whose captured bytes are `data`.
@@ -226,7 +329,12 @@ impl<'a, W: Write> Writer<'a, W> {
     /// Writes what is pending, and flushes the stream.
     pub fn flush(&mut self) -> io::Result<()> {
         self.write_pending()?;
-        self.out.flush()
+        let flushed = self.out.flush();
+        // Handed to a stream that failed to flush is not written; a file's size still tells.
+        if flushed.is_ok() || self.delivery.output_file.is_some() {
+            self.delivery.count_written(&mut self.tally);
+        }
+        flushed
     }
 
     /// Writes the pending records once they fill a chunk.
@@ -239,13 +347,20 @@ impl<'a, W: Write> Writer<'a, W> {
 
     fn write_pending(&mut self) -> io::Result<()> {
         let written = self.out.write_all(&self.pending);
+        if written.is_ok() {
+            self.delivery.handed_bytes += self.pending.len() as u64;
+        }
         self.pending.clear();
         written
     }
 
-    /// What was written, for the summary.
-    pub fn tally(&self) -> &Tally {
-        &self.tally
+    /// What was written, for the summary, settled once the stream is finished
+    /// ([`Unsettled::settle`]): the stream's writer may still be behind.
+    pub fn into_tally(self) -> Unsettled {
+        Unsettled {
+            tally: self.tally,
+            delivery: self.delivery,
+        }
     }
 }
 
@@ -307,23 +422,23 @@ fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call, data: &[u8]) -> io::Result
             return Ok(());
         }
     }
-    tally.shown += 1;
-    match call.direction {
-        Direction::Read => tally.reads += 1,
-        Direction::Write => tally.writes += 1,
-        Direction::Handshake => {}
+    if quiet {
+        // Counted, not shown: nothing goes to the stream that could fail to hold it.
+        count_shown(tally, call.direction, call.total_bytes);
+        if w.pcap.is_none() {
+            return Ok(());
+        }
     }
-    tally.bytes += call.total_bytes;
-    if quiet && w.pcap.is_none() {
-        return Ok(());
-    }
-    // The kernel's view, taken during the call; else /proc, while the socket is still open.
+    // The backend's view, taken during the call; else /proc, while the socket is still open.
     let ends = call.endpoints.or_else(|| {
-        call.fd.and_then(|fd| {
-            *w.endpoints
-                .entry((call.pid, fd))
-                .or_insert_with(|| crate::sockets::endpoints(call.pid, fd))
-        })
+        let fd = call.fd?;
+        let inode = crate::sockets::socket_inode(call.pid, fd)?;
+        if w.endpoints.len() >= MAX_SOCKETS {
+            w.endpoints.clear();
+        }
+        *w.endpoints
+            .entry((call.pid, inode))
+            .or_insert_with(|| crate::sockets::endpoints_of_inode(call.pid, inode))
     });
     if let Some(pcap) = w.pcap.as_deref_mut() {
         let sent = match call.direction {
@@ -378,7 +493,23 @@ fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call, data: &[u8]) -> io::Result
         Format::Hex => push_hex(&mut w.pending, &record),
         Format::Text | Format::Quiet => push_text(&mut w.pending, &record),
     }
+    w.delivery.in_flight.push_back(InFlight {
+        end: w.delivery.handed_bytes + w.pending.len() as u64,
+        direction: call.direction,
+        bytes: call.total_bytes,
+    });
     w.write_chunk()
+}
+
+/// Adds a call to what the summary says was shown (or, with --quiet, counted).
+fn count_shown(tally: &mut Tally, direction: Direction, bytes: u64) {
+    tally.shown += 1;
+    match direction {
+        Direction::Read => tally.reads += 1,
+        Direction::Write => tally.writes += 1,
+        Direction::Handshake => {}
+    }
+    tally.bytes += bytes;
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
@@ -532,6 +663,28 @@ mod tests {
 
     fn polled(calls: usize, fullest: Option<f64>) -> Polled {
         Polled { calls, fullest }
+    }
+
+    #[test]
+    fn what_is_not_sniffed_is_said_in_one_line() {
+        let missing = |function, path: &str, reason: &str| probes::Missing {
+            function,
+            path: path.into(),
+            reason: reason.into(),
+        };
+        assert_eq!(not_sniffed_line(&[]), None);
+        let line = not_sniffed_line(&[
+            missing("SSL_read_ex", "libssl", "not called"),
+            missing("SSL_write_ex", "libssl", "not called"),
+            missing("gnutls_record_recv", "/x/libgnutls.so.30", "stripped"),
+        ]);
+        assert_eq!(
+            line.as_deref(),
+            Some(
+                "not sniffed: SSL_read_ex, SSL_write_ex in libssl: not called; \
+                 gnutls_record_recv in /x/libgnutls.so.30: stripped"
+            )
+        );
     }
 
     #[test]

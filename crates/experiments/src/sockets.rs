@@ -3,14 +3,21 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
-/// (local, peer) of socket `fd` in process `pid`, if it is a TCP socket still open.
-pub fn endpoints(pid: u32, fd: i32) -> Option<(SocketAddr, SocketAddr)> {
+/// The inode of the socket `fd` names in process `pid` now: what tells one socket from the
+/// next that gets the same fd. None when it names no socket (or is closed).
+pub fn socket_inode(pid: u32, fd: i32) -> Option<u64> {
     let link = std::fs::read_link(format!("/proc/{pid}/fd/{fd}")).ok()?;
-    let inode = link
-        .to_str()?
+    link.to_str()?
         .strip_prefix("socket:[")?
         .strip_suffix(']')?
-        .to_string();
+        .parse()
+        .ok()
+}
+
+/// (local, peer) of the TCP socket with `inode` in process `pid`'s network namespace, while it
+/// is open.
+pub fn endpoints_of_inode(pid: u32, inode: u64) -> Option<(SocketAddr, SocketAddr)> {
+    let inode = inode.to_string();
     for table in ["tcp", "tcp6"] {
         let text = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")).ok()?;
         if let Some(found) = text.lines().skip(1).find_map(|l| parse_line(l, &inode)) {
@@ -69,7 +76,9 @@ mod tests {
         use std::os::fd::AsRawFd;
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (local, peer) = endpoints(std::process::id(), client.as_raw_fd()).expect("found");
+        let pid = std::process::id();
+        let inode = socket_inode(pid, client.as_raw_fd()).expect("a socket");
+        let (local, peer) = endpoints_of_inode(pid, inode).expect("found");
         assert_eq!(local, client.local_addr().unwrap());
         assert_eq!(peer, listener.local_addr().unwrap());
     }

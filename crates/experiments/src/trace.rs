@@ -322,6 +322,14 @@ fn wrapper_failures(snapshot: &Snapshot) -> Vec<WrapperFailureDoc> {
         .collect()
 }
 
+/// How many functions are probed, each once however many processes it is probed in.
+pub fn function_count(attached: &[probes::latency::Attached]) -> usize {
+    let mut names: Vec<&str> = attached.iter().map(|a| a.point.function.name).collect();
+    names.sort_unstable();
+    names.dedup();
+    names.len()
+}
+
 /// The files the probes are in, each once: "libssl.so.3, libcrypto.so.3".
 pub fn file_names(attached: &[probes::latency::Attached]) -> String {
     let mut names: Vec<String> = Vec::new();
@@ -464,14 +472,38 @@ fn attach(request: &Request<'_>) -> Result<Session> {
     tracer.calibrate(request.calibration_calls)?;
     Ok(Session {
         tracer: Box::new(tracer),
-        targets: request
-            .targets
-            .iter()
-            .map(|t| target_words(std::slice::from_ref(t)))
-            .collect(),
+        targets: planned_words(&request.targets, &plan),
         child: None,
         notes,
     })
+}
+
+/// The targets in words, each process with the children the plan follows: "pid 10 and its
+/// children 11, 12 (same library)".
+pub fn planned_words(targets: &[Target], plan: &probes::Plan) -> Vec<String> {
+    targets
+        .iter()
+        .map(|t| {
+            let words = target_words(std::slice::from_ref(t));
+            let Target::Pid(pid) = t else {
+                return words;
+            };
+            let children: Vec<String> = plan
+                .children
+                .iter()
+                .filter(|(parent, _)| parent == pid)
+                .map(|(_, child)| child.to_string())
+                .collect();
+            if children.is_empty() {
+                words
+            } else {
+                format!(
+                    "{words} and its children {} (same library)",
+                    children.join(", ")
+                )
+            }
+        })
+        .collect()
 }
 
 /// A process with a crypto engine loaded may run its crypto inside async jobs, on stacks of

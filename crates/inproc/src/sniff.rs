@@ -77,7 +77,7 @@ pub fn record(header: &Header, slot: &'static Slot, call: &FinishedCall) {
         function: call.index as u16,
         kind,
         _pad: 0,
-        ..ends_of(fd, call.args[0])
+        ..ends_of(fd)
     };
     // SAFETY: the ring's data is `ring_bytes` bytes of the region; every write below stays within
     // it (checked above), in bytes tlsscope has consumed; `args[1]` is the call's buffer, of
@@ -107,38 +107,12 @@ fn bytes_moved(call: &FinishedCall, count: u8) -> u64 {
     unsafe { *(call.args[3] as *const usize) as u64 }
 }
 
-/// A socket's ends, as a Record's fields.
-#[derive(Clone, Copy, Default)]
-struct Ends {
-    fd: i32,
-    connection: usize,
-    family: u16,
-    local_port: u16,
-    peer_port: u16,
-    local_addr: [u8; 16],
-    peer_addr: [u8; 16],
-}
-
-thread_local! {
-    /// The ends of the sockets this thread used lately, by fd (a connection keeps its fd):
-    /// asked of the kernel once per connection, not per call.
-    static ENDS: std::cell::RefCell<[Ends; 64]> =
-        const { std::cell::RefCell::new([Ends { fd: -1, connection: 0, family: 0, local_port: 0, peer_port: 0, local_addr: [0; 16], peer_addr: [0; 16] }; 64]) };
-}
-
-/// A record with the ends of socket `fd` (of `connection`) filled in.
-fn ends_of(fd: i32, connection: usize) -> Record {
+/// A record with the ends of socket `fd` filled in (all unknown for -1).
+fn ends_of(fd: i32) -> Record {
     let e = if fd < 0 {
-        Ends::default()
+        crate::sockets::Ends::default()
     } else {
-        ENDS.with(|cache| {
-            let mut cache = cache.borrow_mut();
-            let entry = &mut cache[fd as usize % 64];
-            if entry.fd != fd || entry.connection != connection {
-                *entry = ask_kernel(fd, connection);
-            }
-            *entry
-        })
+        crate::sockets::ends(fd)
     };
     Record {
         family: e.family,
@@ -148,55 +122,6 @@ fn ends_of(fd: i32, connection: usize) -> Record {
         peer_addr: e.peer_addr,
         ..Record::default()
     }
-}
-
-fn ask_kernel(fd: i32, connection: usize) -> Ends {
-    let mut e = Ends {
-        fd,
-        connection,
-        ..Ends::default()
-    };
-    let name = |f: unsafe extern "C" fn(i32, *mut libc::sockaddr, *mut libc::socklen_t) -> i32| {
-        // SAFETY: an all-zero sockaddr_storage is valid; the call writes at most `len` bytes.
-        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
-        let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        // SAFETY: as above; fd is the connection's socket (a bad one is an error, not UB).
-        let ok = unsafe {
-            f(
-                fd,
-                (&mut ss as *mut libc::sockaddr_storage).cast(),
-                &mut len,
-            )
-        } == 0;
-        ok.then_some(ss)
-    };
-    let (Some(local), Some(peer)) = (name(libc::getsockname), name(libc::getpeername)) else {
-        return e;
-    };
-    let split = |ss: &libc::sockaddr_storage| -> Option<(u16, [u8; 16])> {
-        let mut addr = [0; 16];
-        match i32::from(ss.ss_family) {
-            libc::AF_INET => {
-                // SAFETY: an AF_INET sockaddr_storage holds a sockaddr_in.
-                let sin =
-                    unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-                addr[..4].copy_from_slice(&sin.sin_addr.s_addr.to_ne_bytes());
-                Some((u16::from_be(sin.sin_port), addr))
-            }
-            libc::AF_INET6 => {
-                // SAFETY: an AF_INET6 sockaddr_storage holds a sockaddr_in6.
-                let sin6 =
-                    unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
-                Some((u16::from_be(sin6.sin6_port), sin6.sin6_addr.s6_addr))
-            }
-            _ => None,
-        }
-    };
-    if let (Some((lp, la)), Some((pp, pa))) = (split(&local), split(&peer)) {
-        e.family = local.ss_family;
-        (e.local_port, e.local_addr, e.peer_port, e.peer_addr) = (lp, la, pp, pa);
-    }
-    e
 }
 
 /// The return value: GnuTLS's record calls return a `ssize_t`, the others an `int` (the upper

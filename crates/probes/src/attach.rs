@@ -352,7 +352,7 @@ pub fn forked_since(root: u32, known: &[u32], library: &Path) -> Vec<u32> {
 }
 
 /// Whether process `pid`'s memory map names `file`.
-fn maps_file(pid: u32, file: &Path) -> bool {
+pub(crate) fn maps_file(pid: u32, file: &Path) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|text| {
         crate::maps::parse_maps(&text)
             .iter()

@@ -335,7 +335,11 @@ const CALIBRATION: Function = Function {
 pub struct Tracer {
     // Declared first: links drop (detach) before the skeleton's programs are unloaded.
     links: Vec<Link>,
+    /// The probes attached since the start in children the process targets forked.
+    late_links: std::sync::Mutex<Vec<Link>>,
     skel: LatencySkel<'static>,
+    /// What to attach again in a child a process target forks later.
+    follow: Follow,
     attach_all: bool,
     attached: Vec<Attached>,
     not_attached: Vec<NotAttached>,
@@ -380,8 +384,11 @@ impl Tracer {
         let attachment = loader::attach_points(&uprobes(&skel), &points, config.attach_all, &at)?;
         let mut not_attached = plan.missing.clone();
         not_attached.extend(attachment.refused);
+        let follow = Follow::of(plan, &points, &at, config.attach_all);
         let mut tracer = Tracer {
             links: attachment.links,
+            late_links: std::sync::Mutex::new(Vec::new()),
+            follow,
             skel,
             attach_all: config.attach_all,
             attached: attachment
@@ -404,6 +411,31 @@ impl Tracer {
             tracer.attach_syscall_exits();
         }
         Ok(tracer)
+    }
+
+    /// Attaches the process targets' probes in the children they forked since the start
+    /// (a respawned or reloaded server's new workers); returns (parent, child) per child
+    /// newly probed.
+    pub fn follow_children(&self) -> Vec<(u32, u32)> {
+        let mut known = self.follow.known.lock().unwrap_or_else(|e| e.into_inner());
+        let mut followed = Vec::new();
+        for &root in &self.follow.roots {
+            for (child, points) in crate::plan::in_children(&self.follow.points, root, &known) {
+                known.push(child);
+                let at = |p: &AttachPoint| self.follow.probe_of(p);
+                // A child that exits meanwhile refuses every probe: nothing to follow.
+                if let Ok(attachment) =
+                    loader::attach_points(&uprobes(&self.skel), &points, false, &at)
+                {
+                    self.late_links
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .extend(attachment.links);
+                    followed.push((root, child));
+                }
+            }
+        }
+        followed
     }
 
     /// The read/write-family syscall exits that settle OpenSSL calls returning <= 0 (see
@@ -578,6 +610,62 @@ pub fn loaded_programs() -> Vec<(u32, String)> {
 }
 
 /// The latency program's entry and return uprobes.
+/// The process targets of a trace, with their probes as attached (offset and cookie), to
+/// attach the same in children they fork later; and every process probed so far.
+struct Follow {
+    roots: Vec<u32>,
+    points: Vec<AttachPoint>,
+    probes: Vec<(AttachPoint, (u64, u64))>,
+    known: std::sync::Mutex<Vec<u32>>,
+}
+
+impl Follow {
+    fn of(
+        plan: &Plan,
+        points: &[AttachPoint],
+        at: &dyn Fn(&AttachPoint) -> (u64, u64),
+        attach_all: bool,
+    ) -> Follow {
+        let children: Vec<u32> = plan.children.iter().map(|&(_, c)| c).collect();
+        let mut roots: Vec<u32> = Vec::new();
+        for p in points {
+            let Ok(pid) = u32::try_from(p.pid) else {
+                continue;
+            };
+            if !attach_all && !children.contains(&pid) && !roots.contains(&pid) {
+                roots.push(pid);
+            }
+        }
+        let points: Vec<AttachPoint> = points
+            .iter()
+            .filter(|p| u32::try_from(p.pid).is_ok_and(|pid| roots.contains(&pid)))
+            .cloned()
+            .collect();
+        let probes = points.iter().map(|p| (p.clone(), at(p))).collect();
+        let mut known = roots.clone();
+        known.extend(children);
+        Follow {
+            roots,
+            points,
+            probes,
+            known: std::sync::Mutex::new(known),
+        }
+    }
+
+    /// The offset and cookie of a root's point, for the same point in a child.
+    fn probe_of(&self, point: &AttachPoint) -> (u64, u64) {
+        self.probes
+            .iter()
+            .find(|(p, _)| {
+                AttachPoint {
+                    pid: point.pid,
+                    ..p.clone()
+                } == *point
+            })
+            .map_or((point.probe_offset(), 0), |&(_, probe)| probe)
+    }
+}
+
 fn uprobes<'a>(skel: &'a LatencySkel<'static>) -> Uprobes<'a, 'static> {
     Uprobes {
         entry: &skel.progs.tls_enter,

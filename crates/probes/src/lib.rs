@@ -66,6 +66,12 @@ pub trait Trace {
     }
     /// What one probed call costs, when measured.
     fn calibration(&self) -> Option<Calibration>;
+    /// Probes the children the process targets forked since the start, where the backend
+    /// must (the kernel's: a uprobe does not fire in a fork; the in-process library is
+    /// inherited); returns (parent, child) per child newly followed.
+    fn follow_children(&self) -> Vec<(u32, u32)> {
+        Vec::new()
+    }
 }
 
 impl Trace for Tracer {
@@ -89,6 +95,9 @@ impl Trace for Tracer {
     }
     fn calibration(&self) -> Option<Calibration> {
         Tracer::calibration(self)
+    }
+    fn follow_children(&self) -> Vec<(u32, u32)> {
+        Tracer::follow_children(self)
     }
 }
 

@@ -305,6 +305,14 @@ pub(crate) fn counter(counters: &dyn MapCore, index: u32, what: &str) -> Result<
     Ok(values.iter().map(|v| crate::read_pod::<u64>(v)).sum())
 }
 
+/// Whether two points are probed at the same place the same way (in any processes).
+fn same_site(a: &AttachPoint, b: &AttachPoint) -> bool {
+    AttachPoint {
+        pid: b.pid,
+        ..a.clone()
+    } == *b
+}
+
 /// The callee placements of a plan, numbered from 1 as the program's `cfg.sites` holds them.
 pub(crate) struct Sites<'a> {
     points: Vec<&'a AttachPoint>,
@@ -315,34 +323,50 @@ impl<'a> Sites<'a> {
     const ROOM: usize = ts_sites::TS_MAX_SITES.0 as usize - 1;
 
     /// The points, with the callee placements past the program's room back at their entries.
+    /// A place probed in several processes (a server's workers) takes one site.
     pub(crate) fn fitted(points: &[AttachPoint]) -> Vec<AttachPoint> {
-        let mut callees = 0;
+        let mut kept: Vec<&AttachPoint> = Vec::new();
         let mut out = points.to_vec();
         for p in &mut out {
-            if matches!(p.placement, Placement::Callee(_)) {
-                callees += 1;
-                if callees > Sites::ROOM {
-                    p.placement = Placement::Entry { emulated: false };
-                }
+            if !matches!(p.placement, Placement::Callee(_)) {
+                continue;
+            }
+            if kept.iter().any(|k| same_site(k, p)) {
+                continue;
+            }
+            if kept.len() < Sites::ROOM {
+                kept.push(
+                    points
+                        .iter()
+                        .find(|q| same_site(q, p))
+                        .expect("from points"),
+                );
+            } else {
+                p.placement = Placement::Entry { emulated: false };
             }
         }
         out
     }
 
     pub(crate) fn of(points: &'a [AttachPoint]) -> Sites<'a> {
-        Sites {
-            points: points
-                .iter()
-                .filter(|p| matches!(p.placement, Placement::Callee(_)))
-                .collect(),
+        let mut sites: Vec<&AttachPoint> = Vec::new();
+        for p in points {
+            if matches!(p.placement, Placement::Callee(_)) && !sites.iter().any(|s| same_site(s, p))
+            {
+                sites.push(p);
+            }
         }
+        Sites { points: sites }
     }
 
     /// The point's site number, or 0 when it is not a callee placement.
     pub(crate) fn index_of(&self, point: &AttachPoint) -> u8 {
+        if !matches!(point.placement, Placement::Callee(_)) {
+            return 0;
+        }
         self.points
             .iter()
-            .position(|p| *p == point)
+            .position(|p| same_site(p, point))
             .map_or(0, |i| u8::try_from(i + 1).unwrap_or(0))
     }
 

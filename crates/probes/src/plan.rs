@@ -75,6 +75,10 @@ pub struct Plan {
     pub selection: Selection,
     /// The file name of NSS's libssl, whose method tables mark an NSPR file as a TLS layer.
     pub nss_ssl_file: Option<String>,
+    /// (process, child): descendants of a process target running its program with its TLS
+    /// library mapped (a server's workers), probed too: a uprobe attached in one process does
+    /// not fire in the children it forked.
+    pub children: Vec<(u32, u32)>,
 }
 
 impl Plan {
@@ -88,10 +92,14 @@ impl Plan {
             missing: Vec::new(),
             selection,
             nss_ssl_file: None,
+            children: Vec::new(),
         };
         for target in targets {
             match target {
-                Target::Pid(pid) => plan.add_process(*pid)?,
+                Target::Pid(pid) => {
+                    plan.add_process(*pid)?;
+                    plan.add_children(*pid);
+                }
                 Target::Binary(path) => {
                     let table = SymbolTable::read(path)?;
                     plan.add_static(&table, -1);
@@ -199,6 +207,17 @@ impl Plan {
         Ok(())
     }
 
+    /// The points of process `pid` again in each of its descendants that runs its program and
+    /// maps the same file (nginx's workers, forked from the master after it loaded libssl).
+    fn add_children(&mut self, pid: u32) {
+        for (child, theirs) in in_children(&self.points, pid, &[pid]) {
+            self.children.push((pid, child));
+            for point in theirs {
+                self.push(point);
+            }
+        }
+    }
+
     /// Every function of `kind` the selection wants: attach where found, else say why not.
     fn add_library(&mut self, table: &SymbolTable, kind: LibraryKind, pid: i32) {
         if kind == LibraryKind::Nss {
@@ -295,6 +314,50 @@ impl Plan {
         }
         files
     }
+}
+
+/// Process `root`'s points again in each of its descendants not `known` that runs its program
+/// and maps the point's file, per child: a uprobe attached in one process does not fire in
+/// the children it forks.
+pub(crate) fn in_children(
+    points: &[AttachPoint],
+    root: u32,
+    known: &[u32],
+) -> Vec<(u32, Vec<AttachPoint>)> {
+    let Ok(root_arg) = i32::try_from(root) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for child in crate::attach::with_descendants(&[root]) {
+        let Ok(child_arg) = i32::try_from(child) else {
+            continue;
+        };
+        if child == root || known.contains(&child) {
+            continue;
+        }
+        let mut mapped: Vec<(&Path, bool)> = Vec::new();
+        let mut theirs = Vec::new();
+        for p in points.iter().filter(|p| p.pid == root_arg) {
+            let maps = match mapped.iter().find(|(path, _)| *path == p.path) {
+                Some(&(_, maps)) => maps,
+                None => {
+                    let maps = crate::attach::maps_file(child, &p.path);
+                    mapped.push((&p.path, maps));
+                    maps
+                }
+            };
+            if maps {
+                theirs.push(AttachPoint {
+                    pid: child_arg,
+                    ..p.clone()
+                });
+            }
+        }
+        if !theirs.is_empty() {
+            out.push((child, theirs));
+        }
+    }
+    out
 }
 
 fn point(

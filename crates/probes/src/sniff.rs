@@ -297,7 +297,14 @@ impl Capture for Sniffer {
         Sniffer::counters(self)
     }
     fn functions(&self) -> Vec<&'static str> {
-        self.attached.iter().map(|p| p.function.name).collect()
+        // Once each, however many processes it is probed in (a server's workers).
+        let mut names: Vec<&'static str> = Vec::new();
+        for p in &self.attached {
+            if !names.contains(&p.function.name) {
+                names.push(p.function.name);
+            }
+        }
+        names
     }
     fn not_attached(&self) -> &[Missing] {
         &self.not_attached

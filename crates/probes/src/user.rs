@@ -417,6 +417,28 @@ pub fn plan(selection: &Selection, library: &Path) -> Result<UserPlan, Error> {
     })
 }
 
+/// The library families processes `pids` map (a process that has exited maps none).
+fn loaded_kinds(pids: impl Iterator<Item = u32>) -> Vec<LibraryKind> {
+    let mut kinds = Vec::new();
+    for pid in pids {
+        for library in crate::maps::tls_libraries(pid).unwrap_or_default() {
+            if !kinds.contains(&library.kind) {
+                kinds.push(library.kind);
+            }
+        }
+    }
+    kinds
+}
+
+/// The library family of catalog function `name` (unknown names: OpenSSL's libssl, where a
+/// note about them is never wrong to keep).
+fn family_of(name: &str) -> LibraryKind {
+    catalog::CATALOG
+        .iter()
+        .find(|f| f.name == name)
+        .map_or(LibraryKind::OpensslSsl, |f| f.library)
+}
+
 /// The usual file name of a library family, to say where an unwrapped function lives.
 fn family_file(kind: LibraryKind) -> &'static str {
     match kind {
@@ -557,20 +579,27 @@ impl UserTracer {
 
     /// After attaching: a function no attached process calls through a GOT entry of its own is
     /// not traced (its calls, if any, bypass the wrappers: through dlsym pointers, or from
-    /// inside its library), and says so.
+    /// inside its library), and says so where its library is one the processes load; of a
+    /// library none of them loads (GnuTLS in nginx) nothing is said.
     fn keep_called(&mut self) {
         let called: Vec<usize> = self
             .attachments
             .iter()
             .flat_map(|a| a.called.iter().copied())
             .collect();
+        let loaded = loaded_kinds(self.attachments.iter().map(|a| a.pid));
         let (kept, bypassed): (Vec<Attached>, Vec<Attached>) = std::mem::take(&mut self.attached)
             .into_iter()
             .partition(|a| {
                 inproc_abi::index_of(a.point.function.name).is_some_and(|i| called.contains(&i))
             });
         self.attached = kept;
-        self.not_attached.extend(bypassed.into_iter().map(|a| Missing {
+        self.not_attached
+            .retain(|m| loaded.contains(&family_of(m.function)));
+        let bypassed = bypassed
+            .into_iter()
+            .filter(|a| loaded.contains(&a.point.function.library));
+        self.not_attached.extend(bypassed.map(|a| Missing {
             function: a.point.function.name,
             path: PathBuf::from(family_file(a.point.function.library)),
             reason: "the attached processes call it through no GOT entry of their own (not at all, or through dlsym pointers as tlsscope's built-in server does: start such a program under tlsscope, trace -- COMMAND)".into(),

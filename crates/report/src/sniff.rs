@@ -265,8 +265,17 @@ pub fn write_json(w: &mut (impl Write + ?Sized), r: &Record<'_>) -> io::Result<(
 #[derive(Clone, Debug, Default)]
 pub struct Tally {
     pub calls: u64,
-    /// Calls that passed --grep: written out, or with --quiet only counted.
+    /// Calls that passed --grep and are wholly in the output (or with --quiet only counted);
+    /// `reads`, `writes` and `bytes` are of these.
     pub shown: u64,
+    /// Calls that passed --grep but are not (wholly) in the output: it failed (a full disk)
+    /// before they reached it.
+    pub unwritten: u64,
+    /// What the output file holds, in bytes, where it is a file whose size can be asked.
+    pub output_bytes: Option<u64>,
+    /// Writing the output failed (a full disk, a closed pipe): the capture stopped there, and
+    /// what the probes had copied after it was never read.
+    pub output_failed: bool,
     /// --quiet: nothing was written, so the summary says "counted", not "shown".
     pub quiet: bool,
     pub reads: u64,
@@ -345,6 +354,19 @@ pub fn write_summary(
             out,
             "tlsscope sniff: NSPR calls not sniffed, their layer unchecked (memory map busy): {}",
             lost.unchecked
+        )?;
+    }
+    if t.output_failed || t.unwritten > 0 {
+        let held = t
+            .output_bytes
+            .map(|b| format!("; the output holds the {} shown, {b} bytes", t.shown))
+            .unwrap_or_default();
+        // Copied by the probes, neither lost in their ring nor read before the capture stopped.
+        let unread = seen_calls.saturating_sub(t.calls + lost.calls);
+        writeln!(
+            out,
+            "tlsscope sniff: not written: {} calls received and {unread} left unread, lost with the output{why}{held}",
+            t.unwritten
         )?;
     }
     Ok(())
@@ -432,6 +454,30 @@ mod tests {
         );
         assert!(!summary(true).contains("7 shown"));
         assert!(summary(false).contains("7 shown ("), "{}", summary(false));
+    }
+
+    #[test]
+    fn calls_the_output_lost_are_not_claimed_as_shown() {
+        let t = Tally {
+            calls: 10,
+            shown: 4,
+            unwritten: 6,
+            output_bytes: Some(4096),
+            output_failed: true,
+            ..Tally::default()
+        };
+        let mut out = Vec::new();
+        let took = std::time::Duration::from_secs(1);
+        let why = Some("no space left");
+        write_summary(&mut out, &t, 13, &Losses::default(), why, took).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("10 received; 4 shown ("), "{text}");
+        assert!(
+            text.contains(
+                "not written: 6 calls received and 3 left unread, lost with the output (no space left); the output holds the 4 shown, 4096 bytes"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

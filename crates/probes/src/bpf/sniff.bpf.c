@@ -166,20 +166,45 @@ struct sn_sys_enter {
 #define SN_AF_INET 2
 #define SN_AF_INET6 10
 
-/* The two ends of socket `fd` of the current task, read through task->files (CO-RE). A file
- * that is not a socket, or not IPv4/IPv6, leaves `ends` unknown (family 0). */
-static __always_inline void read_endpoints(int fd, struct sn_endpoints *ends)
+/* The socket file `fd` of the current task names, read through task->files (CO-RE); NULL when
+ * it names none. */
+static __always_inline struct socket *socket_of(int fd, struct file **file)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct file **fds = BPF_CORE_READ(task, files, fdt, fd);
 	struct file *f = NULL;
 
 	if (fd < 0 || bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) < 0 || !f)
-		return;
+		return NULL;
 	struct socket *sock = BPF_CORE_READ(f, private_data);
 
 	if (!sock || BPF_CORE_READ(sock, file) != f)
-		return; /* not a socket */
+		return NULL; /* not a socket */
+	*file = f;
+	return sock;
+}
+
+/* The inode of the socket `fd` names now; 0 when it names none. */
+static __always_inline __u64 socket_inode(int fd)
+{
+	struct file *f = NULL;
+
+	if (!socket_of(fd, &f))
+		return 0;
+	return BPF_CORE_READ(f, f_inode, i_ino);
+}
+
+/* The socket `fd` of the current task names: its inode and two ends. A file that is not a
+ * socket, or not IPv4/IPv6, leaves the ends unknown (family 0). */
+static __always_inline void read_socket(int fd, struct sn_socket *s)
+{
+	struct sn_endpoints *ends = &s->ends;
+	struct file *f = NULL;
+	struct socket *sock = socket_of(fd, &f);
+
+	if (!sock)
+		return;
+	s->inode = BPF_CORE_READ(f, f_inode, i_ino);
 	struct sock *sk = BPF_CORE_READ(sock, sk);
 
 	if (!sk)
@@ -213,8 +238,8 @@ int sniff_sys_enter(struct sn_sys_enter *ctx)
 
 	if (c->sock.fd == fd && c->sock.ends.family)
 		return 0;
-	c->sock.fd = fd;
-	read_endpoints(fd, &c->sock.ends);
+	c->sock = (struct sn_socket){ .fd = fd };
+	read_socket(fd, &c->sock);
 	return 0;
 }
 
@@ -319,7 +344,8 @@ int BPF_KRETPROBE(sniff_return)
 	} else {
 		struct sn_socket *known = bpf_map_lookup_elem(&ssl_socks, &sk);
 
-		if (known) {
+		/* Only while its fd still names that socket: not a later connection's. */
+		if (known && known->inode && socket_inode(known->fd) == known->inode) {
 			call.sock = *known;
 			flags = SN_FD_GUESSED;
 		}

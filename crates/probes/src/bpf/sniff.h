@@ -50,10 +50,14 @@ struct sn_endpoints {
 	__u8 peer_addr[16];
 };
 
-/* What is known of a connection object's socket, for calls that make no syscall. */
+/* What is known of a connection object's socket, for calls that make no syscall: used only
+ * while the fd still names the same socket (its inode), as the in-process backend does: a
+ * program gives the fd and, through its allocator, the connection object to its next
+ * connection. */
 struct sn_socket {
 	__s32 fd;
 	__u32 _pad;
+	__u64 inode; /* the socket's inode; 0: not a socket */
 	struct sn_endpoints ends;
 };
 
