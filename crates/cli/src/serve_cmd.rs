@@ -13,13 +13,13 @@ use crate::signals::StopFlags;
 
 pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitCode> {
     let lib = crate::library::load(library)?;
-    host::check_cpus("--cpus", &a.cpus).map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(a.threads >= 1, "--threads must be at least 1");
-    anyhow::ensure!(
-        a.max_connections >= a.threads,
-        "--max-connections must be at least one per thread ({})",
-        a.threads
-    );
+    host::check_cpus("--cpus", &a.cpus).map_err(crate::UsageError)?;
+    if a.max_connections < a.threads {
+        crate::usage_bail!(
+            "--max-connections must be at least one per thread ({})",
+            a.threads
+        );
+    }
     let settings = a.tls.settings(a.session_cache.on(), a.tickets.on())?;
     // Before the key exists: a 1.1.1 RSA key takes its method from the default engine when
     // it is made.
@@ -48,9 +48,8 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
             a.cert_type.to_string(),
         ),
     };
-    if let Some(path) = &a.cert_out {
-        let pem = creds.cert.to_pem()?;
-        std::fs::write(path, pem).with_context(|| format!("--cert-out {}", path.display()))?;
+    if let Some(out) = &a.cert_out {
+        out.write(&creds.cert.to_pem()?)?;
     }
     let mut builder = ContextBuilder::new(lib, Role::Server)?;
     builder
@@ -71,10 +70,8 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         cpus: a.cpus.clone(),
         limits: limits(a),
     };
-    let mut exporter = experiments::metrics::Exporter::bind(
-        a.metrics.metrics_listen,
-        a.metrics.metrics_file.as_deref(),
-    )?;
+    let mut exporter =
+        experiments::metrics::Exporter::bind(a.metrics.metrics_listen, a.metrics.file())?;
     let server = Server::bind(config, ctx)?;
     let stop = server.shutdown_flag();
     // Ctrl-C ends the server like SIGTERM, and is told apart by the exit status (130).
@@ -143,12 +140,13 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         Some(Ok(Err(e))) => eprintln!("tlsscope serve: metrics: {e:#}"),
         Some(Err(_)) => eprintln!("tlsscope serve: the metrics thread panicked"),
     }
-    if let Some(path) = &a.stats_json {
-        let json = serde_json::to_vec_pretty(&snapshot)?;
-        std::fs::write(path, json).with_context(|| format!("--stats-json {}", path.display()))?;
+    if let Some(out) = &a.stats_json {
+        out.write(&serde_json::to_vec_pretty(&snapshot)?)?;
     }
     // A reader that went away (the terminal closed, `| head`) is not the server's failure.
-    let _ = report::serve::summary(&mut std::io::stdout().lock(), &snapshot);
+    if !a.stats_json.as_ref().is_some_and(|o| o.is_stdout()) {
+        let _ = report::serve::summary(&mut std::io::stdout().lock(), &snapshot);
+    }
     Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 
