@@ -717,6 +717,16 @@ fn huge_and_negative_values_are_usage_errors_not_panics() {
             "--max-bytes",
         ),
         (&["compare", "--level", "1e999"], "--level"),
+        (
+            &[
+                "trace",
+                "-p",
+                "1",
+                "--linear",
+                "0,18446744073709551615,10000000000000000000",
+            ],
+            "--linear",
+        ),
     ]);
     let out = support::tlsscope(&["bench", "-d", "-1"]);
     assert_usage_error(&out, &["cannot be negative"]);
@@ -742,6 +752,7 @@ fn bad_values_exit_2_naming_the_flag() {
         (&["bench", "--resume-ratio", "0.5"], "--resume-ratio"),
         (&["bench", "--request", "x"], "--request"),
         (&["bench", "--cpus", "4096"], "--cpus"),
+        (&["bench", "-c", "1", "-t", "2"], "--connections 1"),
         (&["handshake", "-n", "0"], "--count"),
         (&["serve", "--threads", "0"], "--threads"),
         (&["serve", "--max-connections", "0"], "--max-connections"),
@@ -755,6 +766,7 @@ fn bad_values_exit_2_naming_the_flag() {
         (&["compare", "--level", "0.4"], "--level"),
         (&["compare", "only-one.json"], "two or more"),
         (&["lab", "-c", "0"], "--connections"),
+        (&["lab", "--server-cpu", "4096"], "--server-cpu"),
         (&["profile", "-p", "1", "--top", "0"], "--top"),
         (&["openssl", "build", "-j", "0", "3.0.2"], "--jobs"),
     ]);

@@ -537,7 +537,7 @@ fn a_one_mib_write_is_captured_whole_or_cut_exactly() {
         let sniff = Sniff::start(&[
             "--lib",
             libssl.to_str().unwrap(),
-            "-c",
+            "--comm",
             "python3",
             "--max-bytes",
             max_bytes,
@@ -568,7 +568,7 @@ fn a_one_mib_write_is_captured_whole_or_cut_exactly() {
         } else {
             assert_eq!(captured.len(), 1000);
             assert_eq!(n(&body["uncaptured_bytes"]), size as u64 - 1000);
-            assert!(stderr.contains("cut at --max-bytes: 1 calls"), "{stderr}");
+            assert!(stderr.contains("cut at --max-bytes: 1 call "), "{stderr}");
         }
     }
 }

@@ -477,11 +477,9 @@ fn parse_size(s: &str) -> Result<u32, String> {
         .parse::<u64>()
         .ok()
         .and_then(|v| v.checked_mul(scale))
-        .ok_or_else(|| format!("{s:?} is not a size (try 4M, 256K)"))?;
+        .ok_or_else(|| "not a size (try 4M, 256K)".to_string())?;
     if bytes < 4096 || !bytes.is_power_of_two() || bytes > 1 << 30 {
-        return Err(format!(
-            "{s:?}: the ring size must be a power of two from 4K to 1024M"
-        ));
+        return Err("the ring size must be a power of two from 4K to 1024M".to_string());
     }
     Ok(bytes as u32)
 }
@@ -629,12 +627,18 @@ fn parse_linear(s: &str) -> Result<probes::Buckets, String> {
         .split(',')
         .map(|n| n.trim().parse::<u64>())
         .collect::<Result<_, _>>()
-        .map_err(|_| format!("{s:?} is not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)"))?;
+        .map_err(|_| "not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)".to_string())?;
+    // Edges past the longest duration are no latency, and MIN + buckets x STEP must not
+    // overflow.
+    let most_us = MAX_DURATION.as_micros() as u64;
+    if numbers.iter().any(|&n| n > most_us) {
+        return Err(format!(
+            "each of MIN,MAX,STEP is at most {most_us} us (7 days)"
+        ));
+    }
     match numbers[..] {
         [min, max, step] => probes::Buckets::linear(min, max, step),
-        _ => Err(format!(
-            "{s:?} is not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)"
-        )),
+        _ => Err("not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)".to_string()),
     }
 }
 
@@ -647,7 +651,7 @@ pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(7 *
 pub fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
     let d = parse_duration(s)?;
     if d.is_zero() {
-        return Err(format!("{s:?}: must be more than zero (e.g. 10s, 500ms)"));
+        return Err("must be more than zero (e.g. 10s, 500ms)".to_string());
     }
     Ok(d)
 }
@@ -671,44 +675,40 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
         .parse()
         .ok()
         .filter(|v: &f64| !v.is_nan())
-        .ok_or_else(|| format!("{s:?} is not a duration (try 10s, 500ms, 2m)"))?;
+        .ok_or_else(|| "not a duration (try 10s, 500ms, 2m)".to_string())?;
     if value < 0.0 {
-        return Err(format!(
-            "{s:?}: a duration cannot be negative (e.g. 10s, 500ms)"
-        ));
+        return Err("a duration cannot be negative (e.g. 10s, 500ms)".into());
     }
     let seconds = value * scale;
     if seconds > MAX_DURATION.as_secs_f64() {
-        return Err(format!(
-            "{s:?} is too long: at most 7 days (168h); for longer, run again"
-        ));
+        return Err("too long: at most 7 days (168h)".into());
     }
     std::time::Duration::try_from_secs_f64(seconds)
-        .map_err(|_| format!("{s:?} is not a duration (try 10s, 500ms, 2m)"))
+        .map_err(|_| "not a duration (try 10s, 500ms, 2m)".to_string())
 }
 
 /// A whole number of at least `min`, said plainly when it is not (negative, zero, too big).
 fn whole_number(s: &str, min: u64) -> Result<u64, String> {
     let t = s.trim();
     if t.starts_with('-') && t[1..].chars().all(|c| c.is_ascii_digit()) && t.len() > 1 {
-        return Err(format!("{s}: cannot be negative (at least {min})"));
+        return Err(format!("cannot be negative (at least {min})"));
     }
     let n: u64 = t.parse().map_err(|e: std::num::ParseIntError| {
         if matches!(e.kind(), std::num::IntErrorKind::PosOverflow) {
-            format!("{s}: too large")
+            "too large".to_string()
         } else {
-            format!("{s:?} is not a whole number")
+            "not a whole number".to_string()
         }
     })?;
     if n < min {
-        return Err(format!("{s}: must be at least {min}"));
+        return Err(format!("must be at least {min}"));
     }
     Ok(n)
 }
 
 /// A count of at least one (threads, connections, operations, rounds, ...).
 fn at_least_1(s: &str) -> Result<usize, String> {
-    usize::try_from(whole_number(s, 1)?).map_err(|_| format!("{s}: too large"))
+    usize::try_from(whole_number(s, 1)?).map_err(|_| "too large".to_string())
 }
 
 /// A count of at least one, as a u64 (operations in total).
@@ -718,7 +718,7 @@ fn at_least_1_u64(s: &str) -> Result<u64, String> {
 
 /// A count of at least two (samples a spread is computed from).
 fn at_least_2(s: &str) -> Result<usize, String> {
-    usize::try_from(whole_number(s, 2)?).map_err(|_| format!("{s}: too large"))
+    usize::try_from(whole_number(s, 2)?).map_err(|_| "too large".to_string())
 }
 
 /// A real number, finite.
@@ -727,14 +727,14 @@ fn real_number(s: &str) -> Result<f64, String> {
         .parse::<f64>()
         .ok()
         .filter(|v| v.is_finite())
-        .ok_or_else(|| format!("{s:?} is not a number"))
+        .ok_or_else(|| "not a number".to_string())
 }
 
 /// Operations per second: more than zero.
 fn parse_rate(s: &str) -> Result<f64, String> {
     let r = real_number(s)?;
     if r <= 0.0 {
-        return Err(format!("{s}: must be more than zero operations per second"));
+        return Err("must be more than zero operations per second".into());
     }
     Ok(r)
 }
@@ -743,7 +743,7 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 fn parse_ratio(s: &str) -> Result<f64, String> {
     let r = real_number(s)?;
     if !(0.0..=1.0).contains(&r) {
-        return Err(format!("{s}: must be from 0 to 1 (e.g. 0.5)"));
+        return Err("must be from 0 to 1 (e.g. 0.5)".into());
     }
     Ok(r)
 }
@@ -752,9 +752,7 @@ fn parse_ratio(s: &str) -> Result<f64, String> {
 fn parse_level(s: &str) -> Result<f64, String> {
     let l = real_number(s)?;
     if !(l > 0.5 && l < 1.0) {
-        return Err(format!(
-            "{s}: a confidence level between 0.5 and 1 (e.g. 0.95)"
-        ));
+        return Err("a confidence level between 0.5 and 1 (e.g. 0.95)".into());
     }
     Ok(l)
 }
@@ -1017,4 +1015,42 @@ pub struct MatrixOptions {
     /// CPU for the client (the workers).
     #[arg(long, default_value_t = 1)]
     pub client_cpu: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_cannot_overflow_or_be_negative() {
+        assert_eq!(parse_duration("168h"), Ok(MAX_DURATION));
+        assert_eq!(
+            parse_duration("1.5s"),
+            Ok(std::time::Duration::from_millis(1500))
+        );
+        for too_long in ["169h", "99999999999999999999s", "1e400", "inf", "604801"] {
+            let e = parse_duration(too_long).unwrap_err();
+            assert!(e.contains("at most 7 days"), "{too_long}: {e}");
+        }
+        for negative in ["-1", "-0.5s", "-inf"] {
+            let e = parse_duration(negative).unwrap_err();
+            assert!(e.contains("cannot be negative"), "{negative}: {e}");
+        }
+        assert!(parse_duration("NaN").is_err());
+        assert!(parse_positive_duration("0ms").is_err());
+    }
+
+    #[test]
+    fn counts_say_what_is_wrong() {
+        assert_eq!(at_least_1("3"), Ok(3));
+        assert!(at_least_1("0").unwrap_err().contains("at least 1"));
+        assert!(at_least_1("-2").unwrap_err().contains("cannot be negative"));
+        assert!(at_least_1_u64("99999999999999999999999")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(at_least_2("1").is_err());
+        assert!(parse_rate("0").is_err() && parse_rate("nan").is_err());
+        assert!(parse_ratio("1.5").is_err() && parse_ratio("1").is_ok());
+        assert!(parse_level("0.5").is_err() && parse_level("0.99").is_ok());
+    }
 }

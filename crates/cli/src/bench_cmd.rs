@@ -145,6 +145,13 @@ fn mode(a: &BenchArgs) -> anyhow::Result<Mode> {
         crate::usage_bail!("--resume-by and --resume-ratio go with --mode resume");
     }
     // The options that go together, checked before any connection is made.
+    if a.connections < a.threads {
+        crate::usage_bail!(
+            "--connections {} is fewer than --threads {}: each thread needs a connection",
+            a.connections,
+            a.threads
+        );
+    }
     if a.rate.is_some() && a.duration.is_none() && a.count.is_none() {
         crate::usage_bail!("--rate needs a --duration or a --count to end the run");
     }

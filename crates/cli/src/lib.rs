@@ -134,6 +134,7 @@ fn usage_error(e: clap::Error, argv: &[std::ffi::OsString]) -> ExitCode {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("invalid usage");
     let first = invalid_choice(&e)
+        .or_else(|| invalid_value(&e))
         .or_else(|| missing_arguments(&e))
         .unwrap_or_else(|| first.trim_start_matches("error: ").into());
     usage_line(&first, argv)
@@ -174,6 +175,26 @@ fn invalid_choice(e: &clap::Error) -> Option<String> {
         _ => return None,
     };
     Some(format!("{flag} {value}: use one of {choices}"))
+}
+
+/// "--level 2: a confidence level between 0.5 and 1" for a value its parser refused (clap says
+/// "invalid value '2' for '--level <LEVEL>': ..."): the flag and the value as typed, then why.
+fn invalid_value(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    if e.kind() != clap::error::ErrorKind::ValueValidation {
+        return None;
+    }
+    // Options only: a positional's parser names its value itself.
+    let flag = match e.get(ContextKind::InvalidArg)? {
+        ContextValue::String(s) if s.starts_with('-') => s.split_whitespace().next()?.to_string(),
+        _ => return None,
+    };
+    let value = match e.get(ContextKind::InvalidValue)? {
+        ContextValue::String(s) => s.clone(),
+        _ => return None,
+    };
+    let why = std::error::Error::source(e)?.to_string();
+    Some(format!("{flag} {value}: {why}"))
 }
 
 /// The subcommands named in `argv` ("bench ", "openssl build "), for pointing to their help.

@@ -324,29 +324,50 @@ pub fn detach_noting<T>(probes: T, command: &str) {
     });
 }
 
-/// Flushes a buffered output file, naming it by its option on failure: a `BufWriter` dropped
-/// unflushed would lose the error, and the end of the file with it.
-pub fn finish<W: Write>(mut w: io::BufWriter<W>, flag: &str, path: &Path) -> anyhow::Result<()> {
-    w.flush()
-        .with_context(|| format!("{flag} {}: cannot write", path.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_full_file_is_an_error_naming_it() {
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .unwrap();
-        let mut w = io::BufWriter::new(f);
-        w.write_all(b"a row\n").unwrap();
-        let e = finish(w, "--csv", Path::new("/dev/full")).unwrap_err();
+        let out = OutputFile {
+            flag: "--csv".into(),
+            path: Some("/dev/full".into()),
+        };
+        let e = out.write(b"a row\n").unwrap_err();
         let text = crate::one_line(&e);
         assert!(text.contains("--csv /dev/full"), "{text}");
         assert!(text.contains("No space left"), "{text}");
+    }
+
+    #[test]
+    fn checking_a_path_creates_nothing_and_empties_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let new = dir.path().join("new.json");
+        assert_eq!(check_file(&new), Ok(()));
+        let earlier = dir.path().join("earlier.json");
+        std::fs::write(&earlier, "kept").unwrap();
+        assert_eq!(check_file(&earlier), Ok(()));
+        assert_eq!(check_dir(&dir.path().join("a/b")), Ok(()));
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(std::fs::read_to_string(&earlier).unwrap(), "kept");
+    }
+
+    #[test]
+    fn a_path_that_cannot_be_written_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = check_file(&dir.path().join("no/x.json")).unwrap_err();
+        assert!(missing.contains("does not exist: create it"), "{missing}");
+        let is_dir = check_file(dir.path()).unwrap_err();
+        assert!(is_dir.contains("is a directory"), "{is_dir}");
+        let file = dir.path().join("f");
+        std::fs::write(&file, "").unwrap();
+        let under_file = check_file(&file.join("x.json")).unwrap_err();
+        assert!(under_file.contains("is not a directory"), "{under_file}");
+        let dir_on_file = check_dir(&file.join("d")).unwrap_err();
+        assert!(dir_on_file.contains("is not a directory"), "{dir_on_file}");
+        assert!(check_file(Path::new("")).is_err());
     }
 
     #[test]
