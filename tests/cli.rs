@@ -653,6 +653,8 @@ fn a_run_that_fails_leaves_no_empty_output_files() {
         p("b.html").to_str().unwrap(),
         "--metrics-file",
         p("b.prom").to_str().unwrap(),
+        "--keylog",
+        p("b.keys").to_str().unwrap(),
     ]);
     assert_one_line_error(&out, &["refused"]);
     // A process that is gone: sniff cannot start.

@@ -814,16 +814,13 @@ impl TlsArgs {
         Ok(settings)
     }
 
-    /// A key log sink appending to `--keylog`, created 0600 (the lines are secrets).
-    pub fn keylog_sink(&self) -> anyhow::Result<Option<Box<ossl::KeylogSink>>> {
+    /// A key log sink appending to `--keylog`, created 0600 (the lines are secrets) with its
+    /// first line.
+    pub fn keylog_sink(&self) -> Option<Box<ossl::KeylogSink>> {
         self.keylog
             .as_ref()
             .and_then(|k| k.path.as_deref())
-            .map(|path| {
-                experiments::client::keylog_file(path)
-                    .map_err(|e| anyhow::anyhow!("--keylog {}: {e}", path.display()))
-            })
-            .transpose()
+            .map(experiments::client::keylog_file)
     }
 }
 

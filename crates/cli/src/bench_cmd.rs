@@ -209,7 +209,7 @@ fn engine(
     let trust = load::rustls_client::Trust {
         verify: a.peer.verifies().then_some(a.peer.cafile.as_deref()),
         credentials: a.cert.as_deref().zip(a.key.as_deref()),
-        keylog: a.tls.keylog_sink()?,
+        keylog: a.tls.keylog_sink(),
     };
     match load::RustlsClient::new(&a.tls.settings(false, tickets)?, trust, Some(lib)) {
         Ok(r) => Ok(Engine {

@@ -59,7 +59,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
     if a.async_mode {
         builder.async_mode();
     }
-    if let Some(sink) = a.tls.keylog_sink()? {
+    if let Some(sink) = a.tls.keylog_sink() {
         builder.keylog(sink);
     }
     let ctx = builder.build();
@@ -91,25 +91,29 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         // A server keeps serving whatever becomes of its stdout.
         let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&ready)?);
     }
+    // With --stats-json -, stdout is the JSON alone: the lines for people go to stderr.
+    let json_on_stdout = a.stats_json.as_ref().is_some_and(|o| o.is_stdout());
+    let mut people: Box<dyn Write> = if json_on_stdout {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
     let _ = writeln!(
-        std::io::stdout(),
-        "tlsscope serve: listening on https://{} ({}, {}, {} thread{}, session cache {}, tickets {}{})",
+        people,
+        "tlsscope serve: listening on https://{} ({}, {}, {}, session cache {}, tickets {}{})",
         server.local_addr(),
         cert_name,
         lib.version().text,
-        a.threads,
-        if a.threads == 1 { "" } else { "s" },
+        report::count(a.threads, "thread"),
         on_off(a.session_cache.on()),
         on_off(a.tickets.on()),
         async_note(a.async_mode, engine.as_ref()),
     );
     if let Some(addr) = exporter.addr() {
-        let _ = writeln!(
-            std::io::stdout(),
-            "tlsscope serve: metrics at http://{addr}/metrics"
-        );
+        let _ = writeln!(people, "tlsscope serve: metrics at http://{addr}/metrics");
     }
-    let _ = std::io::stdout().flush();
+    let _ = people.flush();
+    drop(people);
 
     // The counters, read when scraped (and for the file, every 10 s and at the end).
     let counters = server.counters();
@@ -144,7 +148,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         out.write(&serde_json::to_vec_pretty(&snapshot)?)?;
     }
     // A reader that went away (the terminal closed, `| head`) is not the server's failure.
-    if !a.stats_json.as_ref().is_some_and(|o| o.is_stdout()) {
+    if !json_on_stdout {
         let _ = report::serve::summary(&mut std::io::stdout().lock(), &snapshot);
     }
     Ok(signals.exit_code(ExitCode::SUCCESS))
