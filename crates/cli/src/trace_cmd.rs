@@ -114,6 +114,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     let mut intervals: Vec<report::trace_page::Interval> = Vec::new();
     let keep_intervals = a.html.is_some();
     let mut print = |functions: &[report::trace::FunctionStats], end: trace::IntervalEnd| {
+        // The page plots calls per interval: a partial one would show as a false drop.
         if keep_intervals && !end.partial {
             intervals.push(report::trace_page::Interval {
                 at_s: end.at.as_secs_f64(),
