@@ -659,7 +659,7 @@ fn bad_targets_and_options_are_one_line_errors() {
     let out = support::tlsscope(&["bench", &addr, "--resume", "id"]);
     assert_one_line_error(&out, &["--mode resume"]);
     let out = support::tlsscope(&["bench", &addr, "-d", "1s", "-n", "5"]);
-    assert_one_line_error(&out, &["not both"]);
+    assert_one_line_error(&out, &["--duration", "cannot be used with", "--count"]);
     let out = support::tlsscope(&["bench", &addr, "-d", "soon"]);
     assert_one_line_error(&out, &["soon"]);
     let out = support::tlsscope(&["bench", &addr, "-c", "1", "-t", "2", "-n", "5"]);

@@ -475,7 +475,6 @@ fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addres
         "-p",
         &master.to_string(),
         "--json",
-        "-o",
     ])
     .arg(&server_file);
     let mut server_sniff =
@@ -485,7 +484,7 @@ fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addres
     let token = format!("token-{}", std::process::id());
     let url = format!("https://{}/?{token}", nginx.addr);
     let out = Command::new(support::bin())
-        .args(["sniff", "--json", "-o"])
+        .args(["sniff", "--json"])
         .arg(&client_file)
         .args(["--", "curl", "-sk", "-o", "/dev/null", &url])
         .output()
@@ -537,7 +536,7 @@ fn issue_13_sniff_in_process_captures_an_nss_client_on_its_tls_socket_only() {
     let capture = dir.path().join("capture.jsonl");
     let port = serve.addr.port().to_string();
     let out = Command::new(support::bin())
-        .args(["sniff", "--json", "-o"])
+        .args(["sniff", "--json"])
         .arg(&capture)
         .args([
             "--",
@@ -765,7 +764,7 @@ fn issue_13_the_in_process_ring_size_is_the_one_asked_for() {
         let out = Command::new(support::bin())
             .arg("sniff")
             .args(ring)
-            .args(["--json", "-o"])
+            .arg("--json")
             .arg(&capture)
             .args(["--", "curl", "-sk", "-o", "/dev/null", &url])
             .output()

@@ -36,7 +36,7 @@ fn profile_under_load(
         &pid,
         "-d",
         "2s",
-        "-o",
+        "--out-dir",
         out_dir.to_str().unwrap(),
     ];
     args.extend_from_slice(extra);
@@ -264,7 +264,7 @@ fn issue_15_ctrl_c_ends_a_profile_early_and_keeps_what_was_sampled() {
         &serve.pid().to_string(),
         "-d",
         "60s",
-        "-o",
+        "--out-dir",
         out_dir.to_str().unwrap(),
     ]);
     profile.stdout(Stdio::null());
@@ -480,7 +480,7 @@ fn issue_15_profile_matrix_is_compare_profile_by_its_own_name() {
         "20",
         "--repeat",
         "1",
-        "-o",
+        "--out-dir",
         out_dir.to_str().unwrap(),
     ]);
     let stdout = text(&out.stdout);
@@ -501,9 +501,9 @@ fn issue_15_profile_matrix_is_compare_profile_by_its_own_name() {
     }
 
     let out = support::tlsscope(&["profile", "--matrix"]);
-    support::assert_one_line_error(&out, &["missing --output"]);
-    let out = support::tlsscope(&["profile", "-p", "1", "--matrix", "-o", "x"]);
+    support::assert_one_line_error(&out, &["missing --out-dir"]);
+    let out = support::tlsscope(&["profile", "-p", "1", "--matrix", "--out-dir", "x"]);
     support::assert_one_line_error(&out, &["--pid", "--matrix"]);
-    let out = support::tlsscope(&["profile", "--matrix", "-o", "x", "-d", "3s"]);
+    let out = support::tlsscope(&["profile", "--matrix", "--out-dir", "x", "-d", "3s"]);
     support::assert_one_line_error(&out, &["--matrix", "--duration"]);
 }

@@ -37,10 +37,10 @@ impl Sniff {
             support::command_in(prefix)
                 .arg("sniff")
                 .args(args)
-                .args(["--json", "-o"])
+                .arg("--json")
                 .arg(&out)
                 .stdout(Stdio::null()),
-            "functions attached",
+            " attached (",
             Duration::from_secs(60),
         );
         let programs = program_ids_of(watched.child.id());
@@ -537,7 +537,7 @@ fn a_one_mib_write_is_captured_whole_or_cut_exactly() {
         let sniff = Sniff::start(&[
             "--lib",
             libssl.to_str().unwrap(),
-            "-c",
+            "--comm",
             "python3",
             "--max-bytes",
             max_bytes,
@@ -568,7 +568,7 @@ fn a_one_mib_write_is_captured_whole_or_cut_exactly() {
         } else {
             assert_eq!(captured.len(), 1000);
             assert_eq!(n(&body["uncaptured_bytes"]), size as u64 - 1000);
-            assert!(stderr.contains("cut at --max-bytes: 1 calls"), "{stderr}");
+            assert!(stderr.contains("cut at --max-bytes: 1 call "), "{stderr}");
         }
     }
 }
@@ -585,7 +585,7 @@ fn a_gnutls_client_is_captured() {
     .map(PathBuf::from)
     .find(|p| p.exists())
     .expect("libgnutls30 (a dependency of gnutls-bin) is installed");
-    let sniff = Sniff::start(&["--lib", lib.to_str().unwrap(), "-c", "gnutls-cli"]);
+    let sniff = Sniff::start(&["--lib", lib.to_str().unwrap(), "--comm", "gnutls-cli"]);
     let token = token();
     let request =
         format!("GET /gnutls-{token} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
@@ -632,7 +632,7 @@ fn an_nss_client_is_captured_on_its_tls_socket_only() {
         lib.exists(),
         "libnss3 (a dependency of libnss3-tools) is installed"
     );
-    let sniff = Sniff::start(&["--lib", lib.to_str().unwrap(), "-c", "tstclnt"]);
+    let sniff = Sniff::start(&["--lib", lib.to_str().unwrap(), "--comm", "tstclnt"]);
     let token = token();
     let request =
         format!("GET /nss-{token} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
@@ -738,7 +738,7 @@ fn every_way_out_detaches_and_summarizes() {
         Command::new(support::bin())
             .args(["sniff", "-p", &pid])
             .stdout(Stdio::piped()),
-        "functions attached",
+        " attached (",
         Duration::from_secs(60),
     );
     let (mut child, rx) = (watched.child, watched.lines);
@@ -818,7 +818,7 @@ fn a_full_disk_stops_the_capture_and_the_summary_counts_what_the_file_holds() {
         Command::new(support::bin())
             .args(["sniff", "-p", &pid, "--json", "-o", file.to_str().unwrap()])
             .stdout(Stdio::null()),
-        "functions attached",
+        " attached (",
         Duration::from_secs(60),
     );
     let programs = program_ids_of(watched.child.id());
@@ -886,7 +886,7 @@ fn bad_inputs_get_one_line_errors() {
     );
     support::assert_one_line_error(&run(&["-p", "1", "--ring-size", "1000"]), &["power of two"]);
     support::assert_one_line_error(&run(&["-p", "1", "--max-bytes", "0"]), &["--max-bytes"]);
-    support::assert_one_line_error(&run(&["-p", "1", "--hex", "--json"]), &["--json"]);
+    support::assert_one_line_error(&run(&["-p", "1", "--hex", "--json", "-"]), &["--json"]);
     support::assert_one_line_error(
         &run(&["-p", "1", "--placement", "callee"]),
         &["unknown placement 'callee'"],

@@ -58,7 +58,7 @@ impl Trace {
                 .arg(&json)
                 .envs(env.iter().copied())
                 .stdout(Stdio::piped()),
-            "functions attached",
+            " attached in ",
             Duration::from_secs(60),
         );
         let programs = program_ids_of(watched.child.id());
@@ -405,7 +405,7 @@ fn curl_client_side_connects_are_traced_through_the_library() {
     let trace = Trace::start(&[
         "--lib",
         libssl.to_str().unwrap(),
-        "-c",
+        "--comm",
         "curl",
         "--probes",
         "handshake",
@@ -622,7 +622,7 @@ fn bad_inputs_get_one_line_errors() {
         &["unknown function SSL_reed"],
     );
     support::assert_one_line_error(
-        &run(&["-p", "1", "-c", "a-name-longer-than-15"]),
+        &run(&["-p", "1", "--comm", "a-name-longer-than-15"]),
         &["15 bytes"],
     );
     // Not root: the tracer says so before anything else.
@@ -1056,4 +1056,65 @@ fn tracing_nginx_s_master_follows_workers_it_forks_later() {
         }
     }
     handshakes_match_nginx_s_log(&nginx, trace, 60);
+}
+
+/// `-i 1s -d 3s` prints three interval tables: the last one, which ends with the run, used to
+/// be lost (issue 30). A run that ends inside an interval prints that part, marked partial.
+/// The start line counts its one function in the singular.
+#[test]
+fn every_interval_is_printed_including_the_last_and_a_partial_one() {
+    let _one = one_at_a_time();
+    let serve = Serve::start(&[]);
+    let pid = serve.pid().to_string();
+    for (duration, whole, partial) in [("3s", 3, 0), ("2800ms", 2, 1)] {
+        let trace = Trace::start(&[
+            "-p",
+            &pid,
+            "--functions",
+            "SSL_do_handshake",
+            "-i",
+            "1s",
+            "-d",
+            duration,
+        ]);
+        let start_line = trace.early_stderr.join("\n");
+        // Handshakes in the last interval: they must show in a table.
+        std::thread::sleep(Duration::from_millis(2100));
+        bench(serve.addr, &["--mode", "full", "-n", "20", "-c", "1"]);
+        let (ok, stdout, stderr, doc) = trace.finish();
+        assert!(ok, "{stderr}");
+        let headers: Vec<&str> = stdout.lines().filter(|l| l.starts_with("--- ")).collect();
+        let partials = headers.iter().filter(|h| h.contains("partial")).count();
+        assert_eq!(
+            (headers.len() - partials, partials),
+            (whole, partial),
+            "-d {duration}: {stdout}"
+        );
+        if partial == 0 {
+            assert_eq!(headers.last(), Some(&"--- 3.0 s"), "{stdout}");
+        }
+        assert!(
+            start_line.contains(" 1 function attached in "),
+            "{start_line}"
+        );
+        let handshakes = doc["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["outcome"] == "success")
+            .map(|f| n(&f["summary"]["count"]))
+            .sum::<u64>();
+        assert_eq!(
+            handshakes, 21,
+            "bench's 20 and its checking connection: {stdout}"
+        );
+        // They were made in the last interval, and its table shows them.
+        let last = stdout.rsplit("--- ").next().unwrap();
+        let mut table = last.lines().skip(1).take_while(|l| l.starts_with("  "));
+        assert!(
+            table.any(|l| l.contains("SSL_do_handshake") && l.contains(" success ")),
+            "{stdout}"
+        );
+    }
+    serve.stop();
 }

@@ -3,6 +3,8 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use crate::output::{OutputDir, OutputFile};
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use experiments::Endpoint;
 
@@ -69,8 +71,8 @@ pub struct ProfileArgs {
     )]
     pub pid: Option<u32>,
     /// Profile compare --matrix's variants instead (the same variant options, --openssl a
-    /// comma-separated list): as `compare --matrix --profile DIR`, DIR given by -o.
-    #[arg(long, requires = "output")]
+    /// comma-separated list): as `compare --matrix --profile DIR`, DIR given by --out-dir.
+    #[arg(long, requires = "out_dir")]
     pub matrix: bool,
     /// How long to sample.
     #[arg(long, short = 'd', default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration, conflicts_with = "matrix")]
@@ -81,13 +83,13 @@ pub struct ProfileArgs {
     /// Write flamegraph.svg, stacks.folded (CPU-microseconds per stack), profile.pb (pprof),
     /// top.txt and perf's perf.data into this directory (created if missing); with --matrix,
     /// compare --profile's files and compare.json.
-    #[arg(long, short = 'o', value_name = "DIR")]
-    pub output: Option<PathBuf>,
+    #[arg(long, value_name = "DIR", value_parser = crate::output::DirParser)]
+    pub out_dir: Option<OutputDir>,
     /// With --matrix: the variants and how each is measured, as compare --matrix takes them.
     #[command(flatten)]
     pub m: MatrixOptions,
     /// Functions in the table.
-    #[arg(long, default_value_t = 25, value_name = "N")]
+    #[arg(long, default_value_t = 25, value_name = "N", value_parser = at_least_1, allow_negative_numbers = true)]
     pub top: usize,
 }
 
@@ -109,7 +111,7 @@ pub struct BuildArgs {
     #[arg(long, value_name = "PATH")]
     pub source: Option<PathBuf>,
     /// Parallel compile jobs (default: the number of CPUs).
-    #[arg(long, short = 'j')]
+    #[arg(long, short = 'j', value_parser = at_least_1, allow_negative_numbers = true)]
     pub jobs: Option<usize>,
     /// Rebuild even when the version is already built.
     #[arg(long)]
@@ -194,8 +196,8 @@ pub struct TlsArgs {
     #[arg(long, value_name = "LIST")]
     pub sigalgs: Option<String>,
     /// Append TLS secrets to FILE in NSS key log format (created with mode 0600).
-    #[arg(long, value_name = "FILE")]
-    pub keylog: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_only())]
+    pub keylog: Option<OutputFile>,
 }
 
 #[derive(Debug, Args)]
@@ -214,10 +216,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE", requires = "cert")]
     pub key: Option<PathBuf>,
     /// Write the server's certificate here (PEM), for clients to verify against.
-    #[arg(long, value_name = "FILE")]
-    pub cert_out: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_only())]
+    pub cert_out: Option<OutputFile>,
     /// Worker threads, each with its own event loop.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = at_least_1, allow_negative_numbers = true)]
     pub threads: usize,
     /// CPUs to pin the workers to, round robin (e.g. 0 or 0,1).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
@@ -238,28 +240,29 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ID|PATH", requires = "async_mode")]
     pub async_engine: Option<String>,
     /// Stop after this long: 30, 30s, 500ms, 2m (default: run until Ctrl-C or SIGTERM).
-    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub duration: Option<std::time::Duration>,
     #[command(flatten)]
     pub metrics: MetricsArgs,
-    /// At exit, write the final counters here as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub stats_json: Option<PathBuf>,
+    /// At exit, write the final counters here as JSON (`-`: on stdout, instead of the text
+    /// summary).
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_or_stdout())]
+    pub stats_json: Option<OutputFile>,
     /// Close a connection whose TLS handshake is not done this long after accept.
-    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub handshake_timeout: std::time::Duration,
     /// Close a connection whose request head is not complete this long after its first byte
     /// (however steadily the bytes arrive).
-    #[arg(long, default_value = "20s", value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, default_value = "20s", value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub request_timeout: std::time::Duration,
     /// Close a connection that goes this long without moving: kept alive without a new
     /// request, or with a request body or a response that stopped.
-    #[arg(long, default_value = "60s", value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, default_value = "60s", value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub idle_timeout: std::time::Duration,
     /// Open connections at most (shared among the workers). At the cap, a new connection
     /// replaces the one that has waited longest for its client; if none is waiting, new
     /// connections wait in the listen backlog.
-    #[arg(long, default_value_t = 4096, value_name = "N")]
+    #[arg(long, default_value_t = 4096, value_name = "N", value_parser = at_least_1, allow_negative_numbers = true)]
     pub max_connections: usize,
     /// (for programs that start a server) Print `{"listening":"ADDR","pid":N}` as the first line
     /// on stdout once listening, before the line for people.
@@ -307,22 +310,23 @@ pub struct BenchArgs {
     #[arg(long, value_enum, default_value = "full")]
     pub mode: BenchMode,
     /// Load threads, each with its own event loop.
-    #[arg(long, short = 't', default_value_t = 1)]
+    #[arg(long, short = 't', default_value_t = 1, value_parser = at_least_1, allow_negative_numbers = true)]
     pub threads: usize,
     /// Concurrent connections over all threads.
-    #[arg(long, short = 'c', default_value_t = 10)]
+    #[arg(long, short = 'c', default_value_t = 10, value_parser = at_least_1, allow_negative_numbers = true)]
     pub connections: usize,
     /// CPUs to pin the load threads to, round robin (e.g. 1).
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub cpus: Vec<usize>,
     /// How long to measure, after the warm-up: 10, 10s, 500ms, 2m. Default 10s unless -n.
-    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true, conflicts_with = "count")]
     pub duration: Option<std::time::Duration>,
-    /// Stop after this many operations (connections; requests in keepalive mode).
-    #[arg(long, short = 'n', value_name = "COUNT")]
-    pub requests: Option<u64>,
+    /// Stop after this many operations in total (connections; requests in keepalive mode).
+    /// Was --requests.
+    #[arg(long, short = 'n', value_name = "COUNT", value_parser = at_least_1_u64, allow_negative_numbers = true)]
+    pub count: Option<u64>,
     /// Run this long before measuring; what happens then is not counted.
-    #[arg(long, default_value = "0", value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, default_value = "0", value_name = "TIME", value_parser = parse_duration, allow_hyphen_values = true)]
     pub warmup: std::time::Duration,
     /// GET this path on each connection (full/resume; like s_time -www) or repeatedly
     /// (keepalive, default /).
@@ -337,14 +341,14 @@ pub struct BenchArgs {
     )]
     pub resume: Option<ResumeKind>,
     /// Fraction of connections after the first that offer a session (resume mode).
-    #[arg(long, value_name = "R")]
+    #[arg(long, value_name = "R", value_parser = parse_ratio, allow_negative_numbers = true)]
     pub resume_ratio: Option<f64>,
     /// Start this many operations per second, on schedule (open loop); latency counts from
     /// each planned start, so a stalled server shows (coordinated omission corrected).
-    #[arg(long, value_name = "PER_SECOND")]
+    #[arg(long, value_name = "PER_SECOND", value_parser = parse_rate, allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Give up on an operation's phase after this long.
-    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub timeout: std::time::Duration,
     #[command(flatten)]
     pub peer: PeerArgs,
@@ -364,18 +368,19 @@ pub struct BenchArgs {
     pub server_pid: Option<u32>,
     /// Connect from this many loopback source addresses (127.0.0.1, .2, ...), so long
     /// full-handshake runs never run out of local ports. Loopback targets only.
-    #[arg(long, default_value_t = 16, value_name = "N")]
+    #[arg(long, default_value_t = 16, value_name = "N", value_parser = clap::value_parser!(u8).range(1..), allow_negative_numbers = true)]
     pub source_ips: u8,
-    /// Write the result as JSON (schema: schemas/bench.v1.schema.json).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    /// Write the result as JSON (schema: schemas/bench.v1.schema.json); `-`: on stdout,
+    /// instead of the text report.
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_or_stdout())]
+    pub json: Option<OutputFile>,
     /// Write one row per connection as CSV.
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_or_stdout())]
+    pub csv: Option<OutputFile>,
     /// Write the result as one self-contained HTML page: the report, operations per second,
     /// and each phase's latency by percentile.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_or_stdout())]
+    pub html: Option<OutputFile>,
     #[command(flatten)]
     pub metrics: MetricsArgs,
     #[command(flatten)]
@@ -397,7 +402,7 @@ pub struct TargetArgs {
     #[arg(long, value_name = "PATH")]
     pub lib: Vec<PathBuf>,
     /// Only threads with this name (as in /proc/PID/comm, at most 15 characters).
-    #[arg(long, short_alias = 'c', value_name = "COMM")]
+    #[arg(long, value_name = "COMM")]
     pub comm: Option<String>,
 }
 
@@ -406,7 +411,7 @@ pub struct SniffArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     /// Bytes captured per call at most; the rest is counted and reported, not captured.
-    #[arg(long, default_value_t = 16384, value_name = "BYTES")]
+    #[arg(long, default_value_t = 16384, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1..), allow_negative_numbers = true)]
     pub max_bytes: u32,
     /// Ring buffer size (power of two; suffixes K, M). Too small loses events, and says so.
     /// Kernel backend: one ring, 16M unless given. In process: a ring per thread, 4M unless
@@ -422,17 +427,18 @@ pub struct SniffArgs {
     /// Counts only: no payload is printed or written.
     #[arg(long, short = 'q')]
     pub quiet: bool,
-    /// JSON lines (one object per call, the payload in base64) instead of text.
-    #[arg(long, conflicts_with = "quiet")]
-    pub json: bool,
+    /// Write JSON lines (one object per call, the payload in base64) instead of text, to FILE
+    /// (created 0600), `-` for stdout.
+    #[arg(long, value_name = "FILE", conflicts_with = "quiet", value_parser = crate::output::file_or_stdout())]
+    pub json: Option<OutputFile>,
     /// Write the stream to FILE (created 0600) instead of standard output.
-    #[arg(long, short = 'o', value_name = "FILE")]
-    pub output: Option<PathBuf>,
+    #[arg(long, short = 'o', value_name = "FILE", value_parser = crate::output::file_or_stdout())]
+    pub output: Option<OutputFile>,
     /// Also write the plaintext as synthetic TCP streams between the real endpoints to a pcapng
     /// FILE (created 0600), for Wireshark/tshark (decode the TLS port as HTTP:
     /// `tshark -d tcp.port==443,http`).
-    #[arg(long, value_name = "FILE")]
-    pub pcap: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_only())]
+    pub pcap: Option<OutputFile>,
     /// Keep only calls whose payload contains this text.
     #[arg(long, value_name = "TEXT")]
     pub grep: Option<String>,
@@ -440,7 +446,7 @@ pub struct SniffArgs {
     #[arg(long)]
     pub redact_headers: bool,
     /// Stop after this long (default: Ctrl-C, SIGTERM, or every sniffed process gone).
-    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub duration: Option<std::time::Duration>,
     /// Who copies the calls: kernel (eBPF uprobes), user (tlsscope's library inside the
     /// program: a program it starts after --, or running processes with -p and their workers,
@@ -472,11 +478,9 @@ fn parse_size(s: &str) -> Result<u32, String> {
         .parse::<u64>()
         .ok()
         .and_then(|v| v.checked_mul(scale))
-        .ok_or_else(|| format!("{s:?} is not a size (try 4M, 256K)"))?;
+        .ok_or_else(|| "not a size (try 4M, 256K)".to_string())?;
     if bytes < 4096 || !bytes.is_power_of_two() || bytes > 1 << 30 {
-        return Err(format!(
-            "{s:?}: the ring size must be a power of two from 4K to 1024M"
-        ));
+        return Err("the ring size must be a power of two from 4K to 1024M".to_string());
     }
     Ok(bytes as u32)
 }
@@ -487,16 +491,16 @@ pub struct LabArgs {
     #[arg(long, value_enum, default_value = "builtin")]
     pub target: LabTarget,
     /// Measured load per experiment, without probes.
-    #[arg(long, short = 'd', default_value = "5s", value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, short = 'd', default_value = "5s", value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub duration: std::time::Duration,
     /// Load per experiment with the server traced.
-    #[arg(long, default_value = "3s", value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, default_value = "3s", value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub trace_duration: std::time::Duration,
     /// Unmeasured load before each experiment.
-    #[arg(long, default_value = "1s", value_name = "TIME", value_parser = parse_duration)]
+    #[arg(long, default_value = "1s", value_name = "TIME", value_parser = parse_duration, allow_hyphen_values = true)]
     pub warmup: std::time::Duration,
     /// Client connections.
-    #[arg(long, short = 'c', default_value_t = 32)]
+    #[arg(long, short = 'c', default_value_t = 32, value_parser = at_least_1, allow_negative_numbers = true)]
     pub connections: usize,
     /// The CPU the server is pinned to.
     #[arg(long, default_value_t = 0, value_name = "CPU")]
@@ -511,8 +515,8 @@ pub struct LabArgs {
     /// Also write the report as one self-contained HTML page: rates and the cost of tracing,
     /// where the server's time goes, and per experiment the handshakes, CPU, latency and the
     /// server's traced calls as histograms.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_only())]
+    pub html: Option<OutputFile>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -533,10 +537,10 @@ pub struct TraceArgs {
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub functions: Vec<String>,
     /// Stop after this long (default: at Ctrl-C, SIGTERM, or when every traced process exits).
-    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, short = 'd', value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub duration: Option<std::time::Duration>,
     /// Print the table of the last interval this often.
-    #[arg(long, short = 'i', value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, short = 'i', value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub interval: Option<std::time::Duration>,
     /// Linear buckets MIN,MAX,STEP in microseconds (like ssllatency's lhist 0,1000,200)
     /// instead of powers of two.
@@ -565,13 +569,14 @@ pub struct TraceArgs {
     /// Only the stats table at the end, no histograms.
     #[arg(long)]
     pub no_histograms: bool,
-    /// Write the results as JSON (schemas/trace.v1.schema.json).
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    /// Write the results as JSON (schemas/trace.v1.schema.json); `-`: on stdout, instead of
+    /// the text report.
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_or_stdout())]
+    pub json: Option<OutputFile>,
     /// Write the results as one self-contained HTML page: the stats, a histogram per function
     /// and outcome, and with -i the calls and time per interval.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_or_stdout())]
+    pub html: Option<OutputFile>,
     /// Who counts the calls: kernel (eBPF uprobes, any running process, internal functions
     /// too), user (tlsscope's library inside the program, tens of nanoseconds per call: a
     /// program it starts after --, or running processes with -p and their workers, attached
@@ -597,8 +602,15 @@ pub struct MetricsArgs {
     pub metrics_listen: Option<SocketAddr>,
     /// Keep FILE up to date (every 10 s and at the end) for node_exporter's textfile collector:
     /// a `*.prom` file in its `--collector.textfile.directory`.
-    #[arg(long, value_name = "FILE")]
-    pub metrics_file: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_only())]
+    pub metrics_file: Option<OutputFile>,
+}
+
+impl MetricsArgs {
+    /// The `--metrics-file` path.
+    pub fn file(&self) -> Option<&std::path::Path> {
+        self.metrics_file.as_ref().and_then(|f| f.path.as_deref())
+    }
 }
 
 pub fn parse_metrics_listen(s: &str) -> Result<SocketAddr, String> {
@@ -616,25 +628,36 @@ fn parse_linear(s: &str) -> Result<probes::Buckets, String> {
         .split(',')
         .map(|n| n.trim().parse::<u64>())
         .collect::<Result<_, _>>()
-        .map_err(|_| format!("{s:?} is not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)"))?;
+        .map_err(|_| "not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)".to_string())?;
+    // Edges past the longest duration are no latency, and MIN + buckets x STEP must not
+    // overflow.
+    let most_us = MAX_DURATION.as_micros() as u64;
+    if numbers.iter().any(|&n| n > most_us) {
+        return Err(format!(
+            "each of MIN,MAX,STEP is at most {most_us} us (7 days)"
+        ));
+    }
     match numbers[..] {
         [min, max, step] => probes::Buckets::linear(min, max, step),
-        _ => Err(format!(
-            "{s:?} is not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)"
-        )),
+        _ => Err("not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)".to_string()),
     }
 }
+
+/// The longest duration any option takes: 7 days (168h). Long enough for any soak run; short
+/// enough that every deadline (`Instant` + duration), every millisecond count in an `i32`
+/// (a poll timeout) and every nanosecond count in a `u64` stays far from overflowing.
+pub const MAX_DURATION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
 
 /// Like [`parse_duration`], refusing zero: for how long something runs or waits.
 pub fn parse_positive_duration(s: &str) -> Result<std::time::Duration, String> {
     let d = parse_duration(s)?;
     if d.is_zero() {
-        return Err(format!("{s:?}: must be more than zero (e.g. 10s, 500ms)"));
+        return Err("must be more than zero (e.g. 10s, 500ms)".to_string());
     }
     Ok(d)
 }
 
-/// Parses "10", "10s", "250ms", "2m", "1.5s".
+/// Parses "10", "10s", "250ms", "2m", "1.5s", "1h", up to [`MAX_DURATION`]; never panics.
 pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let s = s.trim();
     let (number, scale) = if let Some(n) = s.strip_suffix("ms") {
@@ -651,11 +674,97 @@ pub fn parse_duration(s: &str) -> Result<std::time::Duration, String> {
     let value: f64 = number
         .trim()
         .parse()
-        .map_err(|_| format!("{s:?} is not a duration (try 10s, 500ms, 2m)"))?;
-    if !(value >= 0.0 && value.is_finite()) {
-        return Err(format!("{s:?} is not a duration (try 10s, 500ms, 2m)"));
+        .ok()
+        .filter(|v: &f64| !v.is_nan())
+        .ok_or_else(|| "not a duration (try 10s, 500ms, 2m)".to_string())?;
+    if value < 0.0 {
+        return Err("a duration cannot be negative (e.g. 10s, 500ms)".into());
     }
-    Ok(std::time::Duration::from_secs_f64(value * scale))
+    let seconds = value * scale;
+    if seconds > MAX_DURATION.as_secs_f64() {
+        return Err("too long: at most 7 days (168h)".into());
+    }
+    std::time::Duration::try_from_secs_f64(seconds)
+        .map_err(|_| "not a duration (try 10s, 500ms, 2m)".to_string())
+}
+
+/// A whole number of at least `min`, said plainly when it is not (negative, zero, too big).
+fn whole_number(s: &str, min: u64) -> Result<u64, String> {
+    let t = s.trim();
+    if t.starts_with('-') && t[1..].chars().all(|c| c.is_ascii_digit()) && t.len() > 1 {
+        return Err(format!("cannot be negative (at least {min})"));
+    }
+    let n: u64 = t.parse().map_err(|e: std::num::ParseIntError| {
+        if matches!(e.kind(), std::num::IntErrorKind::PosOverflow) {
+            "too large".to_string()
+        } else {
+            "not a whole number".to_string()
+        }
+    })?;
+    if n < min {
+        return Err(format!("must be at least {min}"));
+    }
+    Ok(n)
+}
+
+/// A count of at least one (threads, connections, operations, rounds, ...).
+fn at_least_1(s: &str) -> Result<usize, String> {
+    usize::try_from(whole_number(s, 1)?).map_err(|_| "too large".to_string())
+}
+
+/// A count of at least one, as a u64 (operations in total).
+fn at_least_1_u64(s: &str) -> Result<u64, String> {
+    whole_number(s, 1)
+}
+
+/// A count of at least two (samples a spread is computed from).
+fn at_least_2(s: &str) -> Result<usize, String> {
+    usize::try_from(whole_number(s, 2)?).map_err(|_| "too large".to_string())
+}
+
+/// A real number, finite.
+fn real_number(s: &str) -> Result<f64, String> {
+    s.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| "not a number".to_string())
+}
+
+/// Operations per second: more than zero.
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let r = real_number(s)?;
+    if r <= 0.0 {
+        return Err("must be more than zero operations per second".into());
+    }
+    Ok(r)
+}
+
+/// A fraction from 0 to 1.
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    let r = real_number(s)?;
+    if !(0.0..=1.0).contains(&r) {
+        return Err("must be from 0 to 1 (e.g. 0.5)".into());
+    }
+    Ok(r)
+}
+
+/// A confidence level, between 0.5 and 1 (exclusive).
+/// A percentage from 0 to under 100.
+fn parse_percentage(s: &str) -> Result<f64, String> {
+    let p = real_number(s)?;
+    if !(0.0..100.0).contains(&p) {
+        return Err("a percentage from 0 to under 100 (e.g. 1)".into());
+    }
+    Ok(p)
+}
+
+fn parse_level(s: &str) -> Result<f64, String> {
+    let l = real_number(s)?;
+    if !(l > 0.5 && l < 1.0) {
+        return Err("a confidence level between 0.5 and 1 (e.g. 0.95)".into());
+    }
+    Ok(l)
 }
 
 #[derive(Debug, Args)]
@@ -665,7 +774,7 @@ pub struct HandshakeArgs {
     #[arg(default_value = "127.0.0.1:4433", value_name = "TARGET")]
     pub target: Endpoint,
     /// Connections to make, one after another.
-    #[arg(long, short = 'n', default_value_t = 1)]
+    #[arg(long, short = 'n', default_value_t = 1, value_parser = at_least_1, allow_negative_numbers = true)]
     pub count: usize,
     /// Offer each connection's session to the next one, and fail unless they all resume.
     #[arg(long)]
@@ -675,11 +784,11 @@ pub struct HandshakeArgs {
     pub request: Option<String>,
     #[command(flatten)]
     pub peer: PeerArgs,
-    /// Print one JSON object per connection instead of text.
-    #[arg(long)]
-    pub json: bool,
+    /// Write one JSON object per connection instead of text, to FILE (`-`: stdout).
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_or_stdout())]
+    pub json: Option<OutputFile>,
     /// Give up on a connection after this long: 10s, 500ms, 2m.
-    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration)]
+    #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub timeout: std::time::Duration,
     #[command(flatten)]
     pub tls: TlsArgs,
@@ -715,15 +824,13 @@ impl TlsArgs {
         Ok(settings)
     }
 
-    /// A key log sink appending to `--keylog`, created 0600 (the lines are secrets).
-    pub fn keylog_sink(&self) -> anyhow::Result<Option<Box<ossl::KeylogSink>>> {
+    /// A key log sink appending to `--keylog`, created 0600 (the lines are secrets) with its
+    /// first line.
+    pub fn keylog_sink(&self) -> Option<Box<ossl::KeylogSink>> {
         self.keylog
-            .as_deref()
-            .map(|path| {
-                experiments::client::keylog_file(path)
-                    .map_err(|e| anyhow::anyhow!("--keylog {}: {e}", path.display()))
-            })
-            .transpose()
+            .as_ref()
+            .and_then(|k| k.path.as_deref())
+            .map(experiments::client::keylog_file)
     }
 }
 
@@ -810,21 +917,21 @@ pub struct CompareArgs {
     pub matrix: bool,
     #[command(flatten)]
     pub m: MatrixOptions,
-    /// Write the whole comparison (every sample) as JSON.
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
+    /// Write the whole comparison (every sample) as JSON (`-`: on stdout, instead of the text).
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_or_stdout())]
+    pub json: Option<OutputFile>,
     /// Write the tables as Markdown.
-    #[arg(long, value_name = "FILE")]
-    pub markdown: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_or_stdout())]
+    pub markdown: Option<OutputFile>,
     /// Write one self-contained HTML page with the tables and plots.
-    #[arg(long, value_name = "FILE")]
-    pub html: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", value_parser = crate::output::file_or_stdout())]
+    pub html: Option<OutputFile>,
     /// With --matrix: sample each worker's measured operations with perf (DWARF stacks) and
     /// write per variant a flame graph, folded stacks and a pprof file, a differential flame
     /// graph against the first variant, and profile.txt (CPU-us per operation per function,
     /// with the change) into this directory.
-    #[arg(long, value_name = "DIR", requires = "matrix")]
-    pub profile: Option<PathBuf>,
+    #[arg(long, value_name = "DIR", requires = "matrix", value_parser = crate::output::DirParser)]
+    pub profile: Option<OutputDir>,
 }
 
 /// The variants of a matrix and how each is measured: `compare --matrix` and `profile --matrix`.
@@ -894,11 +1001,11 @@ pub struct MatrixOptions {
     )]
     pub experiment: Vec<ExperimentChoice>,
     /// Measured operations per variant per round.
-    #[arg(short = 'n', long, default_value_t = 100)]
+    #[arg(short = 'n', long, default_value_t = 100, value_parser = at_least_2, allow_negative_numbers = true)]
     pub count: usize,
     /// Rounds; each round runs every variant once, in an order rotated every round. The rounds
     /// are the replicates the verdicts are drawn from: at least 3 for a verdict.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = at_least_1, allow_negative_numbers = true)]
     pub repeat: usize,
     /// Operations before measuring, per variant per round.
     #[arg(long, default_value_t = 10)]
@@ -908,15 +1015,15 @@ pub struct MatrixOptions {
     #[arg(long, value_enum, default_value = "on")]
     pub verify: Switch,
     /// Confidence level of the intervals and the test.
-    #[arg(long, default_value_t = 0.95)]
+    #[arg(long, default_value_t = 0.95, value_parser = parse_level, allow_negative_numbers = true)]
     pub level: f64,
     /// Changes smaller than this many percent are never called slower or faster, however
     /// significant (criterion's noise threshold).
-    #[arg(long, default_value_t = 1.0, value_name = "PCT")]
+    #[arg(long, default_value_t = 1.0, value_name = "PCT", value_parser = parse_percentage, allow_negative_numbers = true)]
     pub noise_threshold: f64,
     /// Test-only: the last variant's client burns PCT percent more CPU per operation (a
     /// calibrated difference for checking the verdicts).
-    #[arg(long, default_value_t = 0.0, value_name = "PCT", hide = true)]
+    #[arg(long, default_value_t = 0.0, value_name = "PCT", hide = true, value_parser = parse_percentage)]
     pub calibrate_slower: f64,
     /// CPU for the server(s).
     #[arg(long, default_value_t = 0)]
@@ -924,4 +1031,42 @@ pub struct MatrixOptions {
     /// CPU for the client (the workers).
     #[arg(long, default_value_t = 1)]
     pub client_cpu: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_cannot_overflow_or_be_negative() {
+        assert_eq!(parse_duration("168h"), Ok(MAX_DURATION));
+        assert_eq!(
+            parse_duration("1.5s"),
+            Ok(std::time::Duration::from_millis(1500))
+        );
+        for too_long in ["169h", "99999999999999999999s", "1e400", "inf", "604801"] {
+            let e = parse_duration(too_long).unwrap_err();
+            assert!(e.contains("at most 7 days"), "{too_long}: {e}");
+        }
+        for negative in ["-1", "-0.5s", "-inf"] {
+            let e = parse_duration(negative).unwrap_err();
+            assert!(e.contains("cannot be negative"), "{negative}: {e}");
+        }
+        assert!(parse_duration("NaN").is_err());
+        assert!(parse_positive_duration("0ms").is_err());
+    }
+
+    #[test]
+    fn counts_say_what_is_wrong() {
+        assert_eq!(at_least_1("3"), Ok(3));
+        assert!(at_least_1("0").unwrap_err().contains("at least 1"));
+        assert!(at_least_1("-2").unwrap_err().contains("cannot be negative"));
+        assert!(at_least_1_u64("99999999999999999999999")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(at_least_2("1").is_err());
+        assert!(parse_rate("0").is_err() && parse_rate("nan").is_err());
+        assert!(parse_ratio("1.5").is_err() && parse_ratio("1").is_ok());
+        assert!(parse_level("0.5").is_err() && parse_level("0.99").is_ok());
+    }
 }

@@ -20,25 +20,23 @@ pub fn run(
     openssl_given: bool,
     a: &BenchArgs,
 ) -> anyhow::Result<ExitCode> {
+    let text_to_stdout = !crate::output::one_on_stdout([&a.json, &a.csv, &a.html])?;
     let signals = StopFlags::install()?;
     let (doc, rows) = measure(library, openssl_given, a, &signals.stop)?;
-    if let Some(path) = &a.json {
-        let mut f = create(path, "--json")?;
-        report::bench_json(&mut f, &doc).with_context(|| format!("--json {}", path.display()))?;
-        crate::output::finish(f, "--json", path)?;
+    if let Some(out) = &a.json {
+        out.write_with(|w| Ok(report::bench_json(w, &doc)?))?;
     }
-    if let Some(path) = &a.csv {
-        let mut f = create(path, "--csv")?;
-        report::bench_csv(&mut f, &rows).with_context(|| format!("--csv {}", path.display()))?;
-        crate::output::finish(f, "--csv", path)?;
+    if let Some(out) = &a.csv {
+        out.write_with(|w| Ok(report::bench_csv(w, &rows)?))?;
     }
-    if let Some(path) = &a.html {
-        std::fs::write(path, report::bench_page::page(&doc))
-            .with_context(|| format!("--html {}", path.display()))?;
+    if let Some(out) = &a.html {
+        out.write(report::bench_page::page(&doc).as_bytes())?;
     }
-    let mut text = Vec::new();
-    report::bench_text(&mut text, &doc.environment, &doc.result)?;
-    crate::output::to_stdout(text)?;
+    if text_to_stdout {
+        let mut text = Vec::new();
+        report::bench_text(&mut text, &doc.environment, &doc.result)?;
+        crate::output::to_stdout(text)?;
+    }
     Ok(verdict(&doc.result, &signals))
 }
 
@@ -53,7 +51,7 @@ pub fn measure(
     let mode = mode(a)?;
     let exporter = std::sync::Mutex::new(experiments::metrics::Exporter::bind(
         a.metrics.metrics_listen,
-        a.metrics.metrics_file.as_deref(),
+        a.metrics.file(),
     )?);
     let lib = crate::library::load(library)?;
     let ctx = context(lib, a)?;
@@ -144,8 +142,25 @@ fn verdict(r: &load::RunResult, signals: &StopFlags) -> ExitCode {
 
 fn mode(a: &BenchArgs) -> anyhow::Result<Mode> {
     if a.mode != BenchMode::Resume && (a.resume.is_some() || a.resume_ratio.is_some()) {
-        bail!("--resume-by and --resume-ratio go with --mode resume");
+        crate::usage_bail!("--resume-by and --resume-ratio go with --mode resume");
     }
+    // The options that go together, checked before any connection is made.
+    if a.connections < a.threads {
+        crate::usage_bail!(
+            "--connections {} is fewer than --threads {}: each thread needs a connection",
+            a.connections,
+            a.threads
+        );
+    }
+    if a.rate.is_some() && a.duration.is_none() && a.count.is_none() {
+        crate::usage_bail!("--rate needs a --duration or a --count to end the run");
+    }
+    if let Some(path) = &a.request {
+        if !path.starts_with('/') {
+            crate::usage_bail!("--request {path}: the path must start with /");
+        }
+    }
+    host::check_cpus("--cpus", &a.cpus).map_err(crate::UsageError)?;
     Ok(match a.mode {
         BenchMode::Full => Mode::Full,
         BenchMode::Keepalive => Mode::KeepAlive,
@@ -194,7 +209,7 @@ fn engine(
     let trust = load::rustls_client::Trust {
         verify: a.peer.verifies().then_some(a.peer.cafile.as_deref()),
         credentials: a.cert.as_deref().zip(a.key.as_deref()),
-        keylog: a.tls.keylog_sink()?,
+        keylog: a.tls.keylog_sink(),
     };
     match load::RustlsClient::new(&a.tls.settings(false, tickets)?, trust, Some(lib)) {
         Ok(r) => Ok(Engine {
@@ -224,20 +239,7 @@ fn load_config(
     addr: SocketAddr,
     server_name: Option<String>,
 ) -> anyhow::Result<LoadConfig> {
-    if a.rate.is_some() && a.duration.is_none() && a.requests.is_none() {
-        bail!("--rate needs a --duration or a --requests count to end the run");
-    }
-    if a.duration.is_some() && a.requests.is_some() {
-        bail!("give --duration or --requests, not both");
-    }
-    if let Some(path) = &a.request {
-        anyhow::ensure!(
-            path.starts_with('/'),
-            "--request {path}: the path must start with /"
-        );
-    }
-    host::check_cpus("--cpus", &a.cpus).map_err(anyhow::Error::msg)?;
-    let duration = match (a.duration, a.requests) {
+    let duration = match (a.duration, a.count) {
         (None, None) => Some(Duration::from_secs(10)),
         (d, _) => d,
     };
@@ -258,7 +260,7 @@ fn load_config(
         connections: a.connections,
         cpus: a.cpus.clone(),
         duration,
-        count: a.requests,
+        count: a.count,
         warmup: a.warmup,
         mode,
         request: path.map(|p| load::request_bytes(p, &host, keep_alive)),
@@ -281,15 +283,10 @@ fn progress_line() -> impl Fn(&experiments::bench::Progress) + Sync {
         }
         let rate = p.ops as f64 / p.measured.as_secs_f64().max(1e-9);
         eprint!(
-            "\r  {:>6.1} s  {} ops  {rate:.0}/s  errors {}   \x1b[K",
+            "\r  {:>6.1} s  {}  {rate:.0}/s  errors {}   \x1b[K",
             p.elapsed.as_secs_f64(),
-            p.ops,
+            report::count(p.ops, "op"),
             p.errors
         );
     }
-}
-
-fn create(path: &std::path::Path, flag: &str) -> anyhow::Result<std::io::BufWriter<std::fs::File>> {
-    let f = std::fs::File::create(path).with_context(|| format!("{flag} {}", path.display()))?;
-    Ok(std::io::BufWriter::new(f))
 }

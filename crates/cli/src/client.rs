@@ -20,7 +20,7 @@ pub fn client_context(
         tickets,
         verify: peer.verifies().then_some(peer.cafile.as_deref()),
         credentials: client_cert,
-        keylog: tls.keylog_sink()?,
+        keylog: tls.keylog_sink(),
     };
     Ok(experiments::client::client_context(lib, options)?)
 }

@@ -15,27 +15,20 @@ use report::compare::CompareDocument;
 use crate::args::{CompareArgs, CtxChoice, HandshakeChoice, MatrixOptions};
 
 pub fn run(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(
-        a.m.level > 0.5 && a.m.level < 1.0,
-        "--level {}: a confidence level between 0.5 and 1 (e.g. 0.95)",
-        a.m.level
-    );
-    anyhow::ensure!(
-        (0.0..100.0).contains(&a.m.noise_threshold),
-        "--noise-threshold {}: a percentage from 0 to under 100 (e.g. 1)",
-        a.m.noise_threshold
-    );
+    crate::output::one_on_stdout([&a.json, &a.markdown, &a.html])?;
     let doc = if a.matrix {
-        anyhow::ensure!(
-            a.files.is_empty(),
-            "--matrix runs the experiment itself: drop the files, or drop --matrix to compare them"
-        );
-        run_matrix(openssl, &a.m, a.profile.clone())?
+        if !a.files.is_empty() {
+            crate::usage_bail!(
+                "--matrix runs the experiment itself: drop the files, or drop --matrix to compare them"
+            );
+        }
+        run_matrix(openssl, &a.m, a.profile.as_ref())?
     } else {
-        anyhow::ensure!(
-            a.files.len() >= 2,
-            "give two or more saved runs to compare (JSON from bench, trace or compare), or --matrix"
-        );
+        if a.files.len() < 2 {
+            crate::usage_bail!(
+                "give two or more saved runs to compare (JSON from bench, trace or compare), or --matrix"
+            );
+        }
         let environment = experiments::environment::host(std::env::args().collect());
         experiments::compare::saved::load(
             &a.files,
@@ -53,8 +46,8 @@ pub(crate) fn exit_status(doc: &CompareDocument) -> ExitCode {
     let failed = doc.variants.iter().filter(|v| v.error.is_some()).count();
     if failed > 0 {
         eprintln!(
-            "tlsscope: error: {failed} of {} variants failed (see the warnings); the others are reported",
-            doc.variants.len()
+            "tlsscope: error: {failed} of {} failed (see the warnings); the others are reported",
+            report::count(doc.variants.len() as u64, "variant")
         );
         return ExitCode::FAILURE;
     }
@@ -65,8 +58,11 @@ pub(crate) fn exit_status(doc: &CompareDocument) -> ExitCode {
 pub(crate) fn run_matrix(
     openssl: Option<&str>,
     m: &MatrixOptions,
-    profile: Option<std::path::PathBuf>,
+    profile: Option<&crate::output::OutputDir>,
 ) -> anyhow::Result<CompareDocument> {
+    let profile = profile
+        .map(|d| d.create().map(Path::to_path_buf))
+        .transpose()?;
     let config = matrix_config(openssl, m, profile)?;
     let mut build = |version: &str| build_if_missing(version);
     let mut events = |event: Event<'_>| match event {
@@ -86,10 +82,8 @@ fn matrix_config(
     m: &MatrixOptions,
     profile: Option<std::path::PathBuf>,
 ) -> anyhow::Result<MatrixConfig> {
-    anyhow::ensure!(m.count >= 2, "--count {}: at least 2 per round", m.count);
-    anyhow::ensure!(m.repeat >= 1, "--repeat must be at least 1");
-    host::check_cpus("--server-cpu", &[m.server_cpu]).map_err(anyhow::Error::msg)?;
-    host::check_cpus("--client-cpu", &[m.client_cpu]).map_err(anyhow::Error::msg)?;
+    host::check_cpus("--server-cpu", &[m.server_cpu]).map_err(crate::UsageError)?;
+    host::check_cpus("--client-cpu", &[m.client_cpu]).map_err(crate::UsageError)?;
     let libraries: Vec<String> = openssl
         .unwrap_or("system")
         .split(',')
@@ -181,21 +175,26 @@ fn worker_setup(
 
 /// The files first: a stdout that fails (full, closed) loses no file.
 fn write_outputs(doc: &CompareDocument, a: &CompareArgs) -> anyhow::Result<()> {
-    if let Some(path) = &a.json {
-        let text = serde_json::to_string_pretty(doc)? + "\n";
-        write(path, &text, "--json")?;
+    if let Some(out) = &a.json {
+        out.write((serde_json::to_string_pretty(doc)? + "\n").as_bytes())?;
     }
-    if let Some(path) = &a.markdown {
-        write(path, &report::compare::markdown(doc), "--markdown")?;
+    if let Some(out) = &a.markdown {
+        out.write(report::compare::markdown(doc).as_bytes())?;
     }
-    if let Some(path) = &a.html {
+    if let Some(out) = &a.html {
         let links = a
             .profile
-            .as_deref()
-            .map(|dir| profile_links(doc, dir, path))
+            .as_ref()
+            .map(|dir| profile_links(doc, &dir.path, out.path_or_dash()))
             .unwrap_or_default();
         let page = report::compare::html::page_with_profiles(doc, &links);
-        write(path, &page, "--html")?;
+        out.write(page.as_bytes())?;
+    }
+    let on_stdout = [&a.json, &a.markdown, &a.html]
+        .iter()
+        .any(|o| o.as_ref().is_some_and(|o| o.is_stdout()));
+    if on_stdout {
+        return Ok(());
     }
     crate::output::to_stdout(report::compare::text(doc))
 }
@@ -245,8 +244,4 @@ fn href(page: &Path, target: &Path) -> String {
         Ok(relative) => relative.display().to_string(),
         Err(_) => format!("file://{}", target.display()),
     }
-}
-
-fn write(path: &Path, text: &str, flag: &str) -> anyhow::Result<()> {
-    std::fs::write(path, text).with_context(|| format!("{flag} {}: cannot write", path.display()))
 }

@@ -11,12 +11,10 @@ use crate::client::client_context;
 use experiments::client::{connect_first, Probe};
 
 pub fn run(library: &ossl::LibrarySource, a: &HandshakeArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(a.count >= 1, "--count must be at least 1");
     if let Some(path) = &a.request {
-        anyhow::ensure!(
-            path.starts_with('/'),
-            "--request {path}: the path must start with /"
-        );
+        if !path.starts_with('/') {
+            crate::usage_bail!("--request {path}: the path must start with /");
+        }
     }
     let lib = crate::library::load(library)?;
     let ctx = client_context(lib, &a.tls, &a.peer, true, None)?;
@@ -26,6 +24,12 @@ pub fn run(library: &ossl::LibrarySource, a: &HandshakeArgs) -> anyhow::Result<E
     let mut session: Option<Session> = None;
     let mut not_resumed = 0;
     let mut stdout = crate::output::Stdout::lock();
+    // JSON to a file: the lines are gathered and written at the end, the text still shown.
+    let mut json_lines: Option<Vec<u8>> = a
+        .json
+        .as_ref()
+        .filter(|j| !j.is_stdout())
+        .map(|_| Vec::new());
     for i in 1..=a.count {
         let offer = if a.resume { session.as_ref() } else { None };
         let probe = |target| Probe {
@@ -42,21 +46,28 @@ pub fn run(library: &ossl::LibrarySource, a: &HandshakeArgs) -> anyhow::Result<E
             not_resumed += 1;
         }
         let connection = outcome.connection(i);
-        if a.json {
-            writeln!(stdout, "{}", report::handshake::json(&connection, lib))?;
-        } else {
-            let line = report::handshake::line(&connection, addr, request);
-            writeln!(stdout, "{line}")?;
+        match (&a.json, json_lines.as_mut()) {
+            (Some(_), None) => writeln!(stdout, "{}", report::handshake::json(&connection, lib))?,
+            (_, to_file) => {
+                if let Some(lines) = to_file {
+                    writeln!(lines, "{}", report::handshake::json(&connection, lib))?;
+                }
+                let line = report::handshake::line(&connection, addr, request);
+                writeln!(stdout, "{line}")?;
+            }
         }
         if a.resume {
             session = outcome.session;
         }
     }
+    if let (Some(out), Some(lines)) = (&a.json, &json_lines) {
+        out.write(lines)?;
+    }
     if not_resumed > 0 {
         eprintln!(
-            "tlsscope: error: --resume: {not_resumed} of {} connections after the first did not \
-             resume (is the server's session cache or ticket support off?)",
-            a.count - 1
+            "tlsscope: error: --resume: {not_resumed} of {} after the first did not resume \
+             (is the server's session cache or ticket support off?)",
+            report::count(a.count as u64 - 1, "connection")
         );
         return Ok(ExitCode::FAILURE);
     }

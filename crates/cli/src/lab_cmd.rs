@@ -30,6 +30,8 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         client_cpu: a.client_cpu,
         backends: lab::LabBackend::chosen(a.backend),
     };
+    host::check_cpus("--server-cpu", &[a.server_cpu]).map_err(crate::UsageError)?;
+    host::check_cpus("--client-cpu", &[a.client_cpu]).map_err(crate::UsageError)?;
     lab::check(&config)?;
     let lib = crate::library::load(library)?;
     let signals = StopFlags::install()?;
@@ -107,12 +109,12 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
     for n in &notes {
         writeln!(out, "{n}")?;
     }
-    if let Some(path) = &a.html {
+    if let Some(html) = &a.html {
         let mut env = experiments::environment::host(std::env::args().collect());
         env.library = lib.version().text.clone();
         env.library_version_number = lib.version().number;
         let page = report::lab_page::page(&heading, &env, &kept, &notes);
-        std::fs::write(path, page).with_context(|| format!("--html {}", path.display()))?;
+        html.write(page.as_bytes())?;
     }
     writeln!(
         out,

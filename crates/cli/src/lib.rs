@@ -9,11 +9,12 @@ mod handshake_cmd;
 mod lab_cmd;
 mod library;
 mod openssl_cmd;
-mod output;
+pub mod output;
 mod profile_cmd;
 mod serve_cmd;
 pub mod signals;
 mod sniff_cmd;
+pub mod spelling;
 mod trace_cmd;
 
 use std::process::ExitCode;
@@ -26,17 +27,59 @@ use args::{Command, OpensslCommand, Opts};
 /// error as one line on stderr.
 pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode {
     let argv: Vec<std::ffi::OsString> = argv.into_iter().collect();
+    let argv = match spelling::respell(argv.clone()) {
+        Ok(respelled) => {
+            for notice in &respelled.notices {
+                eprintln!("{notice}");
+            }
+            respelled.argv
+        }
+        Err(why) => return usage_line(&why, &argv),
+    };
     let opts = match Opts::try_parse_from(&argv) {
         Ok(opts) => opts,
         Err(e) => return usage_error(e, &argv),
     };
     match run(opts) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("tlsscope: error: {}", one_line(&e));
-            ExitCode::FAILURE
-        }
+        Err(e) => match e.downcast_ref::<UsageError>() {
+            Some(usage) => usage_line(&usage.0, &argv),
+            None => {
+                eprintln!("tlsscope: error: {}", one_line(&e));
+                ExitCode::FAILURE
+            }
+        },
     }
+}
+
+/// A command line that parses but asks for what cannot be done (options that exclude each
+/// other, a value out of range): a usage error, exit status 2, as clap's own.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Returns early from a command with a [`UsageError`].
+#[macro_export]
+macro_rules! usage_bail {
+    ($($arg:tt)*) => {
+        return Err(anyhow::Error::new($crate::UsageError(format!($($arg)*))))
+    };
+}
+
+/// Prints a usage error as one line pointing to the subcommand's help; exit status 2.
+fn usage_line(why: &str, argv: &[std::ffi::OsString]) -> ExitCode {
+    eprintln!(
+        "tlsscope: error: {why} (see tlsscope {}--help)",
+        subcommand_path(argv)
+    );
+    ExitCode::from(2)
 }
 
 /// The error and its causes joined on one line, each said once: a cause whose text an outer
@@ -91,13 +134,10 @@ fn usage_error(e: clap::Error, argv: &[std::ffi::OsString]) -> ExitCode {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("invalid usage");
     let first = invalid_choice(&e)
+        .or_else(|| invalid_value(&e))
         .or_else(|| missing_arguments(&e))
         .unwrap_or_else(|| first.trim_start_matches("error: ").into());
-    eprintln!(
-        "tlsscope: error: {first} (see tlsscope {}--help)",
-        subcommand_path(argv)
-    );
-    ExitCode::from(2)
+    usage_line(&first, argv)
 }
 
 /// "missing --output <DIR>" for arguments required but not given (clap lists them on lines of
@@ -135,6 +175,26 @@ fn invalid_choice(e: &clap::Error) -> Option<String> {
         _ => return None,
     };
     Some(format!("{flag} {value}: use one of {choices}"))
+}
+
+/// "--level 2: a confidence level between 0.5 and 1" for a value its parser refused (clap says
+/// "invalid value '2' for '--level <LEVEL>': ..."): the flag and the value as typed, then why.
+fn invalid_value(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    if e.kind() != clap::error::ErrorKind::ValueValidation {
+        return None;
+    }
+    // Options only: a positional's parser names its value itself.
+    let flag = match e.get(ContextKind::InvalidArg)? {
+        ContextValue::String(s) if s.starts_with('-') => s.split_whitespace().next()?.to_string(),
+        _ => return None,
+    };
+    let value = match e.get(ContextKind::InvalidValue)? {
+        ContextValue::String(s) => s.clone(),
+        _ => return None,
+    };
+    let why = std::error::Error::source(e)?.to_string();
+    Some(format!("{flag} {value}: {why}"))
 }
 
 /// The subcommands named in `argv` ("bench ", "openssl build "), for pointing to their help.

@@ -23,12 +23,8 @@ pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
         .map(|s| s.trim().to_string())
         .map_err(|_| profile::PerfError::NoProcess { pid })?;
     let scratch;
-    let dir: &Path = match &a.output {
-        Some(dir) => {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating the output directory {}", dir.display()))?;
-            dir
-        }
+    let dir: &Path = match &a.out_dir {
+        Some(dir) => dir.create()?,
         None => {
             scratch = tempfile::tempdir().context("creating a temporary directory")?;
             scratch.path()
@@ -53,10 +49,10 @@ pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
     }
     let subject = format!("{comm} (pid {})", pid);
     let environment = format!(
-        "{}; {} chunks of samples lost; {} frames put back where tail calls hid them",
+        "{}; {} of samples lost; {} put back where tail calls hid them",
         environment(pid, &perf_version, a.frequency),
-        profile.lost_chunks,
-        profile.restored_frames
+        report::count(profile.lost_chunks, "chunk"),
+        report::count(profile.restored_frames, "frame")
     );
     let info = ProfileInfo {
         subject: &subject,
@@ -74,9 +70,13 @@ pub fn run(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
     let table = format!("{}\n{}", environment, top_table(&profile, &info, a.top));
     print!("{table}");
     if skipped > 0 {
-        eprintln!("tlsscope profile: {skipped} lines of perf's output could not be read and were left out");
+        eprintln!(
+            "tlsscope profile: {} of perf's output could not be read and were left out",
+            report::count(skipped, "line")
+        );
     }
-    if let Some(dir) = &a.output {
+    if let Some(dir) = &a.out_dir {
+        let dir = &dir.path;
         write_outputs(
             dir,
             &profile,
@@ -118,11 +118,12 @@ fn write_outputs(
 
 /// `profile --matrix`: compare's matrix, every worker profiled, the outputs in `-o DIR`.
 fn matrix(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
-    let dir = a
-        .output
-        .clone()
-        .context("--matrix writes its profiles into -o DIR")?;
-    let doc = crate::compare_cmd::run_matrix(openssl, &a.m, Some(dir.clone()))?;
+    let out_dir = a
+        .out_dir
+        .as_ref()
+        .context("--matrix writes its profiles into --out-dir DIR")?;
+    let doc = crate::compare_cmd::run_matrix(openssl, &a.m, Some(out_dir))?;
+    let dir = &out_dir.path;
     let json = dir.join("compare.json");
     std::fs::write(&json, serde_json::to_string_pretty(&doc)? + "\n")
         .with_context(|| format!("writing {}", json.display()))?;

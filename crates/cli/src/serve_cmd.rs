@@ -13,13 +13,13 @@ use crate::signals::StopFlags;
 
 pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitCode> {
     let lib = crate::library::load(library)?;
-    host::check_cpus("--cpus", &a.cpus).map_err(anyhow::Error::msg)?;
-    anyhow::ensure!(a.threads >= 1, "--threads must be at least 1");
-    anyhow::ensure!(
-        a.max_connections >= a.threads,
-        "--max-connections must be at least one per thread ({})",
-        a.threads
-    );
+    host::check_cpus("--cpus", &a.cpus).map_err(crate::UsageError)?;
+    if a.max_connections < a.threads {
+        crate::usage_bail!(
+            "--max-connections must be at least one per thread ({})",
+            a.threads
+        );
+    }
     let settings = a.tls.settings(a.session_cache.on(), a.tickets.on())?;
     // Before the key exists: a 1.1.1 RSA key takes its method from the default engine when
     // it is made.
@@ -48,9 +48,8 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
             a.cert_type.to_string(),
         ),
     };
-    if let Some(path) = &a.cert_out {
-        let pem = creds.cert.to_pem()?;
-        std::fs::write(path, pem).with_context(|| format!("--cert-out {}", path.display()))?;
+    if let Some(out) = &a.cert_out {
+        out.write(&creds.cert.to_pem()?)?;
     }
     let mut builder = ContextBuilder::new(lib, Role::Server)?;
     builder
@@ -60,7 +59,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
     if a.async_mode {
         builder.async_mode();
     }
-    if let Some(sink) = a.tls.keylog_sink()? {
+    if let Some(sink) = a.tls.keylog_sink() {
         builder.keylog(sink);
     }
     let ctx = builder.build();
@@ -71,10 +70,8 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         cpus: a.cpus.clone(),
         limits: limits(a),
     };
-    let mut exporter = experiments::metrics::Exporter::bind(
-        a.metrics.metrics_listen,
-        a.metrics.metrics_file.as_deref(),
-    )?;
+    let mut exporter =
+        experiments::metrics::Exporter::bind(a.metrics.metrics_listen, a.metrics.file())?;
     let server = Server::bind(config, ctx)?;
     let stop = server.shutdown_flag();
     // Ctrl-C ends the server like SIGTERM, and is told apart by the exit status (130).
@@ -94,25 +91,29 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         // A server keeps serving whatever becomes of its stdout.
         let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&ready)?);
     }
+    // With --stats-json -, stdout is the JSON alone: the lines for people go to stderr.
+    let json_on_stdout = a.stats_json.as_ref().is_some_and(|o| o.is_stdout());
+    let mut people: Box<dyn Write> = if json_on_stdout {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
     let _ = writeln!(
-        std::io::stdout(),
-        "tlsscope serve: listening on https://{} ({}, {}, {} thread{}, session cache {}, tickets {}{})",
+        people,
+        "tlsscope serve: listening on https://{} ({}, {}, {}, session cache {}, tickets {}{})",
         server.local_addr(),
         cert_name,
         lib.version().text,
-        a.threads,
-        if a.threads == 1 { "" } else { "s" },
+        report::count(a.threads, "thread"),
         on_off(a.session_cache.on()),
         on_off(a.tickets.on()),
         async_note(a.async_mode, engine.as_ref()),
     );
     if let Some(addr) = exporter.addr() {
-        let _ = writeln!(
-            std::io::stdout(),
-            "tlsscope serve: metrics at http://{addr}/metrics"
-        );
+        let _ = writeln!(people, "tlsscope serve: metrics at http://{addr}/metrics");
     }
-    let _ = std::io::stdout().flush();
+    let _ = people.flush();
+    drop(people);
 
     // The counters, read when scraped (and for the file, every 10 s and at the end).
     let counters = server.counters();
@@ -143,12 +144,13 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         Some(Ok(Err(e))) => eprintln!("tlsscope serve: metrics: {e:#}"),
         Some(Err(_)) => eprintln!("tlsscope serve: the metrics thread panicked"),
     }
-    if let Some(path) = &a.stats_json {
-        let json = serde_json::to_vec_pretty(&snapshot)?;
-        std::fs::write(path, json).with_context(|| format!("--stats-json {}", path.display()))?;
+    if let Some(out) = &a.stats_json {
+        out.write(&serde_json::to_vec_pretty(&snapshot)?)?;
     }
     // A reader that went away (the terminal closed, `| head`) is not the server's failure.
-    let _ = report::serve::summary(&mut std::io::stdout().lock(), &snapshot);
+    if !json_on_stdout {
+        let _ = report::serve::summary(&mut std::io::stdout().lock(), &snapshot);
+    }
     Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 

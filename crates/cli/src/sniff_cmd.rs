@@ -28,18 +28,37 @@ const CHILD_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 const EXIT_LOST: u8 = 3;
 
 /// Opens a file for captured plaintext: created with mode 0600 (and kept so if it existed).
-pub fn create_private(path: &Path) -> anyhow::Result<File> {
+/// `flag` names the option in errors.
+pub fn create_private(path: &Path, flag: &str) -> anyhow::Result<File> {
     let f = OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(0o600)
         .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
+        .with_context(|| format!("{flag} {}: cannot create it", path.display()))?;
     use std::os::unix::fs::PermissionsExt;
     f.set_permissions(std::fs::Permissions::from_mode(0o600))
-        .with_context(|| format!("making {} private (0600)", path.display()))?;
+        .with_context(|| format!("{flag} {}: cannot make it private (0600)", path.display()))?;
     Ok(f)
+}
+
+/// The file the stream goes to (None: stdout): `-o FILE`, or `--json FILE`; the old `--json -o
+/// FILE` (JSON into FILE) still means that.
+fn stream_file(a: &SniffArgs) -> anyhow::Result<Option<&crate::output::OutputFile>> {
+    if let (Some(o), Some(j)) = (&a.output, &a.json) {
+        if !o.is_stdout() && !j.is_stdout() {
+            crate::usage_bail!(
+                "--json {} and -o {}: say once where the stream goes (--json FILE for JSON lines)",
+                j.path_or_dash().display(),
+                o.path_or_dash().display()
+            );
+        }
+    }
+    Ok([&a.output, &a.json]
+        .into_iter()
+        .flatten()
+        .find(|f| !f.is_stdout()))
 }
 
 pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
@@ -50,7 +69,6 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         crate::trace_cmd::with_command(&a.target)?;
         Vec::new()
     };
-    anyhow::ensure!(a.max_bytes > 0, "--max-bytes must be at least 1");
     // Counts only: the probes need not copy any payload (unless the pcap wants it).
     let max_bytes = if a.quiet && a.pcap.is_none() {
         0
@@ -75,36 +93,38 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
             handshake_records: a.handshake,
         },
     };
+    let stream_to = stream_file(a)?;
     let signals = StopFlags::install()?;
     let stop = signals.stop.clone();
-    // The output file's size says how much of the stream it holds, whatever the writer
-    // thread has left to write when the disk fills.
+    let mut session = experiments::sniff::start(&request)?;
+    // The files once the probes are in: a sniff that cannot start leaves no empty file (the
+    // command line checked that they can be made). The output file's size says how much of the
+    // stream it holds, whatever the writer thread has left to write when the disk fills.
     let mut measure = None;
-    let mut out = match &a.output {
+    let mut out = match stream_to.and_then(|o| o.path.as_deref().map(|p| (p, &o.flag))) {
         // Past the page cache: a busy server's capture runs at tens of MB/s.
-        Some(path) => {
-            let file = create_private(path)?;
+        Some((path, flag)) => {
+            let file = create_private(path, flag)?;
             measure = file.try_clone().ok();
             Stream::File(host::DirectFile::new(file))
         }
         None => Stream::Stdout(BufWriter::new(io::stdout())),
     };
-    let mut pcap = match &a.pcap {
+    let mut pcap = match a.pcap.as_ref().and_then(|p| p.path.as_deref()) {
         Some(path) => Some(
-            PcapWriter::new(BufWriter::new(create_private(path)?))
-                .with_context(|| format!("writing {}", path.display()))?,
+            PcapWriter::new(BufWriter::new(create_private(path, "--pcap")?))
+                .with_context(|| format!("--pcap {}: cannot write", path.display()))?,
         ),
         None => None,
     };
-    let mut session = experiments::sniff::start(&request)?;
     for note in &session.notes {
         eprintln!("tlsscope sniff: {note}");
     }
     let sniffer = &*session.capture;
     let backend = sniffer.backend();
     eprintln!(
-        "tlsscope sniff: {} functions {} ({}){}; Ctrl-C to stop",
-        sniffer.functions().len(),
+        "tlsscope sniff: {} {} ({}){}; Ctrl-C to stop",
+        report::count(sniffer.functions().len() as u64, "function"),
         match backend {
             probes::Backend::Kernel => "attached",
             probes::Backend::User => "wrapped in process",
@@ -183,16 +203,16 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
     }
     if counters.lost_calls > counters.unchecked || tally.incomplete > 0 {
         eprintln!(
-            "tlsscope: error: {} calls lost in part or whole ({} ring-buffer records did not fit): use a larger --ring-size",
-            counters.lost_calls - counters.unchecked,
-            counters.lost_records
+            "tlsscope: error: {} lost in part or whole ({} did not fit): use a larger --ring-size",
+            report::count(counters.lost_calls - counters.unchecked, "call"),
+            report::count(counters.lost_records, "ring-buffer record")
         );
         return Ok(ExitCode::from(EXIT_LOST));
     }
     if counters.wrapper_failures > 0 {
         eprintln!(
-            "tlsscope: error: {} in-process wrapper(s) failed and stopped copying their function's calls in that process (the program kept running): later calls were not captured",
-            counters.wrapper_failures
+            "tlsscope: error: {} failed and stopped copying their function's calls in that process (the program kept running): later calls were not captured",
+            report::count(counters.wrapper_failures, "in-process wrapper")
         );
         return Ok(ExitCode::from(EXIT_LOST));
     }
@@ -243,7 +263,7 @@ fn view(a: &SniffArgs) -> View {
     View {
         format: if a.quiet {
             Format::Quiet
-        } else if a.json {
+        } else if a.json.is_some() {
             Format::Json
         } else if a.hex {
             Format::Hex
@@ -257,10 +277,10 @@ fn view(a: &SniffArgs) -> View {
 
 /// Why writing failed, in the words the user needs.
 fn output_problem(e: &io::Error, a: &SniffArgs) -> String {
-    let target = a.output.as_ref().map_or_else(
-        || "standard output".to_string(),
-        |p| p.display().to_string(),
-    );
+    let target = match stream_file(a) {
+        Ok(Some(o)) => o.path_or_dash().display().to_string(),
+        _ => "standard output".to_string(),
+    };
     match e.kind() {
         io::ErrorKind::BrokenPipe => "output closed".to_string(),
         _ if e.raw_os_error() == Some(libc::ENOSPC) => {

@@ -1,12 +1,10 @@
 //! `tlsscope trace`: attach the latency probes, read the kernel's histograms every interval and
 //! at the end, print them, and detach on every way out.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use experiments::trace;
 use probes::{Buckets, Selection, Target, Threads, TraceConfig};
 use report::trace::{trace_footer, trace_json, trace_text};
@@ -27,10 +25,9 @@ const FOLLOW_EVERY: Duration = Duration::from_millis(500);
 pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     // The metrics options first: a taken port or an unwritable file is found before anything
     // is attached or started.
-    let mut exporter = experiments::metrics::Exporter::bind(
-        a.metrics.metrics_listen,
-        a.metrics.metrics_file.as_deref(),
-    )?;
+    let text_to_stdout = !crate::output::one_on_stdout([&a.json, &a.html])?;
+    let mut exporter =
+        experiments::metrics::Exporter::bind(a.metrics.metrics_listen, a.metrics.file())?;
     let targets = if a.command.is_empty() {
         probes::latency::check_can_trace()?;
         targets_of(&a.target, "trace")?
@@ -70,8 +67,8 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     let tracer = &*session.tracer;
     let started = Instant::now();
     eprintln!(
-        "tlsscope trace: {} functions {} ({}, {} backend); {}",
-        trace::function_count(tracer.attached()),
+        "tlsscope trace: {} {} ({}, {} backend); {}",
+        report::count(trace::function_count(tracer.attached()) as u64, "function"),
         match tracer.backend() {
             probes::Backend::Kernel =>
                 format!("attached in {}", trace::file_names(tracer.attached())),
@@ -120,15 +117,30 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     }
     let mut intervals: Vec<report::trace_page::Interval> = Vec::new();
     let keep_intervals = a.html.is_some();
-    let mut print = |functions: &[report::trace::FunctionStats], at: Duration| {
-        if keep_intervals {
+    let mut print = |functions: &[report::trace::FunctionStats], end: trace::IntervalEnd| {
+        // The page plots calls per interval: a partial one would show as a false drop.
+        if keep_intervals && !end.partial {
             intervals.push(report::trace_page::Interval {
-                at_s: at.as_secs_f64(),
+                at_s: end.at.as_secs_f64(),
                 functions: functions.to_vec(),
             });
         }
-        let mut out = io::stdout().lock();
-        writeln!(out, "--- {:.1} s", at.as_secs_f64())?;
+        // Stdout holds the data when --json or --html is `-`: the intervals go to stderr then.
+        let mut out: Box<dyn Write> = if text_to_stdout {
+            Box::new(io::stdout().lock())
+        } else {
+            Box::new(io::stderr().lock())
+        };
+        if end.partial {
+            writeln!(
+                out,
+                "--- {:.1} s (partial interval: the last {:.1} s)",
+                end.at.as_secs_f64(),
+                end.length.as_secs_f64()
+            )?;
+        } else {
+            writeln!(out, "--- {:.1} s", end.at.as_secs_f64())?;
+        }
         report::trace::stats_table(&mut out, functions)?;
         out.flush()
     };
@@ -168,24 +180,26 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     written?;
 
     // The file first: a stdout that fails (full, closed) loses no file.
-    if let Some(path) = &a.json {
-        let mut f = BufWriter::new(
-            File::create(path).with_context(|| format!("creating {}", path.display()))?,
-        );
-        trace_json(&mut f, &doc).with_context(|| format!("writing {}", path.display()))?;
-        crate::output::finish(f, "--json", path)?;
+    if let Some(out) = &a.json {
+        out.write_with(|w| Ok(trace_json(w, &doc)?))?;
     }
-    if let Some(path) = &a.html {
-        std::fs::write(path, report::trace_page::page(&doc, &intervals))
-            .with_context(|| format!("writing {}", path.display()))?;
+    if let Some(out) = &a.html {
+        out.write(report::trace_page::page(&doc, &intervals).as_bytes())?;
     }
-    let mut out = Vec::new();
     if let Some(reason) = &ended_by {
-        writeln!(out, "tlsscope trace: stopped: {reason}")?;
+        // With the report on stdout, or said where the report is not.
+        if text_to_stdout {
+            crate::output::to_stdout(format!("tlsscope trace: stopped: {reason}\n"))?;
+        } else {
+            eprintln!("tlsscope trace: stopped: {reason}");
+        }
     }
-    trace_text(&mut out, &doc, !a.no_histograms)?;
-    trace_footer(&mut out, &doc)?;
-    crate::output::to_stdout(out)?;
+    if text_to_stdout {
+        let mut out = Vec::new();
+        trace_text(&mut out, &doc, !a.no_histograms)?;
+        trace_footer(&mut out, &doc)?;
+        crate::output::to_stdout(out)?;
+    }
     Ok(signals.exit_code(ExitCode::SUCCESS))
 }
 

@@ -84,8 +84,8 @@ fn empty_window(r: &RunResult) -> String {
             String::new()
         };
         return format!(
-            "no request completed in the measured window: {connected} of {} connections had finished their handshake by its end, and the server was busy with the rest; give --warmup time for all of them to come up{needed}, or use fewer connections",
-            r.connections
+            "no request completed in the measured window: {connected} of {} had finished their handshake by its end, and the server was busy with the rest; give --warmup time for all of them to come up{needed}, or use fewer connections",
+            report::count(r.connections as u64, "connection")
         );
     }
     "no operation completed in the measured window".into()
@@ -99,8 +99,8 @@ pub fn check(r: &RunResult) -> std::result::Result<(), String> {
     if r.errors_total > 0 {
         let kinds: Vec<String> = r.errors.iter().map(|(k, n)| format!("{k}: {n}")).collect();
         return Err(format!(
-            "{} operations failed ({})",
-            r.errors_total,
+            "{} failed ({})",
+            report::count(r.errors_total, "operation"),
             kinds.join(", ")
         ));
     }

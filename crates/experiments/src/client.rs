@@ -31,20 +31,28 @@ pub struct ClientOptions<'a> {
     pub keylog: Option<Box<ossl::KeylogSink>>,
 }
 
-/// A key log sink appending NSS key log lines to `path`, created 0600 (the lines are secrets).
-pub fn keylog_file(path: &Path) -> std::io::Result<Box<ossl::KeylogSink>> {
+/// A key log sink appending NSS key log lines to `path`, created 0600 (the lines are secrets)
+/// with the first line: a run that fails before any handshake leaves no empty file. The
+/// command line checked that the file can be made; should it fail anyway, the lines are lost.
+pub fn keylog_file(path: &Path) -> Box<ossl::KeylogSink> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)?;
-    let file = std::sync::Mutex::new(file);
-    Ok(Box::new(move |line: &str| {
+    let path = path.to_path_buf();
+    let file: std::sync::Mutex<Option<std::fs::File>> = std::sync::Mutex::new(None);
+    Box::new(move |line: &str| {
         let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
-        let _ = writeln!(f, "{line}");
-    }))
+        if f.is_none() {
+            *f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&path)
+                .ok();
+        }
+        if let Some(f) = f.as_mut() {
+            let _ = writeln!(f, "{line}");
+        }
+    })
 }
 
 /// A client context as `options` say.

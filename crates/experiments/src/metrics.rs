@@ -35,14 +35,11 @@ pub struct Exporter {
 }
 
 impl Exporter {
-    /// Binds the endpoint and checks the file can be written (empty for now: no metrics yet),
-    /// so that a bad option fails before anything is attached or started. The first tick
-    /// writes the file.
+    /// Binds the endpoint, so that a taken port fails before anything is attached or started.
+    /// The file is not made yet (the command line checked where it goes): the first tick
+    /// writes it, so a run that fails before it leaves no empty file behind.
     pub fn bind(listen: Option<SocketAddr>, file: Option<&Path>) -> Result<Exporter> {
         let endpoint = listen.map(MetricsEndpoint::bind).transpose()?;
-        if let Some(path) = file {
-            write_textfile(path, "")?;
-        }
         Ok(Exporter {
             endpoint,
             file: file.map(Path::to_path_buf),

@@ -259,43 +259,98 @@ pub struct Until<'a> {
     pub stop: &'a AtomicBool,
 }
 
-/// Waits for the end; every `interval`, `each` gets the calls since the last one and the time
-/// since the start; `tick` runs every 50 ms (metrics scrapes are answered there). Returns why it ended early, if it did ("signal", "the traced process
-/// exited"); None when the duration ran out.
+/// The end of an interval of [`watch`]: the time since the start, how long it was, and whether
+/// it is the part of an interval the trace ended in (shorter than asked).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct IntervalEnd {
+    pub at: Duration,
+    pub length: Duration,
+    pub partial: bool,
+}
+
+/// Waits for the end; every `interval`, `each` gets the calls since the last one and where the
+/// interval ends; at the end, the calls of the last interval, whole or partial, so no interval
+/// is lost; `tick` runs every 50 ms (metrics scrapes are answered there). Returns why it ended
+/// early, if it did ("signal", "the traced process exited"); None when the duration ran out.
 pub fn watch(
     tracer: &dyn Trace,
     until: &Until<'_>,
     interval: Option<Duration>,
     buckets: Buckets,
-    each: &mut dyn FnMut(&[FunctionStats], Duration) -> std::io::Result<()>,
+    each: &mut dyn FnMut(&[FunctionStats], IntervalEnd) -> std::io::Result<()>,
     tick: &mut dyn FnMut() -> Result<()>,
 ) -> Result<Option<String>> {
     let started = Instant::now();
     let mut last = tracer.snapshot()?;
-    let mut next = interval.map(|i| started + i);
+    let mut intervals = interval.map(|every| Intervals {
+        every,
+        last_end: Duration::ZERO,
+    });
     loop {
         std::thread::sleep(Duration::from_millis(50));
         tick()?;
-        if until.stop.load(Ordering::Relaxed) {
-            return Ok(Some("signal".into()));
-        }
-        if until.duration.is_some_and(|d| started.elapsed() >= d) {
-            return Ok(None);
-        }
-        if !until.pids.is_empty() && until.pids.iter().all(|&p| !alive(p)) {
-            return Ok(Some("the traced process exited".into()));
-        }
-        if let (Some(at), Some(every)) = (next, interval) {
-            if Instant::now() >= at {
+        // One reading of the clock for both questions: an interval that ends with the run is
+        // printed whole, not lost to the end or split off as a sliver.
+        let elapsed = started.elapsed();
+        let ended = if until.stop.load(Ordering::Relaxed) {
+            Some(Some("signal".into()))
+        } else if until.duration.is_some_and(|d| elapsed >= d) {
+            Some(None)
+        } else if !until.pids.is_empty() && until.pids.iter().all(|&p| !alive(p)) {
+            Some(Some("the traced process exited".into()))
+        } else {
+            None
+        };
+        // The end of a duration is where its last interval ends, not where the poll saw it.
+        let elapsed = match (&ended, until.duration) {
+            (Some(None), Some(d)) => d,
+            _ => elapsed,
+        };
+        if let Some(iv) = intervals.as_mut() {
+            if let Some(end) = iv.due(elapsed, ended.is_some()) {
                 let now = tracer.snapshot()?;
-                each(
-                    &function_stats(&now.since(&last), buckets),
-                    started.elapsed(),
-                )?;
+                each(&function_stats(&now.since(&last), buckets), end)?;
                 last = now;
-                next = Some(at + every);
             }
         }
+        if let Some(why) = ended {
+            return Ok(why);
+        }
+    }
+}
+
+/// The intervals of [`watch`], counted from its start.
+struct Intervals {
+    every: Duration,
+    /// Where the last interval printed ended.
+    last_end: Duration,
+}
+
+impl Intervals {
+    /// The interval to print at `elapsed`, if one is due: a whole one once its end has passed;
+    /// at the `end` of the trace, also the part since the last one (when there is one).
+    fn due(&mut self, elapsed: Duration, end: bool) -> Option<IntervalEnd> {
+        let whole = |d: Duration| d.as_nanos() / self.every.as_nanos().max(1);
+        // Past the end of the next whole interval (after a stall, the intervals it spanned are
+        // printed as one).
+        if whole(elapsed) > whole(self.last_end) {
+            let length = elapsed.saturating_sub(self.last_end);
+            self.last_end = elapsed;
+            return Some(IntervalEnd {
+                at: elapsed,
+                length,
+                partial: false,
+            });
+        }
+        let length = elapsed.saturating_sub(self.last_end);
+        (end && !length.is_zero()).then(|| {
+            self.last_end = elapsed;
+            IntervalEnd {
+                at: elapsed,
+                length,
+                partial: true,
+            }
+        })
     }
 }
 
@@ -716,5 +771,45 @@ pub fn metrics(
         dropped_cells: snapshot.dropped_cells,
         wrapper_failures: wrapper_failures(snapshot),
         version: env!("CARGO_PKG_VERSION").to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn the_interval_that_ends_with_the_run_is_printed_whole() {
+        let mut iv = Intervals {
+            every: ms(1000),
+            last_end: Duration::ZERO,
+        };
+        assert_eq!(iv.due(ms(950), false), None);
+        assert!(iv.due(ms(1020), false).is_some_and(|e| !e.partial));
+        assert!(iv.due(ms(2010), false).is_some_and(|e| !e.partial));
+        // -d 3s: the end falls on the interval's end.
+        let last = iv.due(ms(3000), true).unwrap();
+        assert!(!last.partial && last.at == ms(3000), "{last:?}");
+        assert_eq!(last.length, ms(990));
+    }
+
+    #[test]
+    fn a_run_that_ends_inside_an_interval_prints_the_part_marked_partial() {
+        let mut iv = Intervals {
+            every: ms(1000),
+            last_end: Duration::ZERO,
+        };
+        iv.due(ms(1000), false).unwrap();
+        iv.due(ms(2000), false).unwrap();
+        assert_eq!(iv.due(ms(2300), false), None);
+        let last = iv.due(ms(2500), true).unwrap();
+        assert!(last.partial, "{last:?}");
+        assert_eq!((last.at, last.length), (ms(2500), ms(500)));
+        // Nothing left after it.
+        assert_eq!(iv.due(ms(2500), true), None);
     }
 }

@@ -480,7 +480,7 @@ fn resumption_check(mode: Mode, all: &Recorder) -> ResumptionCheck {
     };
     let problem = match mode {
         Mode::Full if r.unexpected > 0 => Some(format!(
-            "{} handshakes resumed in a full-handshake run",
+            "handshakes resumed in a full-handshake run: {}",
             r.unexpected
         )),
         Mode::Resume { ratio: wanted, by } => {
@@ -488,13 +488,13 @@ fn resumption_check(mode: Mode, all: &Recorder) -> ResumptionCheck {
             if wanted > 0.0 && r.offered == 0 && full > 0 {
                 Some(format!(
                     "no handshake could offer a session: the server gave none it could resume \
-                     ({} connections ended without a resumable session; are its session cache \
-                     and tickets off?)",
+                     (connections that ended without a resumable session: {}; are its session \
+                     cache and tickets off?)",
                     r.no_session
                 ))
             } else if r.offered > 0 && ratio < 0.99 {
                 Some(format!(
-                    "only {} of {} handshakes that offered a session resumed ({:.1}%, needed 99%)",
+                    "of the handshakes that offered a session, only {} of {} resumed ({:.1}%, needed 99%)",
                     r.resumed,
                     r.offered,
                     100.0 * ratio
@@ -505,7 +505,7 @@ fn resumption_check(mode: Mode, all: &Recorder) -> ResumptionCheck {
                     ResumeBy::SessionId => "session IDs",
                 };
                 Some(format!(
-                    "{} of {} resumptions did not use {asked} as asked",
+                    "resumptions that did not use {asked} as asked: {} of {}",
                     r.resumed_other_kind, r.resumed
                 ))
             } else {

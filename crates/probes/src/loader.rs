@@ -290,7 +290,7 @@ fn all_refused(refused: &[Missing]) -> Error {
     );
     Error::NothingToAttach {
         reasons: format!(
-            "the kernel refused all {} probes; the first: {first}",
+            "the kernel refused every probe ({}); the first: {first}",
             refused.len()
         ),
     }

@@ -19,10 +19,10 @@ pub fn page(doc: &BenchDocument) -> String {
     let _ = crate::bench_text(&mut text, &doc.environment, r);
     let env = &doc.environment;
     let mut body = format!(
-        "<h1>tlsscope bench: {}</h1>\n<p>Machine: {} ({} CPUs), kernel {}, started {}; tlsscope {}; {}.</p>\n<pre>{}</pre>\n",
+        "<h1>tlsscope bench: {}</h1>\n<p>Machine: {} ({}), kernel {}, started {}; tlsscope {}; {}.</p>\n<pre>{}</pre>\n",
         escape(&r.target),
         escape(&env.cpu_model),
-        env.cpus,
+        crate::count(env.cpus, "CPU"),
         escape(&env.kernel),
         escape(&env.started_at),
         escape(&env.tlsscope_version),

@@ -32,7 +32,10 @@ pub fn line(c: &Connection<'_>, addr: SocketAddr, request: Option<&str>) -> Stri
         ms(c.handshake),
     );
     if let (Some(path), Some((status, bytes))) = (request, c.response) {
-        line.push_str(&format!(" GET {path} -> {status} ({bytes} bytes)"));
+        line.push_str(&format!(
+            " GET {path} -> {status} ({})",
+            crate::count(bytes as u64, "byte")
+        ));
     }
     line
 }

@@ -44,9 +44,9 @@ pub fn page(
 ) -> String {
     let mut body = format!("<h1>{}</h1>\n", escape(heading));
     body += &format!(
-        "<p>Machine: {} ({} CPUs), kernel {}, started {}; tlsscope {}; library {}.</p>\n",
+        "<p>Machine: {} ({}), kernel {}, started {}; tlsscope {}; library {}.</p>\n",
         escape(&env.cpu_model),
-        env.cpus,
+        crate::count(env.cpus, "CPU"),
         escape(&env.kernel),
         escape(&env.started_at),
         escape(&env.tlsscope_version),

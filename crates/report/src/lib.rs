@@ -196,14 +196,14 @@ pub fn bench_text(w: &mut impl Write, env: &Environment, r: &RunResult) -> io::R
         let c = &r.resumption;
         writeln!(
             w,
-            "  resumption   {}: {} of {} offers resumed ({:.1}%), {} by another kind, {} \
-             connections ended without a session",
+            "  resumption   {}: {} of {} resumed ({:.1}%), {} by another kind, {} \
+             ended without a session",
             if c.ok { "ok" } else { "FAILED" },
             c.resumed,
-            c.offered,
+            count(c.offered, "offer"),
             100.0 * c.resumed_ratio,
             c.resumed_other_kind,
-            c.no_session
+            count(c.no_session, "connection")
         )?;
     }
     if r.errors_total == 0 {
@@ -347,6 +347,36 @@ fn latency_row(w: &mut impl Write, name: &str, s: &LatencySummary) -> io::Result
     )
 }
 
+/// "1 function", "3 functions": a count and its noun, in the number the count needs. Every
+/// count printed before a noun goes through here (see [`noun`] for the rules).
+pub fn count<N: std::fmt::Display + PartialEq + From<u8>>(n: N, singular: &str) -> String {
+    let word = noun(n == N::from(1), singular);
+    format!("{n} {word}")
+}
+
+/// The noun, `singular` for one of it; else its plural: "-es" after s, x, ch and sh, "-ies" for a
+/// consonant then "y" ("libraries"), "-s" otherwise ("functions", "bytes").
+pub fn noun(one: bool, singular: &str) -> String {
+    if one {
+        return singular.to_string();
+    }
+    let consonant_y = singular.strip_suffix('y').filter(|stem| {
+        stem.chars()
+            .last()
+            .is_some_and(|c| !"aeiou".contains(c.to_ascii_lowercase()))
+    });
+    if let Some(stem) = consonant_y {
+        format!("{stem}ies")
+    } else if ["s", "x", "ch", "sh"]
+        .iter()
+        .any(|end| singular.ends_with(end))
+    {
+        format!("{singular}es")
+    } else {
+        format!("{singular}s")
+    }
+}
+
 /// "812us", "1.25ms", "2.10s": wrk's style.
 pub fn duration(us: f64) -> String {
     if us < 1000.0 {
@@ -361,6 +391,18 @@ pub fn duration(us: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_of_one_takes_the_singular() {
+        assert_eq!(count(1u32, "function"), "1 function");
+        assert_eq!(count(0u32, "function"), "0 functions");
+        assert_eq!(count(2u64, "process"), "2 processes");
+        assert_eq!(count(3u64, "library"), "3 libraries");
+        assert_eq!(count(1u64, "library"), "1 library");
+        assert_eq!(count(4u8, "key"), "4 keys");
+        assert_eq!(noun(false, "byte"), "bytes");
+        assert_eq!(count(1usize, "frame"), "1 frame");
+    }
 
     #[test]
     fn durations_read_like_wrk() {

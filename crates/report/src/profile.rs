@@ -95,9 +95,9 @@ pub fn top_table(p: &Profile, info: &ProfileInfo<'_>, n: usize) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        "{}: {} samples, {:.1} CPU-ms over {:.1} s ({:.0}% of a CPU)",
+        "{}: {}, {:.1} CPU-ms over {:.1} s ({:.0}% of a CPU)",
         info.subject,
-        p.stacks.len(),
+        crate::count(p.stacks.len() as u64, "sample"),
         total / 1e6,
         info.window_s,
         total / 1e9 / info.window_s.max(1e-9) * 100.0,
@@ -141,13 +141,13 @@ pub fn top_table(p: &Profile, info: &ProfileInfo<'_>, n: usize) -> String {
 fn summary_notes(p: &Profile) -> String {
     let mut s = match p.lost_chunks {
         0 => "; no samples lost".to_string(),
-        n => format!("; perf lost {n} chunks of samples"),
+        n => format!("; perf lost {} of samples", crate::count(n, "chunk")),
     };
     if p.restored_frames > 0 {
         let _ = write!(
             s,
-            "; {} frames put back where tail calls hid them",
-            p.restored_frames
+            "; {} put back where tail calls hid them",
+            crate::count(p.restored_frames, "frame")
         );
     }
     s
@@ -217,7 +217,8 @@ pub fn diff_table(variants: &[(&str, &Profile, u64)], n: usize) -> String {
     for (name, p, ops) in variants {
         let _ = writeln!(
             s,
-            "  {name}: {ops} operations, {:.1} CPU-us each",
+            "  {name}: {}, {:.1} CPU-us each",
+            crate::count(*ops, "operation"),
             p.total_ns() as f64 / (*ops).max(1) as f64 / 1e3
         );
     }

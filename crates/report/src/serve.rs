@@ -43,8 +43,9 @@ fn connections(out: &mut impl Write, s: &StatsSnapshot) -> io::Result<()> {
         writeln!(
             out,
             "    at the connection limit: {} shed (the longest waiting for their client), \
-             accepting paused {} times",
-            c.shed, c.accept_pauses
+             accepting paused {}",
+            c.shed,
+            crate::count(c.accept_pauses, "time")
         )?;
     }
     if c.responses_aborted > 0 {
@@ -112,8 +113,9 @@ fn requests(out: &mut impl Write, s: &StatsSnapshot) -> io::Result<()> {
     if s.requests_pipelined + r.blocked_on_client > 0 {
         writeln!(
             out,
-            "    pipelined {}; responses held up by a client not reading {} times",
-            s.requests_pipelined, r.blocked_on_client
+            "    pipelined {}; responses held up by a client not reading {}",
+            s.requests_pipelined,
+            crate::count(r.blocked_on_client, "time")
         )?;
     }
     Ok(())

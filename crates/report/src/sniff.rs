@@ -87,13 +87,22 @@ pub fn push_header(line: &mut Vec<u8>, r: &Record<'_>) {
     push_i64(line, r.ret);
     line.push(b' ');
     push_u64(line, r.total_bytes);
-    line.extend_from_slice(b" bytes ");
+    // Per call, allocating nothing: the one word `count` would make.
+    line.extend_from_slice(if r.total_bytes == 1 {
+        b" byte "
+    } else {
+        b" bytes "
+    });
     push_u64(line, (r.latency_ns + 500) / 1000);
     line.extend_from_slice(b"us");
     if r.uncaptured_bytes > 0 {
         line.extend_from_slice(b" [");
         push_u64(line, r.uncaptured_bytes);
-        line.extend_from_slice(b" bytes not captured: --max-bytes]");
+        line.extend_from_slice(if r.uncaptured_bytes == 1 {
+            b" byte not captured: --max-bytes]"
+        } else {
+            b" bytes not captured: --max-bytes]"
+        });
     }
     if r.incomplete {
         line.extend_from_slice(b" [incomplete: pieces lost, ring buffer full]");
@@ -312,12 +321,16 @@ pub fn write_lost_line(out: &mut dyn Write, json: bool, lost: &Losses) -> io::Re
     } else if unchecked == calls {
         writeln!(
             out,
-            "*** lost {calls} NSPR calls: whether their file was a TLS socket could not be checked"
+            "*** lost {}: whether their file was a TLS socket could not be checked",
+            crate::count(calls, "NSPR call")
         )
     } else {
         writeln!(
             out,
-            "*** lost {calls} calls ({records} records, {unchecked} unchecked NSPR calls): the ring buffer was full; use a larger --ring-size"
+            "*** lost {} ({}, {}): the ring buffer was full; use a larger --ring-size",
+            crate::count(calls, "call"),
+            crate::count(records, "record"),
+            crate::count(unchecked, "unchecked NSPR call")
         )
     }
 }
@@ -334,20 +347,24 @@ pub fn write_summary(
     let why = ended_by.map(|w| format!(" ({w})")).unwrap_or_default();
     writeln!(
         out,
-        "tlsscope sniff: stopped after {:.1} s{why}: {} calls seen by the probes, {} received; {} {} ({} reads, {} writes, {} bytes)",
+        "tlsscope sniff: stopped after {:.1} s{why}: {} seen by the probes, {} received; {} {} ({}, {}, {})",
         took.as_secs_f64(),
-        seen_calls,
+        crate::count(seen_calls, "call"),
         t.calls,
         t.shown,
         if t.quiet { "counted, none shown (--quiet)," } else { "shown" },
-        t.reads,
-        t.writes,
-        t.bytes
+        crate::count(t.reads, "read"),
+        crate::count(t.writes, "write"),
+        crate::count(t.bytes, "byte")
     )?;
     writeln!(
         out,
-        "tlsscope sniff: cut at --max-bytes: {} calls ({} bytes not captured); calls that moved no data (failed or would block): {}; lost (ring buffer full): {} calls, {} records",
-        t.cut_calls, t.cut_bytes, t.failed_calls, lost.calls - lost.unchecked, lost.records
+        "tlsscope sniff: cut at --max-bytes: {} ({} not captured); calls that moved no data (failed or would block): {}; lost (ring buffer full): {}, {}",
+        crate::count(t.cut_calls, "call"),
+        crate::count(t.cut_bytes, "byte"),
+        t.failed_calls,
+        crate::count(lost.calls - lost.unchecked, "call"),
+        crate::count(lost.records, "record")
     )?;
     if lost.unchecked > 0 {
         writeln!(

@@ -225,10 +225,10 @@ pub fn trace_footer(w: &mut impl Write, doc: &TraceDocument) -> io::Result<()> {
         };
         writeln!(
             w,
-            "probe cost: {:.2} us per probed call (measured on {} calls at start-up); {} probed calls ~ {:.3} CPU-s{share}",
+            "probe cost: {:.2} us per probed call (measured on {} at start-up); {} ~ {:.3} CPU-s{share}",
             o.cost_ns_per_call / 1000.0,
-            o.calibration_calls,
-            o.probed_calls,
+            crate::count(o.calibration_calls, "call"),
+            crate::count(o.probed_calls, "probed call"),
             o.estimated_cpu_s
         )?;
     }
@@ -261,8 +261,8 @@ pub fn placement_line<'a>(
         .map(|(f, _)| *f)
         .collect();
     let mut line = format!(
-        "placement: {emulated} of {} functions on emulated instructions",
-        placed.len()
+        "placement: {emulated} of {} on emulated instructions",
+        crate::count(placed.len() as u64, "function")
     );
     if !kinds.is_empty() {
         line.push_str(&format!(" ({})", kinds.join(", ")));

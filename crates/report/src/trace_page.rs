@@ -79,15 +79,15 @@ fn environment(doc: &TraceDocument) -> String {
         })
         .collect();
     format!(
-        "<p>Machine: {} ({} CPUs), kernel {}, started {}; tlsscope {}. Backend: {}; {:.1} s traced; {} probes attached, {} not; libraries: {}.</p>\n",
+        "<p>Machine: {} ({}), kernel {}, started {}; tlsscope {}. Backend: {}; {:.1} s traced; {} attached, {} not; libraries: {}.</p>\n",
         escape(&env.cpu_model),
-        env.cpus,
+        crate::count(env.cpus as u64, "CPU"),
         escape(&env.kernel),
         escape(&env.started_at),
         escape(&env.tlsscope_version),
         escape(&doc.backend),
         doc.duration_s,
-        doc.attached.len(),
+        crate::count(doc.attached.len() as u64, "probe"),
         doc.not_attached.len(),
         escape(&libraries.join(", "))
     )
