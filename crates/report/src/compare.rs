@@ -515,7 +515,12 @@ pub fn describe_experiment(doc: &CompareDocument) -> String {
     let e = &doc.experiment;
     let mut s = format!("tlsscope compare ({})", e.source);
     if let (Some(n), Some(r)) = (e.count, e.repeat) {
-        let _ = write!(s, ": {n} operations x {r} rounds per variant, interleaved");
+        let _ = write!(
+            s,
+            ": {} x {} per variant, in an order rotated every round",
+            crate::count(n, "operation"),
+            crate::count(r, "round")
+        );
     }
     if let Some(side) = &e.side {
         let _ = write!(s, "; varied side: {side}");
@@ -592,8 +597,11 @@ pub fn markdown(doc: &CompareDocument) -> String {
     let mut out = format!("# {}\n\n", describe_experiment(doc));
     let env = &doc.environment;
     out += &format!(
-        "Machine: {} ({} CPUs), kernel {}, started {}.\n\n",
-        env.cpu_model, env.cpus, env.kernel, env.started_at
+        "Machine: {} ({}), kernel {}, started {}.\n\n",
+        env.cpu_model,
+        crate::count(env.cpus, "CPU"),
+        env.kernel,
+        env.started_at
     );
     out += "## Variants\n\n";
     out += &variants_table(doc).markdown();

@@ -318,7 +318,10 @@ fn check_resumption(spec: &WorkerSpec, negotiated: &[Negotiated]) -> Result<()> 
         .map(|n| n.count)
         .sum();
     if spec.resume && total > 0 && (full as f64) > 0.01 * total as f64 {
-        fail!("resumption was asked for, but {full} of {total} handshakes were full");
+        fail!(
+            "resumption was asked for, but {full} of {} were full",
+            report::count(total, "handshake")
+        );
     }
     if !spec.resume && full != total {
         fail!(

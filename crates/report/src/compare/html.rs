@@ -34,9 +34,9 @@ pub fn page_with_profiles(doc: &CompareDocument, profiles: &[ProfileLinks]) -> S
     body += &format!("<h1>{}</h1>\n", escape(&describe_experiment(doc)));
     let env = &doc.environment;
     body += &format!(
-        "<p>Machine: {} ({} CPUs), kernel {}, started {}; tlsscope {}.</p>\n",
+        "<p>Machine: {} ({}), kernel {}, started {}; tlsscope {}.</p>\n",
         escape(&env.cpu_model),
-        env.cpus,
+        crate::count(env.cpus, "CPU"),
         escape(&env.kernel),
         escape(&env.started_at),
         escape(&env.tlsscope_version)
