@@ -1000,15 +1000,16 @@ pub struct MatrixOptions {
         value_enum
     )]
     pub experiment: Vec<ExperimentChoice>,
-    /// Measured operations per variant per round.
-    #[arg(short = 'n', long, default_value_t = 100, value_parser = at_least_2, allow_negative_numbers = true)]
+    /// Measured operations per variant per round. Short rounds keep a round's variants close
+    /// in time, so drift in the machine seldom falls between them.
+    #[arg(short = 'n', long, default_value_t = 5, value_parser = at_least_2, allow_negative_numbers = true)]
     pub count: usize,
     /// Rounds; each round runs every variant once, in an order rotated every round. The rounds
-    /// are the replicates the verdicts are drawn from: at least 3 for a verdict.
-    #[arg(long, default_value_t = 10, value_parser = at_least_1, allow_negative_numbers = true)]
+    /// are the replicates the verdicts are drawn from: at least 6 for a verdict.
+    #[arg(long, default_value_t = 200, value_parser = at_least_1, allow_negative_numbers = true)]
     pub repeat: usize,
     /// Operations before measuring, per variant per round.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 1)]
     pub warmup: usize,
     /// Verify the server's certificate against the system CA bundle plus the server's own
     /// certificate (as curl loads its bundle).

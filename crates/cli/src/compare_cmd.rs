@@ -142,22 +142,33 @@ fn build_if_missing(version: &str) -> Option<String> {
         .map(|e| format!("OpenSSL {version} did not build: {e:#}"))
 }
 
-/// `compare-worker SPEC`: one variant's measurements as one JSON line on stdout, also when it
-/// could not start (then with only `error`, and exit status 1): the matrix reads that line, never
-/// the text on stderr.
+/// `compare-worker SPEC`: one variant's worker. Each line "run" on stdin asks for a round,
+/// answered by one JSON line on stdout; the end of stdin ends it. A worker that cannot start
+/// answers its first request (or, with no request, at once) with a line holding only `error`,
+/// and exits 1: the matrix reads those lines, never the text on stderr.
 pub fn worker(
     library: anyhow::Result<ossl::LibrarySource>,
     spec_json: &str,
 ) -> anyhow::Result<ExitCode> {
-    let (result, status) = match worker_setup(library, spec_json) {
-        Ok((lib, spec)) => (worker::run(lib, &spec), ExitCode::SUCCESS),
-        Err(e) => (
-            worker::WorkerResult::failed(crate::one_line(&e)),
-            ExitCode::FAILURE,
-        ),
+    use std::io::BufRead as _;
+    let set_up = worker_setup(library, spec_json)
+        .and_then(|(lib, spec)| Ok(worker::Worker::new(lib, &spec)?));
+    let mut w = match set_up {
+        Ok(w) => w,
+        Err(e) => {
+            let failed = worker::WorkerResult::failed(crate::one_line(&e));
+            crate::output::to_stdout(serde_json::to_string(&failed)? + "\n")?;
+            return Ok(ExitCode::FAILURE);
+        }
     };
-    crate::output::to_stdout(serde_json::to_string(&result)? + "\n")?;
-    Ok(status)
+    for line in std::io::stdin().lock().lines() {
+        if line?.trim() != "run" {
+            anyhow::bail!("compare-worker: expected \"run\" on stdin");
+        }
+        let result = w.batch();
+        crate::output::to_stdout(serde_json::to_string(&result)? + "\n")?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The library loaded, the spec read and the thread pinned.

@@ -3,6 +3,7 @@
 pub mod buckets;
 pub mod compare;
 pub mod histogram;
+pub mod signed_rank;
 
 use std::time::Duration;
 

@@ -342,76 +342,80 @@ pub fn run(
             servers.push((key, s));
         }
     }
+    // One worker per variant for the whole run, set up before the first round; each round asks
+    // each worker for one batch, so a round's variants run back to back.
     let last = plans.len().saturating_sub(1);
+    let mut workers: Vec<Option<WorkerProcess>> = Vec::new();
+    for (i, p) in plans.iter().enumerate() {
+        let server = match server_of(&servers, p) {
+            _ if gathered[i].error.is_some() => {
+                workers.push(None);
+                continue;
+            }
+            Some(Err(why)) => {
+                gathered[i].error = Some(why.clone());
+                workers.push(None);
+                continue;
+            }
+            Some(Ok(s)) => Some(s),
+            None => None,
+        };
+        let spec = WorkerSpec {
+            experiments: c.experiments.clone(),
+            count: c.count,
+            warmup: c.warmup,
+            target: server.map(|s| s.process.addr),
+            cafile: match (c.verify, server) {
+                (true, Some(s)) => Some(s.cafile.clone()),
+                (true, None) => Some(PathBuf::from(SYSTEM_BUNDLE)),
+                (false, _) => None,
+            },
+            system_bundle: Path::new(SYSTEM_BUNDLE)
+                .exists()
+                .then(|| PathBuf::from(SYSTEM_BUNDLE)),
+            tls: p.tls,
+            groups: p.groups.clone(),
+            resume: p.resume,
+            ctx_per_connection: p.per_connection,
+            cert_type: p.cert,
+            cpu: Some(c.client_cpu),
+            profile_control: None,
+            calibrate_slower_pct: if i == last && plans.len() > 1 {
+                c.calibrate_slower_pct
+            } else {
+                0.0
+            },
+        };
+        let sampler = sampler.as_ref().map(|(s, _)| s);
+        match WorkerProcess::start(&c.exe, p.client_openssl.as_deref(), &spec, sampler) {
+            Ok(w) => workers.push(Some(w)),
+            Err(e) => {
+                gathered[i].error =
+                    Some(round_failure(&e.to_string(), 0, c.repeat, &gathered[i], p));
+                workers.push(None);
+            }
+        }
+    }
     for round in 0..c.repeat {
         // The order rotates every round, so each variant takes each place in turn.
         for i in (0..plans.len()).map(|k| (k + round) % plans.len()) {
             let p = &plans[i];
-            if gathered[i].error.is_some() {
+            let Some(worker) = workers[i].as_mut() else {
                 continue;
-            }
-            let server = servers
-                .iter()
-                .find(|(k, _)| k.0 == p.server_openssl && k.1 == p.cert)
-                .map(|(_, s)| s);
-            let server = match server {
-                Some(Err(why)) => {
-                    gathered[i].error = Some(why.clone());
-                    continue;
-                }
-                Some(Ok(s)) => Some(s),
-                None => None,
             };
-            let spec = WorkerSpec {
-                experiments: c.experiments.clone(),
-                count: c.count,
-                warmup: c.warmup,
-                target: server.map(|s| s.process.addr),
-                cafile: match (c.verify, server) {
-                    (true, Some(s)) => Some(s.cafile.clone()),
-                    (true, None) => Some(PathBuf::from(SYSTEM_BUNDLE)),
-                    (false, _) => None,
-                },
-                system_bundle: Path::new(SYSTEM_BUNDLE)
-                    .exists()
-                    .then(|| PathBuf::from(SYSTEM_BUNDLE)),
-                tls: p.tls,
-                groups: p.groups.clone(),
-                resume: p.resume,
-                ctx_per_connection: p.per_connection,
-                cert_type: p.cert,
-                cpu: Some(c.client_cpu),
-                profile_control: None,
-                calibrate_slower_pct: if i == last && plans.len() > 1 {
-                    c.calibrate_slower_pct
-                } else {
-                    0.0
-                },
-            };
+            let server = server_of(&servers, p).and_then(|s| s.as_ref().ok());
             events(Event::Round {
                 round: round + 1,
                 of: c.repeat,
                 label: &p.label,
             });
             let server_cpu_before = server.and_then(|s| host::proc_cpu_total_s(s.process.pid()));
-            let outcome = run_worker(
-                &c.exe,
-                p.client_openssl.as_deref(),
-                &spec,
-                sampler.as_ref().map(|(s, _)| s),
-            );
+            let outcome = worker.round();
             let server_cpu_after = server.and_then(|s| host::proc_cpu_total_s(s.process.pid()));
             let g = &mut gathered[i];
             match outcome {
-                Ok((r, sampled)) => {
+                Ok(mut r) => {
                     events(Event::RoundDone(Ok(one_line(&r))));
-                    if let Some(p) = sampled {
-                        g.profile.stacks.extend(p.stacks);
-                        g.profile.lost_chunks += p.lost_chunks;
-                        g.profile.restored_frames += p.restored_frames;
-                        g.profiled_ops += (c.count * c.experiments.len()) as u64;
-                    }
-                    let mut r = r;
                     if let (Some(b), Some(e)) = (server_cpu_before, server_cpu_after) {
                         if r.connections > 0 {
                             let cpu = e - b;
@@ -427,8 +431,25 @@ pub fn run(
                 Err(e) => {
                     events(Event::RoundDone(Err(e.to_string())));
                     g.error = Some(round_failure(&e.to_string(), round, c.repeat, g, p));
+                    // Ours, and of no more use: ended now.
+                    workers[i] = None;
                 }
             }
+        }
+    }
+    // Each worker ends when its input does; a profiled one's samples are read then.
+    for (i, w) in workers.into_iter().enumerate() {
+        let Some(w) = w else { continue };
+        let sampled = w.finish(sampler.as_ref().map(|(s, _)| s));
+        let g = &mut gathered[i];
+        match sampled {
+            Ok(Some(p)) => {
+                g.profile = p;
+                g.profiled_ops = (c.count * c.experiments.len() * g.rounds_done) as u64;
+            }
+            Ok(None) => {}
+            Err(e) if g.error.is_none() => g.error = Some(format!("profiling: {e}")),
+            Err(_) => {}
         }
     }
     drop(servers);
@@ -552,62 +573,136 @@ pub fn file_stem(i: usize, label: &str) -> String {
     format!("{}-{clean}", i + 1)
 }
 
-/// Runs one worker process and reads its result line, which says why when it failed. Its stderr
-/// is quoted only when it ended without one (it crashed).
-fn run_worker(
-    exe: &Path,
-    openssl: Option<&str>,
-    spec: &WorkerSpec,
-    sampler: Option<&profile::Sampler>,
-) -> Result<(WorkerResult, Option<profile::Profile>)> {
-    let mut spec = spec.clone();
-    // Profiled: perf starts the worker, sampling only while the worker says so; its data and
-    // control FIFO live in a directory of their own.
-    let profiling = match sampler {
-        Some(s) => Some((s, tempfile::tempdir()?)),
-        None => None,
-    };
-    let mut cmd = match &profiling {
-        Some((s, dir)) => {
-            let fifo = dir.path().join("control");
-            profile::make_control_fifo(&fifo).map_err(|e| Error::msg(e.to_string()))?;
-            spec.profile_control = Some(fifo.clone());
-            let mut cmd = s.record_windows(&dir.path().join("perf.data"), &fifo);
-            cmd.arg(exe);
-            cmd
+/// The server a plan's pretransfer experiment connects to, if it has one.
+fn server_of<'a>(
+    servers: &'a [(ServerKey, std::result::Result<Server, String>)],
+    p: &Plan,
+) -> Option<&'a std::result::Result<Server, String>> {
+    servers
+        .iter()
+        .find(|(k, _)| k.0 == p.server_openssl && k.1 == p.cert)
+        .map(|(_, s)| s)
+}
+
+/// A running worker process (`tlsscope --openssl X compare-worker SPEC`): one line "run" on
+/// its input asks for a round, answered by one JSON line; the end of its input ends it. Its
+/// stderr goes to a file, quoted only when it ends without a result (it crashed). Dropped
+/// while running, it is killed (it is ours) and reaped.
+struct WorkerProcess {
+    child: std::process::Child,
+    input: Option<std::process::ChildStdin>,
+    output: std::io::BufReader<std::process::ChildStdout>,
+    /// Its stderr, and perf's data and control FIFO when profiled.
+    dir: tempfile::TempDir,
+    profiled: bool,
+}
+
+impl WorkerProcess {
+    fn start(
+        exe: &Path,
+        openssl: Option<&str>,
+        spec: &WorkerSpec,
+        sampler: Option<&profile::Sampler>,
+    ) -> Result<WorkerProcess> {
+        let dir = tempfile::tempdir()?;
+        let mut spec = spec.clone();
+        // Profiled: perf starts the worker, sampling only while the worker says so.
+        let mut cmd = match sampler {
+            Some(s) => {
+                let fifo = dir.path().join("control");
+                profile::make_control_fifo(&fifo).map_err(|e| Error::msg(e.to_string()))?;
+                spec.profile_control = Some(fifo.clone());
+                let mut cmd = s.record_windows(&dir.path().join("perf.data"), &fifo);
+                cmd.arg(exe);
+                cmd
+            }
+            None => Command::new(exe),
+        };
+        if let Some(o) = openssl {
+            cmd.args(["--openssl", o]);
         }
-        None => Command::new(exe),
-    };
-    if let Some(o) = openssl {
-        cmd.args(["--openssl", o]);
+        let stderr = std::fs::File::create(dir.path().join("stderr"))?;
+        let mut child = cmd
+            .arg("compare-worker")
+            .arg(serde_json::to_string(&spec)?)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .context("starting a compare worker")?;
+        let (Some(input), Some(output)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            let _ = child.wait();
+            fail!("a compare worker started without its pipes");
+        };
+        Ok(WorkerProcess {
+            child,
+            input: Some(input),
+            output: std::io::BufReader::new(output),
+            dir,
+            profiled: sampler.is_some(),
+        })
     }
-    let out = cmd
-        .arg("compare-worker")
-        .arg(serde_json::to_string(&spec)?)
-        .stdin(Stdio::null())
-        .output()
-        .context("starting a compare worker")?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let Ok(r) = serde_json::from_str::<WorkerResult>(text.trim()) else {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let last = stderr.lines().last().unwrap_or("nothing on stderr");
-        fail!(
-            "a compare worker ended ({}) without a result; its stderr ends: {last}",
-            out.status
-        );
-    };
-    if let Some(e) = &r.error {
-        return Err(Error::msg(e));
+
+    /// One round's result, or why there is none (the worker's own error, or how it ended).
+    fn round(&mut self) -> Result<WorkerResult> {
+        use std::io::{BufRead, Write};
+        let asked = self
+            .input
+            .as_mut()
+            .map(|i| i.write_all(b"run\n").and_then(|()| i.flush()));
+        let mut line = String::new();
+        let read = match asked {
+            Some(Ok(())) => self.output.read_line(&mut line).ok(),
+            _ => None,
+        };
+        let parsed = read
+            .filter(|n| *n > 0)
+            .and_then(|_| serde_json::from_str::<WorkerResult>(line.trim()).ok());
+        let Some(r) = parsed else {
+            self.input = None;
+            let status = self
+                .child
+                .wait()
+                .map_or_else(|e| e.to_string(), |s| s.to_string());
+            let stderr =
+                std::fs::read_to_string(self.dir.path().join("stderr")).unwrap_or_default();
+            let last = stderr.lines().last().unwrap_or("nothing on stderr");
+            fail!("a compare worker ended ({status}) without a result; its stderr ends: {last}");
+        };
+        if let Some(e) = &r.error {
+            return Err(Error::msg(e));
+        }
+        Ok(r)
     }
-    let profile = match &profiling {
-        Some((s, dir)) => Some(
-            s.read(&dir.path().join("perf.data"), ossl::WRAPPER_CALLS)
-                .map_err(|e| Error::msg(e.to_string()))?
-                .0,
-        ),
-        None => None,
-    };
-    Ok((r, profile))
+
+    /// Ends the worker (the end of its input) and, when profiled, reads its samples.
+    fn finish(mut self, sampler: Option<&profile::Sampler>) -> Result<Option<profile::Profile>> {
+        self.input = None;
+        let status = self.child.wait()?;
+        match (sampler, self.profiled) {
+            (Some(s), true) => {
+                if !status.success() {
+                    fail!("perf or the worker under it ended with {status}");
+                }
+                Ok(Some(
+                    s.read(&self.dir.path().join("perf.data"), ossl::WRAPPER_CALLS)
+                        .map_err(|e| Error::msg(e.to_string()))?
+                        .0,
+                ))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
 }
 
 /// "pretransfer median 12.3ms, engine median 4.1ms".

@@ -78,24 +78,63 @@ impl WorkerResult {
     }
 }
 
-/// Runs the spec with `lib`. A failed experiment is reported in the result (with what was
-/// measured before it), not as an error.
-pub fn run(lib: &'static ossl::Library, spec: &WorkerSpec) -> WorkerResult {
-    let mut result = WorkerResult {
-        library: lib.version().text.clone(),
-        ..WorkerResult::default()
-    };
-    for experiment in &spec.experiments {
-        let outcome = match experiment {
-            ExperimentKind::Pretransfer => pretransfer(lib, spec, &mut result),
-            ExperimentKind::Engine => engine(lib, spec, &mut result),
+/// A worker set up for its spec: contexts, credentials and the server's certificate are made
+/// once, and each [`Worker::batch`] measures one round. The matrix keeps one worker per
+/// variant for the whole run and asks each for a round in turn, so the variants of a round run
+/// one right after the other (their pair sees the same machine) and no round pays for setup.
+pub struct Worker {
+    lib: &'static ossl::Library,
+    spec: WorkerSpec,
+    pretransfer: Option<Pretransfer>,
+    engine: Option<Engine>,
+}
+
+impl Worker {
+    /// Sets up every experiment of `spec`; says which one could not be set up, and why.
+    pub fn new(lib: &'static ossl::Library, spec: &WorkerSpec) -> Result<Worker> {
+        let mut w = Worker {
+            lib,
+            spec: spec.clone(),
+            pretransfer: None,
+            engine: None,
         };
-        if let Err(e) = outcome {
-            result.error = Some(format!("{}: {e}", experiment.name()));
-            break;
+        for experiment in &spec.experiments {
+            let named = |e: Error| Error::msg(format!("{}: {e}", experiment.name()));
+            match experiment {
+                ExperimentKind::Pretransfer => {
+                    w.pretransfer = Some(Pretransfer::new(lib, spec).map_err(named)?)
+                }
+                ExperimentKind::Engine => w.engine = Some(Engine::new(lib, spec).map_err(named)?),
+            }
         }
+        Ok(w)
     }
-    result
+
+    /// One round: every experiment's warm-up and measured operations. A failed experiment is
+    /// reported in the result (with what was measured before it), not as an error.
+    pub fn batch(&mut self) -> WorkerResult {
+        let mut result = WorkerResult {
+            library: self.lib.version().text.clone(),
+            ..WorkerResult::default()
+        };
+        for experiment in self.spec.experiments.clone() {
+            let outcome = match experiment {
+                ExperimentKind::Pretransfer => match &mut self.pretransfer {
+                    Some(p) => p.round(self.lib, &self.spec, &mut result),
+                    None => Ok(()),
+                },
+                ExperimentKind::Engine => match &mut self.engine {
+                    Some(e) => e.round(self.lib, &self.spec, &mut result),
+                    None => Ok(()),
+                },
+            };
+            if let Err(e) = outcome {
+                result.error = Some(format!("{}: {e}", experiment.name()));
+                break;
+            }
+        }
+        result
+    }
 }
 
 /// Opens or closes the worker's sampling window, when it is profiled.
@@ -165,147 +204,208 @@ fn burn(pct: f64, of: Duration) -> Duration {
 
 /// Sequential connections, each new: context (per-connection mode), TCP connect, handshake
 /// ("pretransfer"), then GET / and the whole response ("request_total"). CPU of this process
-/// per connection goes in once per run.
-fn pretransfer(
-    lib: &'static ossl::Library,
-    spec: &WorkerSpec,
-    out: &mut WorkerResult,
-) -> Result<()> {
-    let target = spec.target.context("no server to connect to")?;
-    let settings = settings(spec);
-    let cafile = spec.cafile.as_deref();
-    let shared = if spec.ctx_per_connection {
-        None
-    } else {
-        Some(client_context(lib, &settings, cafile)?)
-    };
-    let probe = Probe {
-        target,
-        sni: Some("localhost"),
-        verify: spec.cafile.is_some(),
-        timeout: Duration::from_secs(10),
-        request: Some("/"),
-        await_ticket: false,
-    };
-    let mut session: Option<Session> = None;
-    let (mut pre, mut total) = (Vec::new(), Vec::new());
-    let mut negotiated = Vec::new();
-    let mut cpu_start = (0.0, 0.0);
-    for i in 0..spec.warmup + spec.count {
-        if i == spec.warmup {
-            sampling(spec, true)?;
-            cpu_start = host::process_cpu_s();
-        }
-        let start = Instant::now();
-        let owned;
-        let ctx = match &shared {
-            Some(c) => c,
-            None => {
-                owned = client_context(lib, &settings, cafile)?;
-                &owned
-            }
+/// per connection goes in once per round.
+struct Pretransfer {
+    settings: Settings,
+    /// The one client context, unless a new one is made per connection.
+    shared: Option<ossl::Context>,
+    /// The probe's strings are static: its SNI and request path are fixed.
+    probe: Probe<'static>,
+    /// The session the next connection offers (resumption).
+    session: Option<Session>,
+}
+
+impl Pretransfer {
+    fn new(lib: &'static ossl::Library, spec: &WorkerSpec) -> Result<Pretransfer> {
+        let target = spec.target.context("no server to connect to")?;
+        let settings = settings(spec);
+        let shared = if spec.ctx_per_connection {
+            None
+        } else {
+            Some(client_context(lib, &settings, spec.cafile.as_deref())?)
         };
-        let context_time = start.elapsed();
-        let offer = if spec.resume { session.as_ref() } else { None };
-        let o =
-            connect_once(ctx, &probe, offer).with_context(|| format!("connection {}", i + 1))?;
-        let pre_time = context_time + o.connect + o.handshake;
-        let extra = burn(spec.calibrate_slower_pct, pre_time);
-        let done = start.elapsed();
-        out.connections += 1;
-        if spec.resume {
-            session = o.session;
-        }
-        if i < spec.warmup {
-            continue;
-        }
-        pre.push(us(pre_time + extra));
-        total.push(us(done));
-        record(&mut negotiated, &o.negotiated);
+        let probe = Probe {
+            target,
+            sni: Some("localhost"),
+            verify: spec.cafile.is_some(),
+            timeout: Duration::from_secs(10),
+            request: Some("/"),
+            await_ticket: false,
+        };
+        Ok(Pretransfer {
+            settings,
+            shared,
+            probe,
+            session: None,
+        })
     }
-    let cpu_end = host::process_cpu_s();
-    sampling(spec, false)?;
-    let cpu = (cpu_end.0 - cpu_start.0) + (cpu_end.1 - cpu_start.1);
-    out.samples.insert("pretransfer".into(), pre);
-    out.samples.insert("request_total".into(), total);
-    out.samples.insert(
-        "client_cpu_per_connection".into(),
-        vec![cpu * 1e6 / spec.count.max(1) as f64],
-    );
-    check_resumption(spec, &negotiated)?;
-    out.negotiated.extend(negotiated);
-    Ok(())
+
+    fn round(
+        &mut self,
+        lib: &'static ossl::Library,
+        spec: &WorkerSpec,
+        out: &mut WorkerResult,
+    ) -> Result<()> {
+        let cafile = spec.cafile.as_deref();
+        let (mut pre, mut total) = (Vec::new(), Vec::new());
+        let mut negotiated = Vec::new();
+        let mut cpu_start = (0.0, 0.0);
+        for i in 0..spec.warmup + spec.count {
+            if i == spec.warmup {
+                sampling(spec, true)?;
+                cpu_start = host::process_cpu_s();
+            }
+            let start = Instant::now();
+            let owned;
+            let ctx = match &self.shared {
+                Some(c) => c,
+                None => {
+                    owned = client_context(lib, &self.settings, cafile)?;
+                    &owned
+                }
+            };
+            let context_time = start.elapsed();
+            let offer = if spec.resume {
+                self.session.as_ref()
+            } else {
+                None
+            };
+            let o = connect_once(ctx, &self.probe, offer)
+                .with_context(|| format!("connection {}", i + 1))?;
+            let pre_time = context_time + o.connect + o.handshake;
+            let extra = burn(spec.calibrate_slower_pct, pre_time);
+            let done = start.elapsed();
+            out.connections += 1;
+            if spec.resume {
+                self.session = o.session;
+            }
+            if i < spec.warmup {
+                continue;
+            }
+            pre.push(us(pre_time + extra));
+            total.push(us(done));
+            record(&mut negotiated, &o.negotiated);
+        }
+        let cpu_end = host::process_cpu_s();
+        sampling(spec, false)?;
+        let cpu = (cpu_end.0 - cpu_start.0) + (cpu_end.1 - cpu_start.1);
+        out.samples.insert("pretransfer".into(), pre);
+        out.samples.insert("request_total".into(), total);
+        out.samples.insert(
+            "client_cpu_per_connection".into(),
+            vec![cpu * 1e6 / spec.count.max(1) as f64],
+        );
+        check_resumption(spec, &negotiated)?;
+        out.negotiated.extend(negotiated);
+        Ok(())
+    }
 }
 
 /// The in-process engine: client and server over memory BIOs in this thread.
-fn engine(lib: &'static ossl::Library, spec: &WorkerSpec, out: &mut WorkerResult) -> Result<()> {
-    let creds = Credentials::generate(lib, spec.cert_type)?;
-    let mut sb = ContextBuilder::new(lib, Role::Server)?;
-    sb.credentials(&creds)?;
-    sb.session_cache(true).tickets(true);
-    let server = sb.build();
-    // The client verifies against the same bundle as in pretransfer, plus this certificate.
-    let dir = tempfile::tempdir()?;
-    let cafile = match (&spec.cafile, &spec.system_bundle) {
-        (Some(_), Some(bundle)) => {
-            let ca = dir.path().join("ca.pem");
-            let mut pem =
-                std::fs::read(bundle).with_context(|| format!("reading {}", bundle.display()))?;
-            pem.extend_from_slice(creds.cert.to_pem()?.as_bytes());
-            std::fs::write(&ca, pem)?;
-            Some(ca)
-        }
-        (Some(_), None) => {
-            let ca = dir.path().join("ca.pem");
-            std::fs::write(&ca, creds.cert.to_pem()?)?;
-            Some(ca)
-        }
-        (None, _) => None,
-    };
-    let verify_host = cafile.as_ref().map(|_| "localhost");
-    let settings = settings(spec);
-    let shared = client_context(lib, &settings, cafile.as_deref())?;
-    let make = || client_context(lib, &settings, cafile.as_deref()).map_err(|e| e.to_string());
-    let client = if spec.ctx_per_connection {
-        ClientContext::PerHandshake(&make)
-    } else {
-        ClientContext::Shared(&shared)
-    };
-    let (mut total, mut client_us, mut server_us) = (Vec::new(), Vec::new(), Vec::new());
-    let mut negotiated = Vec::new();
-    let mut session: Option<Session> = None;
-    for i in 0..spec.warmup + spec.count {
-        if i == spec.warmup {
-            sampling(spec, true)?;
-        }
-        let offer = if spec.resume { session.as_ref() } else { None };
-        let h =
-            load::memory::handshake(&client, &server, offer, verify_host).map_err(|e| match e {
-                EngineError::Setup(e) => Error::from(e),
-                other => Error::msg(other),
-            })?;
-        if spec.resume {
-            session = h.session;
-        }
-        let extra = burn(spec.calibrate_slower_pct, h.timing.total);
-        if i < spec.warmup {
-            continue;
-        }
-        total.push(us(h.timing.total + extra));
-        client_us.push(us(h.timing.client + extra));
-        server_us.push(us(h.timing.server));
-        record(&mut negotiated, &h.negotiated);
+struct Engine {
+    server: ossl::Context,
+    settings: Settings,
+    /// The bundle the client verifies against (in `_dir`), when it verifies.
+    cafile: Option<PathBuf>,
+    shared: ossl::Context,
+    session: Option<Session>,
+    /// Kept while the contexts use them.
+    _creds: Credentials,
+    _dir: tempfile::TempDir,
+}
+
+impl Engine {
+    fn new(lib: &'static ossl::Library, spec: &WorkerSpec) -> Result<Engine> {
+        let creds = Credentials::generate(lib, spec.cert_type)?;
+        let mut sb = ContextBuilder::new(lib, Role::Server)?;
+        sb.credentials(&creds)?;
+        sb.session_cache(true).tickets(true);
+        let server = sb.build();
+        // The client verifies against the same bundle as in pretransfer, plus this certificate.
+        let dir = tempfile::tempdir()?;
+        let cafile = match (&spec.cafile, &spec.system_bundle) {
+            (Some(_), Some(bundle)) => {
+                let ca = dir.path().join("ca.pem");
+                let mut pem = std::fs::read(bundle)
+                    .with_context(|| format!("reading {}", bundle.display()))?;
+                pem.extend_from_slice(creds.cert.to_pem()?.as_bytes());
+                std::fs::write(&ca, pem)?;
+                Some(ca)
+            }
+            (Some(_), None) => {
+                let ca = dir.path().join("ca.pem");
+                std::fs::write(&ca, creds.cert.to_pem()?)?;
+                Some(ca)
+            }
+            (None, _) => None,
+        };
+        let settings = settings(spec);
+        let shared = client_context(lib, &settings, cafile.as_deref())?;
+        Ok(Engine {
+            server,
+            settings,
+            cafile,
+            shared,
+            session: None,
+            _creds: creds,
+            _dir: dir,
+        })
     }
-    sampling(spec, false)?;
-    out.samples.insert("engine_handshake".into(), total);
-    out.samples.insert("engine_client".into(), client_us);
-    out.samples.insert("engine_server".into(), server_us);
-    check_resumption(spec, &negotiated)?;
-    for mut n in negotiated {
-        n.handshake = format!("{} (engine)", n.handshake);
-        out.negotiated.push(n);
+
+    fn round(
+        &mut self,
+        lib: &'static ossl::Library,
+        spec: &WorkerSpec,
+        out: &mut WorkerResult,
+    ) -> Result<()> {
+        let verify_host = self.cafile.as_ref().map(|_| "localhost");
+        let (settings, cafile) = (&self.settings, self.cafile.as_deref());
+        let make = || client_context(lib, settings, cafile).map_err(|e| e.to_string());
+        let client = if spec.ctx_per_connection {
+            ClientContext::PerHandshake(&make)
+        } else {
+            ClientContext::Shared(&self.shared)
+        };
+        let (mut total, mut client_us, mut server_us) = (Vec::new(), Vec::new(), Vec::new());
+        let mut negotiated = Vec::new();
+        for i in 0..spec.warmup + spec.count {
+            if i == spec.warmup {
+                sampling(spec, true)?;
+            }
+            let offer = if spec.resume {
+                self.session.as_ref()
+            } else {
+                None
+            };
+            let h = load::memory::handshake(&client, &self.server, offer, verify_host).map_err(
+                |e| match e {
+                    EngineError::Setup(e) => Error::from(e),
+                    other => Error::msg(other),
+                },
+            )?;
+            if spec.resume {
+                self.session = h.session;
+            }
+            let extra = burn(spec.calibrate_slower_pct, h.timing.total);
+            if i < spec.warmup {
+                continue;
+            }
+            total.push(us(h.timing.total + extra));
+            client_us.push(us(h.timing.client + extra));
+            server_us.push(us(h.timing.server));
+            record(&mut negotiated, &h.negotiated);
+        }
+        sampling(spec, false)?;
+        out.samples.insert("engine_handshake".into(), total);
+        out.samples.insert("engine_client".into(), client_us);
+        out.samples.insert("engine_server".into(), server_us);
+        check_resumption(spec, &negotiated)?;
+        for mut n in negotiated {
+            n.handshake = format!("{} (engine)", n.handshake);
+            out.negotiated.push(n);
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Resumption asked for must be what was obtained (all but none of the measured handshakes);
