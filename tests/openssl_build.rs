@@ -1,6 +1,6 @@
 //! `tlsscope openssl build` and `list`.
 
-use crate::support::{self, assert_error_line, text};
+use crate::support::{self, assert_error_line, text, Serve};
 
 #[test]
 fn builds_111w_with_symbols_and_an_rpath() {
@@ -46,4 +46,112 @@ fn unknown_version_is_a_clear_error() {
     assert_error_line(&out, &["9.9.9", "1.1.1w"]);
     let out = support::tlsscope(&["openssl", "build", "--source", "/nonexistent/openssl-src"]);
     assert_error_line(&out, &["/nonexistent/openssl-src"]);
+}
+
+/// The symbols `readelf --dyn-syms` shows as defined and exported from `library`, with their
+/// version (`SSL_new@@OPENSSL_3.0.0`).
+fn exported_symbols(library: &std::path::Path) -> Vec<String> {
+    let out = std::process::Command::new("readelf")
+        .args(["--dyn-syms", "-W"])
+        .arg(library)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "readelf {}", library.display());
+    text(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            // Num: Value Size Type Bind Vis Ndx Name; Ndx UND is an import, ABS a version
+            // node's own name.
+            (fields.len() == 8 && fields[4] == "GLOBAL" && !["UND", "ABS"].contains(&fields[6]))
+                .then(|| fields[7].to_string())
+        })
+        .collect()
+}
+
+// Issue 31: openssl-src's 3.5 and later copies lack util/mkdef.pl, which writes the linker
+// version scripts of a shared build; tlsscope writes them from util/*.num instead.
+#[test]
+fn builds_3_5_5_whose_libraries_export_openssls_symbol_versions() {
+    let prefix = support::openssl_355();
+    let libssl = exported_symbols(&prefix.join("lib/libssl.so.3"));
+    let libcrypto = exported_symbols(&prefix.join("lib/libcrypto.so.3"));
+    for (symbols, wanted) in [
+        (&libssl, "SSL_new@@OPENSSL_3.0.0"),
+        (&libssl, "SSL_get0_group_name@@OPENSSL_3.2.0"),
+        (&libssl, "SSL_CTX_set_domain_flags@@OPENSSL_3.5.0"),
+        (&libcrypto, "EVP_PKEY_new@@OPENSSL_3.0.0"),
+        (&libcrypto, "OPENSSL_version_major@@OPENSSL_3.0.0"),
+    ] {
+        assert!(symbols.iter().any(|s| s == wanted), "{wanted} not exported");
+    }
+    // Every export is versioned, and internal functions stay local (but in the symbol table,
+    // for probes).
+    for symbol in libssl.iter().chain(&libcrypto) {
+        assert!(
+            symbol.contains("@@OPENSSL_3."),
+            "unversioned export {symbol}"
+        );
+    }
+    let symbols = std::process::Command::new("nm")
+        .arg(prefix.join("lib/libcrypto.so.3"))
+        .output()
+        .unwrap();
+    let symbols = text(&symbols.stdout);
+    assert!(symbols.contains(" t rsa_ossl_private_decrypt"));
+    // `local: *` hides the library-internal (non-static) ossl_ functions.
+    assert!(symbols.contains(" t ossl_rsa_check_factors"));
+    assert!(!libcrypto.iter().any(|s| s.starts_with("ossl_")));
+    let list = text(&support::tlsscope(&["openssl", "list"]).stdout);
+    assert!(
+        list.lines().any(|l| l.starts_with("3.5.5 ")
+            && l.contains("openssl-src 300.5.5+3.5.5")
+            && l.contains(prefix.to_str().unwrap())),
+        "{list}"
+    );
+}
+
+#[test]
+fn openssl_3_5_5_serves_full_handshakes_its_own_client_obtains() {
+    let prefix = support::openssl_355().to_str().unwrap().to_string();
+    let serve = Serve::start_with(&["--openssl", &prefix], &[]);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let out = support::tlsscope(&[
+        "--openssl",
+        &prefix,
+        "bench",
+        &serve.addr.to_string(),
+        "--client-engine",
+        "openssl",
+        "--mode",
+        "full",
+        "-n",
+        "30",
+        "-c",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    support::assert_matches_schema(&doc, "bench.v1");
+    let result = &doc["result"];
+    let library = result["client"]["library"].as_str().unwrap();
+    assert!(library.starts_with("OpenSSL 3.5.5"), "{library}");
+    let bench_full = result["handshakes"]["full"].as_u64().unwrap();
+    assert_eq!(bench_full, 30, "{}", result["handshakes"]);
+    let stats = serve.stop();
+    let server_library = stats["library"].as_str().unwrap();
+    assert!(
+        server_library.starts_with("OpenSSL 3.5.5"),
+        "{server_library}"
+    );
+    // The server also counts bench's check connection before the run.
+    assert_eq!(
+        stats["handshakes"]["full"].as_u64(),
+        Some(bench_full + 1),
+        "{stats}"
+    );
+    assert_eq!(stats["handshakes"]["failed"].as_u64(), Some(0), "{stats}");
 }

@@ -360,6 +360,13 @@ pub fn openssl_302() -> &'static Path {
     PREFIX.get_or_init(|| openssl_build("3.0.2"))
 }
 
+/// The OpenSSL 3.5.5 build (the LTS from 2025; openssl-src's copy lacks util/mkdef.pl, so
+/// tlsscope writes its linker version scripts), as [`openssl_111w`].
+pub fn openssl_355() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| openssl_build("3.5.5"))
+}
+
 /// The install prefix of OpenSSL `version`, built by `tlsscope openssl build` unless cached.
 fn openssl_build(version: &str) -> PathBuf {
     let out = tlsscope(&["openssl", "build", version]);

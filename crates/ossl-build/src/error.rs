@@ -27,17 +27,42 @@ pub enum BuildError {
         known: String,
     },
 
-    /// The source tree lacks a file a shared build needs (openssl-src trims its 3.5+ copies).
+    /// The source tree lacks both `util/mkdef.pl` and an ordinal file tlsscope could write the
+    /// version scripts from.
     #[error(
-        "the source of OpenSSL {version} lacks {missing}, which building shared libraries needs \
-         (openssl-src drops it from 3.5 on): build 3.4.1 or older from the crate, or pass \
-         --source with an official release tarball"
+        "the source of OpenSSL {version} lacks util/mkdef.pl and {missing}, one of which \
+         building shared libraries needs: pass --source with an official release tarball"
     )]
     TrimmedSource {
         /// The version being built.
         version: String,
         /// The missing file, relative to the tree.
         missing: String,
+    },
+
+    /// A line of an ordinal file (`util/libcrypto.num`) is not in OpenSSL's format.
+    #[error(
+        "{path} line {line} is not an OpenSSL ordinal (NAME NUMBER VERSION \
+         EXIST:PLATFORMS:KIND:FEATURES): {detail}; check the source tree"
+    )]
+    BadOrdinals {
+        /// The ordinal file.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong with the line.
+        detail: String,
+    },
+
+    /// The linker version scripts could not be written from an input of the configured tree.
+    #[error(
+        "cannot write the linker version scripts from {path}: {detail}; check the source tree"
+    )]
+    VersionScript {
+        /// The input (ordinal file, `configdata.pm` or `Makefile`).
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
     },
 
     /// The machine is not one this module knows an OpenSSL Configure target for.

@@ -10,7 +10,9 @@
 //! - `<root>/.build-<version>/`, `<root>/.fetch-*`, ... — scratch space, removed after use.
 //!
 //! The libraries are built unstripped, with a RUNPATH to their own `lib/` directory, so that
-//! internal functions can be found in the symbol tables later.
+//! internal functions can be found in the symbol tables later. Trees without `util/mkdef.pl`
+//! (openssl-src's 3.5 and later) are built `no-module`, with linker version scripts that
+//! `version_script` writes from the tree's ordinal files.
 //!
 //! Besides building, the crate holds the library side of `tlsscope openssl build|list`: where
 //! the cache is (from values the caller reads from the environment), a batch of builds with
@@ -25,6 +27,7 @@ mod lock;
 mod process;
 mod source;
 mod status;
+mod version_script;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -418,10 +421,22 @@ impl BuildCache {
 }
 
 /// An installed build is kept unless `--force` is given, or it is from before builds kept the
-/// dasync engine (those are built again, once).
+/// dasync engine (those are built again, once). Builds without loadable modules have none.
 fn keeps(installed: &InstalledBuild, options: &BuildOptions) -> bool {
-    !options.force && test_engine(&installed.prefix).is_some()
+    !options.force
+        && (test_engine(&installed.prefix).is_some() || built_without_modules(&installed.prefix))
 }
+
+/// Whether the build at `prefix` was configured `no-module` (its manifest says so).
+fn built_without_modules(prefix: &Path) -> bool {
+    std::fs::read_to_string(prefix.join(MANIFEST_FILE))
+        .ok()
+        .and_then(|text| serde_json::from_str::<Manifest>(&text).ok())
+        .is_some_and(|manifest| manifest.configure_args.iter().any(|a| a == NO_MODULE))
+}
+
+/// The Configure option that builds no loadable modules (engines, providers).
+const NO_MODULE: &str = "no-module";
 
 /// OpenSSL's Configure target for this machine.
 fn configure_target() -> Result<&'static str, BuildError> {
@@ -431,6 +446,15 @@ fn configure_target() -> Result<&'static str, BuildError> {
         ("linux", "aarch64") => Ok("linux-aarch64"),
         (os, arch) => Err(BuildError::UnsupportedPlatform { os, arch }),
     }
+}
+
+/// How a tree's shared libraries get their linker version scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Recipe {
+    /// The Makefile writes them with OpenSSL's `util/mkdef.pl`.
+    OpenSsl,
+    /// tlsscope writes them from the `.num` files after Configure (see [`version_script`]).
+    OwnVersionScripts,
 }
 
 /// One build of one version, run while holding its lock.
@@ -468,11 +492,12 @@ impl BuildJob<'_> {
         progress(Progress::Copying);
         self.place_source(prepared)?;
         progress(Progress::Configuring);
-        let configure_args = self.configure(log)?;
+        let recipe = self.recipe()?;
+        let configure_args = self.configure(log, recipe)?;
         progress(Progress::Compiling { objects: 0 });
         self.compile(log, progress)?;
         progress(Progress::Installing);
-        self.install(log)?;
+        self.install(log, recipe)?;
         Ok(configure_args)
     }
 
@@ -485,18 +510,38 @@ impl BuildJob<'_> {
         copy_tree(&prepared.tree, &self.scratch)
     }
 
-    /// The Configure arguments: shared libraries, no tests, private prefix with RUNPATH.
-    fn configure_args(&self) -> Vec<String> {
+    /// How this tree builds shared libraries: with OpenSSL's `util/mkdef.pl` if it has one,
+    /// otherwise (openssl-src's 3.5 and later copies) with tlsscope's version scripts.
+    fn recipe(&self) -> Result<Recipe, BuildError> {
+        if self.scratch.join("util/mkdef.pl").exists() {
+            return Ok(Recipe::OpenSsl);
+        }
+        match version_script::missing_input(&self.scratch) {
+            None => Ok(Recipe::OwnVersionScripts),
+            Some(missing) => Err(BuildError::TrimmedSource {
+                version: self.version.to_owned(),
+                missing: missing.display().to_string(),
+            }),
+        }
+    }
+
+    /// The Configure arguments: shared libraries, no tests, private prefix with RUNPATH. Trees
+    /// built with tlsscope's version scripts build no modules: the providers' and engines'
+    /// ordinal file generator is missing from them too.
+    fn configure_args(&self, recipe: Recipe) -> Vec<String> {
         let prefix = self.prefix.display();
-        vec![
-            self.configure_target.to_owned(),
-            "shared".to_owned(),
+        let mut args = vec![self.configure_target.to_owned(), "shared".to_owned()];
+        if recipe == Recipe::OwnVersionScripts {
+            args.push(NO_MODULE.to_owned());
+        }
+        args.extend([
             "no-tests".to_owned(),
             format!("--prefix={prefix}"),
             format!("--openssldir={prefix}/ssl"),
             "--libdir=lib".to_owned(),
             format!("-Wl,-rpath,{prefix}/lib"),
-        ]
+        ]);
+        args
     }
 
     /// A command running in the scratch tree.
@@ -506,17 +551,10 @@ impl BuildJob<'_> {
         command
     }
 
-    /// Runs `perl ./Configure ...`, recognising missing Perl modules.
-    fn configure(&self, log: &mut BuildLog) -> Result<Vec<String>, BuildError> {
-        // Shared libraries need util/mkdef.pl (it writes their symbol version scripts); the
-        // openssl-src crate drops it from its 3.5 and later copies, which it builds static.
-        if !self.scratch.join("util/mkdef.pl").exists() {
-            return Err(BuildError::TrimmedSource {
-                version: self.version.to_owned(),
-                missing: "util/mkdef.pl".into(),
-            });
-        }
-        let args = self.configure_args();
+    /// Runs `perl ./Configure ...`, recognising missing Perl modules; then, for trees without
+    /// `util/mkdef.pl`, writes the version scripts the Makefile would have made with it.
+    fn configure(&self, log: &mut BuildLog, recipe: Recipe) -> Result<Vec<String>, BuildError> {
+        let args = self.configure_args(recipe);
         let mut command = self.command("perl");
         command.arg("./Configure").args(&args);
         let mut missing_module = None;
@@ -526,6 +564,13 @@ impl BuildJob<'_> {
             }
         })?;
         if status.success() {
+            if recipe == Recipe::OwnVersionScripts {
+                log.line(
+                    "tlsscope: writing libcrypto.ld and libssl.ld from util/libcrypto.num and \
+                     util/libssl.num (this tree has no util/mkdef.pl)",
+                )?;
+                version_script::write_for_tree(&self.scratch)?;
+            }
             return Ok(args);
         }
         Err(match missing_module {
@@ -572,7 +617,7 @@ impl BuildJob<'_> {
     }
 
     /// Runs `make install_sw` and checks the shared libraries arrived.
-    fn install(&self, log: &mut BuildLog) -> Result<(), BuildError> {
+    fn install(&self, log: &mut BuildLog, recipe: Recipe) -> Result<(), BuildError> {
         let mut command = self.command("make");
         command.arg("install_sw");
         if !log.run(&mut command, &mut |_| {})?.success() {
@@ -588,7 +633,11 @@ impl BuildJob<'_> {
                 });
             }
         }
-        self.keep_test_engine()
+        match recipe {
+            Recipe::OpenSsl => self.keep_test_engine(),
+            // Built `no-module`: there is no dasync engine to keep.
+            Recipe::OwnVersionScripts => Ok(()),
+        }
     }
 
     /// Copies the `dasync` test engine (built, never installed by `make install_sw`) into the
@@ -825,10 +874,41 @@ mod tests {
             jobs: 2,
         };
         assert_eq!(
-            job.configure_args().join(" "),
+            job.configure_args(Recipe::OpenSsl).join(" "),
             "linux-x86_64 shared no-tests --prefix=/c/1.1.1w --openssldir=/c/1.1.1w/ssl \
              --libdir=lib -Wl,-rpath,/c/1.1.1w/lib"
         );
+        assert_eq!(
+            job.configure_args(Recipe::OwnVersionScripts)[..3].join(" "),
+            "linux-x86_64 shared no-module"
+        );
+    }
+
+    #[test]
+    fn build_without_modules_is_kept_without_a_dasync_engine() {
+        let root = temp_root("nomodule");
+        let options = BuildOptions {
+            jobs: 1,
+            force: false,
+            cargo_home: PathBuf::from("/x"),
+        };
+        let mut kept = Vec::new();
+        for (version, args) in [("3.5.5", vec![NO_MODULE]), ("3.0.2", vec!["shared"])] {
+            let manifest = Manifest {
+                version: version.into(),
+                source: "openssl-src".into(),
+                build_seconds: 1.0,
+                configure_args: args.into_iter().map(str::to_owned).collect(),
+                built_unix_seconds: 0,
+            };
+            std::fs::create_dir_all(root.join(version)).unwrap();
+            write_manifest(&root.join(version).join(MANIFEST_FILE), &manifest).unwrap();
+            let installed = BuildCache::new(root.clone()).find(version).unwrap();
+            kept.push(keeps(&installed, &options));
+        }
+        std::fs::remove_dir_all(&root).unwrap();
+        // A `no-module` build has no engine to keep; an older build without one is rebuilt.
+        assert_eq!(kept, [true, false]);
     }
 
     #[test]
