@@ -149,7 +149,8 @@ fn not_found(lib: &'static Library, name: &str) -> Error {
     let _ = ErrorQueue::take(lib);
     Error::Engine(format!(
         "engine {name} is not in {} (give the path to its .so, or use a library built by \
-         `tlsscope openssl build`, which keeps the dasync test engine)",
+         `tlsscope openssl build` from 1.1.1 to 3.4, which keeps the dasync test engine; \
+         3.5 and later are built without modules)",
         engines_dir(lib)
     ))
 }
