@@ -204,8 +204,8 @@ pub struct Latencies {
     /// The whole operation: connection (full/resume) or request (keepalive).
     pub total: LatencySummary,
     pub total_uncorrected: LatencySummary,
-    /// Open loop: how late the load thread woke for each planned start, measured from the
-    /// plan. It is part of `total`; the rest of `total - request` is queueing behind a slow
+    /// Open loop: how late the load thread woke for each completed operation's planned start,
+    /// measured from the plan. It is part of `total`; the rest of `total - request` is queueing behind a slow
     /// server. Empty without `--rate`; absent in results written before it existed.
     #[serde(default)]
     pub pacer_late: LatencySummary,

@@ -87,6 +87,9 @@ struct Op {
     planned: Instant,
     started: Instant,
     measured: bool,
+    /// Open loop: how late the load thread woke for this planned start. Recorded with the
+    /// operation's other figures when it completes, so every phase counts the same operations.
+    pacer_late: Option<Duration>,
 }
 
 struct Slot {
@@ -140,7 +143,7 @@ struct State<'a> {
     /// Open loop: the next planned start, and planned starts waiting for a free slot.
     interval: Option<Duration>,
     next_planned: Instant,
-    backlog: VecDeque<Instant>,
+    backlog: VecDeque<(Instant, Duration)>,
     resume_credit: f64,
     next_source: usize,
     /// The kernel ran out of local ports once: connect from the source addresses from now on.
@@ -334,19 +337,17 @@ impl<'a> State<'a> {
             return;
         };
         while !self.no_more_ops && self.next_planned <= now {
-            if self.next_planned >= self.w.shared.measure_start && self.recording() {
-                self.rec.hist.pacer_late.record(now - self.next_planned);
-            }
-            self.backlog.push_back(self.next_planned);
+            self.backlog
+                .push_back((self.next_planned, now - self.next_planned));
             self.next_planned += interval;
         }
-        while let Some(&planned) = self.backlog.front() {
+        while let Some(&(planned, late)) = self.backlog.front() {
             let free = (0..self.slots.len()).find(|&i| self.slot_can_start(i));
             let Some(i) = free else {
                 break;
             };
             self.backlog.pop_front();
-            if !self.start_op(i, planned, now) {
+            if !self.start_op(i, planned, Some(late), now) {
                 self.backlog.clear();
                 break;
             }
@@ -394,12 +395,18 @@ impl<'a> State<'a> {
         if keepalive && self.slots[i].conn.is_none() {
             self.open_connection(i, now);
         } else if self.interval.is_none() {
-            self.start_op(i, now, now);
+            self.start_op(i, now, None, now);
         }
     }
 
     /// Starts an operation planned for `planned`; false when the run has no more to start.
-    fn start_op(&mut self, i: usize, planned: Instant, now: Instant) -> bool {
+    fn start_op(
+        &mut self,
+        i: usize,
+        planned: Instant,
+        pacer_late: Option<Duration>,
+        now: Instant,
+    ) -> bool {
         if !self.claim(now) {
             return false;
         }
@@ -408,6 +415,7 @@ impl<'a> State<'a> {
             planned,
             started: now,
             measured,
+            pacer_late,
         });
         match self.cfg().mode {
             Mode::KeepAlive => {
@@ -723,6 +731,9 @@ impl<'a> State<'a> {
                 );
                 self.rec.hist.total.record(now - op.planned);
                 self.rec.hist.total_uncorrected.record(now - op.started);
+                if let Some(late) = op.pacer_late {
+                    self.rec.hist.pacer_late.record(late);
+                }
                 self.w.shared.progress[self.w.index]
                     .ops
                     .fetch_add(1, Relaxed);
