@@ -1195,3 +1195,51 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
         warnings,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An install prefix whose lib/ holds files of these names (empty: only the names count).
+    fn prefix_with(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("lib")).unwrap();
+        for f in files {
+            std::fs::write(dir.path().join("lib").join(f), b"").unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn nginx_runs_only_on_a_libssl_so_3_and_says_why_not() {
+        let ok = prefix_with(&["libssl.so", "libssl.so.3"]);
+        assert_eq!(
+            nginx_library_dir(ok.path(), "3.5.5").unwrap(),
+            ok.path().join("lib")
+        );
+        for (files, name, words) in [
+            (
+                &["libssl.so", "libssl.so.1.1"][..],
+                "1.1.1w",
+                "libssl.so.1.1, another soname",
+            ),
+            (
+                &["libssl.so", "libssl.so.4"][..],
+                "4.0.3",
+                "libssl.so.4, another ABI",
+            ),
+            (
+                &["libssl.so"][..],
+                "aws-lc",
+                "only an unversioned libssl.so",
+            ),
+        ] {
+            let dir = prefix_with(files);
+            let why = nginx_library_dir(dir.path(), name).unwrap_err();
+            assert!(
+                why.contains(name) && why.contains(words) && why.contains("libssl.so.3"),
+                "{why}"
+            );
+        }
+    }
+}
