@@ -185,7 +185,7 @@ fn compare(
         },
         level,
         noise_threshold,
-        comparisons: super::analyze(&variants, level, noise_threshold),
+        comparisons: super::analyze(&variants, level, noise_threshold, super::Baseline::First),
         variants,
         warnings,
     })
@@ -259,6 +259,7 @@ fn bench_variant(r: &Run, level: f64, warnings: &mut Vec<String>) -> Variant {
         error: None,
         metrics,
         negotiated,
+        ..Variant::default()
     }
 }
 
