@@ -26,7 +26,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
     let engine = match &a.async_engine {
         Some(name) => Some(
             ossl::Engine::load_default(lib, name)
-                .with_context(|| format!("--async-engine {name}"))?,
+                .with_context(|| format!("serve --async-engine {name}"))?,
         ),
         None => None,
     };
@@ -57,7 +57,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         .credentials(&creds)?
         .refuse_renegotiation();
     if a.async_mode {
-        builder.async_mode();
+        builder.async_mode().context("serve --async")?;
     }
     if let Some(sink) = a.tls.keylog_sink() {
         builder.keylog(sink);

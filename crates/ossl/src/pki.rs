@@ -135,9 +135,7 @@ impl PrivateKey {
             }
             let mut key: *mut ffi::EVP_PKEY = ptr::null_mut();
             let ok = (api.EVP_PKEY_keygen_init)(ctx) > 0
-                && ctrl.is_none_or(|c| {
-                    (api.EVP_PKEY_CTX_ctrl)(ctx, pkey_id, c.op, c.cmd, c.p1, ptr::null_mut()) > 0
-                })
+                && ctrl.is_none_or(|c| keygen_ctrl(lib, ctx, pkey_id, c))
                 && (api.EVP_PKEY_keygen)(ctx, &mut key) > 0;
             (api.EVP_PKEY_CTX_free)(ctx);
             if !ok || key.is_null() {
@@ -204,6 +202,33 @@ impl PrivateKey {
     }
 }
 
+/// Applies a key generation parameter: through `EVP_PKEY_CTX_set_rsa_keygen_bits` or
+/// `..._set_ec_paramgen_curve_nid` where they are functions (3.x, AWS-LC, BoringSSL), else
+/// through `EVP_PKEY_CTX_ctrl`, which those macros stand for in 1.1.1.
+///
+/// # Safety
+/// `ctx` must be a live key generation context of `lib`, set up for `pkey_id`.
+unsafe fn keygen_ctrl(
+    lib: &Library,
+    ctx: *mut ffi::EVP_PKEY_CTX,
+    pkey_id: c_int,
+    c: KeygenCtrl,
+) -> bool {
+    let api = lib.api();
+    let function = match c.cmd {
+        ffi::EVP_PKEY_CTRL_RSA_KEYGEN_BITS => api.EVP_PKEY_CTX_set_rsa_keygen_bits,
+        _ => api.EVP_PKEY_CTX_set_ec_paramgen_curve_nid,
+    };
+    // SAFETY: the caller vouches for `ctx`; both functions take an int.
+    unsafe {
+        match (function, api.EVP_PKEY_CTX_ctrl) {
+            (Some(set), _) => set(ctx, c.p1) > 0,
+            (None, Some(ctrl)) => ctrl(ctx, pkey_id, c.op, c.cmd, c.p1, ptr::null_mut()) > 0,
+            (None, None) => false,
+        }
+    }
+}
+
 struct KeygenCtrl {
     op: c_int,
     cmd: c_int,
@@ -259,15 +284,7 @@ impl Certificate {
                 && !(api.X509_gmtime_adj)((api.X509_getm_notAfter)(x), days as c_long * 86_400)
                     .is_null()
                 && (api.X509_set_pubkey)(x, key.ptr) == 1
-                && (api.X509_NAME_add_entry_by_txt)(
-                    name,
-                    c"CN".as_ptr(),
-                    ffi::MBSTRING_ASC,
-                    cn_c.as_ptr().cast(),
-                    -1,
-                    -1,
-                    0,
-                ) == 1
+                && lib.x509_name_add_text(name, c"CN", &cn_c)
                 && (api.X509_set_issuer_name)(x, name) == 1;
             if !ok {
                 return Err(failed("setting fields"));
@@ -449,13 +466,15 @@ impl MemBio {
     }
 
     fn from_bytes(lib: &'static Library, bytes: &[u8]) -> Result<MemBio, Error> {
-        let len = c_int::try_from(bytes.len()).map_err(|_| Error::OpenSsl {
-            what: "reading PEM (file over 2 GiB)".into(),
-            queue: ErrorQueue::default(),
-        })?;
+        if c_int::try_from(bytes.len()).is_err() {
+            return Err(Error::OpenSsl {
+                what: "reading PEM (file over 2 GiB)".into(),
+                queue: ErrorQueue::default(),
+            });
+        }
         // SAFETY: the read-only BIO borrows `bytes`, which outlives it (dropped in this scope's
         // callers before `bytes`).
-        let ptr = unsafe { (lib.api().BIO_new_mem_buf)(bytes.as_ptr().cast(), len) };
+        let ptr = unsafe { lib.bio_new_mem_buf(bytes) };
         Self::wrap(lib, ptr)
     }
 

@@ -209,16 +209,8 @@ impl Ssl {
     /// Sends `name` as SNI (clients).
     pub fn set_server_name(&mut self, name: &str) -> Result<(), Error> {
         let c = CString::new(name).map_err(|_| self.setting_error("SNI name", name))?;
-        // SAFETY: SSL_set_tlsext_host_name is this ctrl; OpenSSL copies the string.
-        let ok = unsafe {
-            (self.api().SSL_ctrl)(
-                self.ptr,
-                ffi::SSL_CTRL_SET_TLSEXT_HOSTNAME,
-                ffi::TLSEXT_NAMETYPE_HOST_NAME,
-                c.as_ptr() as *mut c_void,
-            )
-        };
-        if ok != 1 {
+        // SAFETY: live connection; the library copies the string.
+        if !unsafe { self.lib().ssl_set_host_name(self.ptr, &c)? } {
             return Err(self.setting_error("SNI name", name));
         }
         Ok(())
@@ -381,10 +373,14 @@ impl Ssl {
     /// True once the handshake got past its first message: a server accepted a ClientHello
     /// (or any first message it could act on), a client sent its own. A server's handshake
     /// that failed while this is still false never received anything that looked like a TLS
-    /// handshake: garbage, plain HTTP, another protocol.
+    /// handshake: garbage, plain HTTP, another protocol. AWS-LC and BoringSSL have no such
+    /// state (their `SSL_get_state` says only "in a handshake" or not): always true there.
     pub fn handshake_started(&self) -> bool {
+        let Some(get_state) = self.api().SSL_get_state else {
+            return true;
+        };
         // SAFETY: live connection; this reads the state machine's current state.
-        unsafe { (self.api().SSL_get_state)(self.ptr) != ffi::TLS_ST_BEFORE }
+        unsafe { get_state(self.ptr) != ffi::TLS_ST_BEFORE }
     }
 
     /// The renegotiations this connection refused since the last call (see
@@ -555,7 +551,8 @@ impl Ssl {
         }
     }
 
-    /// The key exchange group's NID (0 when there was none, as in a TLS 1.2 resumption).
+    /// The key exchange group's NID (0 when there was none, as in a TLS 1.2 resumption); on
+    /// AWS-LC and BoringSSL, the group's TLS code point instead, which they name.
     fn group_nid(&self) -> c_int {
         let api = self.api();
         // A TLS 1.2 (or older) resumption exchanges no key: 3.x still answers with the group of
@@ -565,10 +562,17 @@ impl Ssl {
         if unsafe { (api.SSL_version)(self.ptr) } < 0x0304 && self.session_reused() {
             return 0;
         }
+        if let Some(group_id) = api.SSL_get_group_id {
+            // SAFETY: live connection; returns the code point or 0.
+            return unsafe { group_id(self.ptr) }.into();
+        }
+        let Some(ssl_ctrl) = api.SSL_ctrl else {
+            return 0;
+        };
         if self.lib().version().is_3x_or_later() {
             // SAFETY: SSL_get_negotiated_group is this ctrl on 3.x; it returns a NID or 0.
             return unsafe {
-                (api.SSL_ctrl)(
+                ssl_ctrl(
                     self.ptr,
                     ffi::SSL_CTRL_GET_NEGOTIATED_GROUP,
                     0,
@@ -584,7 +588,7 @@ impl Ssl {
         let mut key: *mut ffi::EVP_PKEY = ptr::null_mut();
         // SAFETY: these ctrls store a new reference to the key (or nothing) in `key`.
         let ok = unsafe {
-            (api.SSL_ctrl)(
+            ssl_ctrl(
                 self.ptr,
                 cmd,
                 0,
@@ -604,6 +608,9 @@ impl Ssl {
     /// group it would pick: the first shared group, which is how 1.1.1 chooses (outside Suite B).
     fn server_tls12_group_nid_111(&self) -> c_int {
         let api = self.api();
+        let Some(ssl_ctrl) = api.SSL_ctrl else {
+            return 0;
+        };
         if self.ctx.role() != Role::Server || self.session_reused() {
             return 0;
         }
@@ -613,8 +620,7 @@ impl Ssl {
             if cipher.is_null() || (api.SSL_CIPHER_get_kx_nid)(cipher) != ffi::NID_KX_ECDHE {
                 return 0;
             }
-            ((api.SSL_ctrl)(self.ptr, ffi::SSL_CTRL_GET_SHARED_GROUP, 0, ptr::null_mut()) as c_int)
-                .max(0)
+            (ssl_ctrl(self.ptr, ffi::SSL_CTRL_GET_SHARED_GROUP, 0, ptr::null_mut()) as c_int).max(0)
         }
     }
 
@@ -644,6 +650,10 @@ impl Ssl {
             return None;
         }
         let api = self.api();
+        if let Some(group_name) = api.SSL_get_group_name {
+            // SAFETY: returns a static name or null for a code point.
+            return unsafe { ffi::string(group_name(nid as u16)) }.map(|n| normalize_group(&n));
+        }
         if nid == ffi::NID_DH_KEY_AGREEMENT {
             return Some("ffdhe".into());
         }
@@ -658,17 +668,30 @@ impl Ssl {
     }
 
     /// The server's handshake signature as (signature type NID, digest NID); (0, 0) when
-    /// there was none.
+    /// there was none. On AWS-LC and BoringSSL, (TLS SignatureScheme code point, 0) as the
+    /// client saw it; their servers have no getter for their own signature.
     fn signature_nids(&self, role: Role) -> (c_int, c_int) {
         let api = self.api();
+        if let Some(peer_sigalg) = api.SSL_get_peer_signature_algorithm {
+            if role == Role::Server {
+                return (0, 0);
+            }
+            // SAFETY: live connection; returns the code point or 0.
+            return (unsafe { peer_sigalg(self.ptr) }.into(), 0);
+        }
+        let (Some(ssl_ctrl), Some(get_peer_type)) =
+            (api.SSL_ctrl, api.SSL_get_peer_signature_type_nid)
+        else {
+            return (0, 0);
+        };
         let mut type_nid: c_int = 0;
         let mut md_nid: c_int = 0;
         // SAFETY: the getters write an int through the pointer and return 1 on success.
         let ok = unsafe {
             match (role, api.SSL_get_signature_type_nid) {
                 (Role::Client, _) => {
-                    (api.SSL_get_peer_signature_type_nid)(self.ptr, &mut type_nid) == 1
-                        && (api.SSL_ctrl)(
+                    get_peer_type(self.ptr, &mut type_nid) == 1
+                        && ssl_ctrl(
                             self.ptr,
                             ffi::SSL_CTRL_GET_PEER_SIGNATURE_NID,
                             0,
@@ -677,7 +700,7 @@ impl Ssl {
                 }
                 (Role::Server, Some(get_type)) => {
                     get_type(self.ptr, &mut type_nid) == 1
-                        && (api.SSL_ctrl)(
+                        && ssl_ctrl(
                             self.ptr,
                             ffi::SSL_CTRL_GET_SIGNATURE_NID,
                             0,
@@ -698,6 +721,11 @@ impl Ssl {
         let (type_nid, md_nid) = self.signature_nids(role);
         if type_nid == 0 {
             return None;
+        }
+        if let Some(sigalg_name) = self.api().SSL_get_signature_algorithm_name {
+            // SAFETY: returns a static name or null; 1 asks for the curve in ECDSA names
+            // ("ecdsa_secp256r1_sha256"), as TLS 1.3 names them.
+            return unsafe { ffi::string(sigalg_name(type_nid as u16, 1)) };
         }
         sigalg_name(type_nid, md_nid, server_key)
     }

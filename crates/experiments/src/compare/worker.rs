@@ -320,7 +320,7 @@ impl Engine {
         let creds = Credentials::generate(lib, spec.cert_type)?;
         let mut sb = ContextBuilder::new(lib, Role::Server)?;
         sb.credentials(&creds)?;
-        sb.session_cache(true).tickets(true);
+        sb.session_cache(true)?.tickets(true);
         let server = sb.build();
         // The client verifies against the same bundle as in pretransfer, plus this certificate.
         let dir = tempfile::tempdir()?;
