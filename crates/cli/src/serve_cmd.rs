@@ -103,7 +103,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         "tlsscope serve: listening on https://{} ({}, {}, {}, session cache {}, tickets {}{})",
         server.local_addr(),
         cert_name,
-        lib.version().text,
+        lib.name(),
         report::count(a.threads, "thread"),
         on_off(a.session_cache.on()),
         on_off(a.tickets.on()),

@@ -284,6 +284,25 @@ impl Ssl {
         self.io(|api, ssl| unsafe { (api.SSL_write)(ssl, p, len) }, false)
     }
 
+    /// Sends what the library holds until its next write. AWS-LC and BoringSSL queue a TLS 1.3
+    /// server's NewSessionTickets behind the handshake and send them with the next write, so a
+    /// client that only handshakes would never get one and could never resume; a zero-byte
+    /// `SSL_write` flushes them (BoringSSL's own way to flush a queued message). OpenSSL sends
+    /// its tickets with the handshake's last flight: nothing to do, and nothing is called.
+    pub fn flush_held_writes(&mut self) -> Io {
+        if self.lib().flavour().is_openssl() {
+            return Io::Done(0);
+        }
+        self.clear_errors();
+        // SAFETY: live connection; a zero length reads nothing from the (static) buffer.
+        let ret = unsafe { (self.api().SSL_write)(self.ptr, c"".as_ptr().cast(), 0) };
+        if ret >= 0 {
+            // 0 is success here: zero bytes of application data written.
+            return Io::Done(0);
+        }
+        self.classify(ret)
+    }
+
     /// Sends close_notify (and, called again, waits for the peer's).
     pub fn shutdown(&mut self) -> Io {
         self.clear_errors();

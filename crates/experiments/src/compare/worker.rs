@@ -114,7 +114,7 @@ impl Worker {
     /// reported in the result (with what was measured before it), not as an error.
     pub fn batch(&mut self) -> WorkerResult {
         let mut result = WorkerResult {
-            library: self.lib.version().text.clone(),
+            library: self.lib.name().to_string(),
             ..WorkerResult::default()
         };
         for experiment in self.spec.experiments.clone() {
