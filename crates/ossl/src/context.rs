@@ -182,6 +182,18 @@ impl ContextBuilder {
             )?;
             lib.ctx_set_read_ahead(ptr, true)?;
         }
+        if let (Role::Client, Some(set_new_cb), Some(_)) =
+            (role, api.SSL_CTX_sess_set_new_cb, lib.session_index())
+        {
+            // SAFETY: live context; the callback only touches the connection it is given.
+            unsafe {
+                set_new_cb(ptr, Some(new_session));
+                lib.ctx_set_session_cache_mode(
+                    ptr,
+                    ffi::SSL_SESS_CACHE_CLIENT | ffi::SSL_SESS_CACHE_NO_INTERNAL_STORE,
+                )?;
+            }
+        }
         if role == Role::Server {
             // SAFETY: the context is live and the id outlives the call (it is copied).
             unsafe { lib.ctx_set_session_id_context(ptr, b"tlsscope") };
@@ -344,7 +356,13 @@ impl ContextBuilder {
     /// unresumable, which would stop a session outliving the context that made it (as with a
     /// context per connection, curl's way; curl sets the same mode).
     pub fn session_cache(&mut self, on: bool) -> Result<&mut Self, Error> {
+        // An AWS-LC or BoringSSL client gets its sessions through the new-session callback
+        // (see `new_session`), which only a client cache mode calls; it stores none itself.
+        let keeps_via_callback = self.lib().session_index().is_some();
         let mode = match (self.inner.role, on) {
+            (Role::Client, false) if keeps_via_callback => {
+                ffi::SSL_SESS_CACHE_CLIENT | ffi::SSL_SESS_CACHE_NO_INTERNAL_STORE
+            }
             (_, false) => ffi::SSL_SESS_CACHE_OFF,
             (Role::Server, true) => ffi::SSL_SESS_CACHE_SERVER,
             (Role::Client, true) => {
@@ -551,6 +569,28 @@ unsafe extern "C" fn ticket_decrypted(
         ffi::SSL_TICKET_NONE => ffi::SSL_TICKET_RETURN_IGNORE,
         _ => ffi::SSL_TICKET_RETURN_ABORT,
     }
+}
+
+/// AWS-LC's and BoringSSL's new-session hook on clients: a TLS 1.3 client's resumable
+/// sessions (one per ticket) arrive only here, after the handshake, while `SSL_get_session`
+/// keeps returning the handshake's own, unresumable one. Keeps the newest in the connection's
+/// session slot, which [`crate::Ssl::session`] reads and `Ssl`'s drop frees.
+unsafe extern "C" fn new_session(ssl: *mut ffi::SSL, session: *mut ffi::SSL_SESSION) -> c_int {
+    let Some((lib, index)) = Library::loaded().and_then(|l| Some((l, l.session_index()?))) else {
+        return 0;
+    };
+    let api = lib.api();
+    // SAFETY: the library passes the live connection driving the handshake or read, in its
+    // thread, and a session reference we may keep (returning 1); the slot holds null or a
+    // reference this hook stored, released here when replaced.
+    unsafe {
+        let old = (api.SSL_get_ex_data)(ssl, index).cast::<ffi::SSL_SESSION>();
+        if !old.is_null() {
+            (api.SSL_SESSION_free)(old);
+        }
+        (api.SSL_set_ex_data)(ssl, index, session.cast());
+    }
+    1
 }
 
 /// OpenSSL's info hook, set by [`ContextBuilder::refuse_renegotiation`]: counts each

@@ -57,6 +57,9 @@ pub type KeylogCallback = unsafe extern "C" fn(ssl: *const SSL, line: *const c_c
 pub type VerifyCallback = unsafe extern "C" fn(ok: c_int, store: *mut X509_STORE_CTX) -> c_int;
 /// `SSL_CTX_set_info_callback`'s callback type.
 pub type InfoCallback = unsafe extern "C" fn(ssl: *const SSL, where_: c_int, ret: c_int);
+/// `SSL_CTX_sess_set_new_cb`'s callback type: 1 when it keeps the session's reference.
+pub type NewSessionCallback =
+    unsafe extern "C" fn(ssl: *mut SSL, session: *mut SSL_SESSION) -> c_int;
 /// `SSL_CTX_set_session_ticket_cb`'s generate callback type.
 pub type TicketGenerateCallback = unsafe extern "C" fn(ssl: *mut SSL, arg: *mut c_void) -> c_int;
 /// `SSL_CTX_set_session_ticket_cb`'s decrypt callback type.
@@ -508,6 +511,10 @@ api! {
         Ssl SSL_get_peer_signature_algorithm: fn(*const SSL) -> u16;
         Ssl SSL_get_signature_algorithm_name: fn(u16, c_int) -> *const c_char;
         Ssl SSL_in_init: fn(*const SSL) -> c_int;
+        // A TLS 1.3 client's ticketed sessions arrive only through this callback.
+        Ssl SSL_CTX_sess_set_new_cb: fn(*mut SSL_CTX, Option<NewSessionCallback>) -> ();
+        Ssl SSL_get_ex_new_index: fn(c_long, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int;
+        Ssl SSL_SESSION_up_ref: fn(*mut SSL_SESSION) -> c_int;
         // The same symbols as required entries above, typed as these libraries declare them
         // where that differs from OpenSSL (32-bit error codes and options, size_t and
         // ssize_t lengths): called instead of those entries on these flavours.

@@ -110,6 +110,9 @@ pub struct Library {
     version: Version,
     flavour: Flavour,
     name: String,
+    /// AWS-LC and BoringSSL: the connection ex data index that holds a client's newest session
+    /// (see `crate::context`).
+    session_index: Option<std::ffi::c_int>,
     ssl_path: PathBuf,
     crypto_path: PathBuf,
     source: LibrarySource,
@@ -173,6 +176,11 @@ impl Library {
     /// installed beside the library, and it is plain "BoringSSL" without them).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// AWS-LC and BoringSSL: where a client connection keeps its newest session.
+    pub(crate) fn session_index(&self) -> Option<std::ffi::c_int> {
+        self.session_index
     }
 
     /// Where libssl was loaded from (a file name for the system library).
@@ -248,11 +256,24 @@ fn open(source: &LibrarySource) -> Result<Library, Error> {
     };
     api.keep_flavour(flavour);
     let name = display_name(flavour, &version, &files.ssl);
+    let session_index = api.SSL_get_ex_new_index.map(|new_index| {
+        // SAFETY: no argument is used (no callbacks); returns a fresh index.
+        unsafe {
+            new_index(
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        }
+    });
     Ok(Library {
         api,
         version,
         flavour,
         name,
+        session_index: session_index.filter(|&i| i >= 0),
         ssl_path: files.ssl,
         crypto_path: files.crypto,
         source: source.clone(),

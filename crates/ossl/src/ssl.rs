@@ -126,8 +126,15 @@ unsafe impl Send for Ssl {}
 
 impl Drop for Ssl {
     fn drop(&mut self) {
-        // SAFETY: we own the connection; the context outlives it through `self.ctx`.
-        unsafe { (self.api().SSL_free)(self.ptr) };
+        let kept = self.kept_session();
+        // SAFETY: we own the connection; the context outlives it through `self.ctx`. A session
+        // the new-session hook kept is one reference of ours.
+        unsafe {
+            if !kept.is_null() {
+                (self.api().SSL_SESSION_free)(kept);
+            }
+            (self.api().SSL_free)(self.ptr)
+        };
     }
 }
 
@@ -250,12 +257,32 @@ impl Ssl {
     /// resumable session once it has read the server's NewSessionTicket, which arrives after the
     /// handshake: read application data (or wait for it) first.
     pub fn session(&self) -> Option<Session> {
+        let kept = self.kept_session();
+        if let (false, Some(up_ref)) = (kept.is_null(), self.api().SSL_SESSION_up_ref) {
+            // SAFETY: the kept session is live while the connection holds it; the new
+            // reference is the returned Session's.
+            unsafe { up_ref(kept) };
+            return Some(Session {
+                lib: self.lib(),
+                ptr: kept,
+            });
+        }
         // SAFETY: live connection; get1 returns a new reference or null.
         let ptr = unsafe { (self.api().SSL_get1_session)(self.ptr) };
         (!ptr.is_null()).then(|| Session {
             lib: self.lib(),
             ptr,
         })
+    }
+
+    /// The newest session AWS-LC's or BoringSSL's new-session hook kept for this client
+    /// connection (borrowed); null elsewhere.
+    fn kept_session(&self) -> *mut ffi::SSL_SESSION {
+        let Some(index) = self.lib().session_index() else {
+            return ptr::null_mut();
+        };
+        // SAFETY: live connection; the slot holds null or a session the hook stored.
+        unsafe { (self.api().SSL_get_ex_data)(self.ptr, index).cast() }
     }
 
     /// Runs the handshake as far as the socket allows.
@@ -692,7 +719,8 @@ impl Ssl {
     fn signature_nids(&self, role: Role) -> (c_int, c_int) {
         let api = self.api();
         if let Some(peer_sigalg) = api.SSL_get_peer_signature_algorithm {
-            if role == Role::Server {
+            // A resumed session answers with the signature of the handshake that made it.
+            if role == Role::Server || self.session_reused() {
                 return (0, 0);
             }
             // SAFETY: live connection; returns the code point or 0.
@@ -775,9 +803,14 @@ impl Ssl {
     /// True when the connection holds a session that can be offered for resumption: in TLS
     /// 1.3 only once the server's NewSessionTicket has been read.
     pub fn has_resumable_session(&self) -> bool {
-        // SAFETY: live connection; get_session borrows.
+        let kept = self.kept_session();
+        // SAFETY: live connection; get_session borrows, as does the kept session.
         unsafe {
-            let s = (self.api().SSL_get_session)(self.ptr);
+            let s = if kept.is_null() {
+                (self.api().SSL_get_session)(self.ptr)
+            } else {
+                kept
+            };
             !s.is_null() && (self.api().SSL_SESSION_is_resumable)(s) == 1
         }
     }
