@@ -539,7 +539,10 @@ fn a_profile_of_an_openssl_403_server_names_its_own_functions() {
     a_profile_names_the_flavour_s_own_functions(
         support::openssl_403(),
         "libssl.so.4",
-        &["ossl_statem_accept (libssl)", "(libcrypto)"],
+        &[
+            "tls_construct_cert_verify (libssl)",
+            "rsa_ossl_private_encrypt (libcrypto)",
+        ],
     );
 }
 
