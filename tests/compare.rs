@@ -692,3 +692,68 @@ fn matrix_varies_the_server_side_and_checks_resumption() {
         }
     }
 }
+
+/// Issue 31: `compare --matrix` runs OpenSSL 4.0.3, AWS-LC and BoringSSL on the server side and
+/// on the client side; every variant resumes as asked, and each names the library and version
+/// that ran on each side.
+#[test]
+fn matrix_runs_4_0_3_aws_lc_and_boringssl_on_each_side_and_names_them() {
+    let libraries = [
+        (support::openssl_403(), "OpenSSL 4.0.3"),
+        (support::openssl_aws_lc(), "AWS-LC 5."),
+        (support::openssl_boringssl(), "BoringSSL API "),
+    ];
+    let list: Vec<&str> = libraries.iter().map(|(p, _)| p.to_str().unwrap()).collect();
+    let list = list.join(",");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    for side in ["server", "client"] {
+        let out = support::tlsscope(&[
+            "--openssl",
+            &list,
+            "compare",
+            "--matrix",
+            "--side",
+            side,
+            "--resume",
+            "resumed",
+            "--experiment",
+            "pretransfer",
+            "-n",
+            "10",
+            "--repeat",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let stdout = support::text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{side}: {}",
+            support::text(&out.stderr)
+        );
+        let doc = read_json(&json);
+        support::assert_matches_schema(&doc, "compare.v1");
+        let variants = doc["variants"].as_array().unwrap();
+        assert_eq!(variants.len(), 3, "{side}");
+        for (v, (_, name)) in variants.iter().zip(libraries) {
+            assert!(v["error"].is_null(), "{side}: {v:#}");
+            let (client, server) = (v["library"].as_str(), v["server_library"].as_str());
+            let (varied, fixed) = if side == "server" {
+                (server, client)
+            } else {
+                (client, server)
+            };
+            assert!(varied.unwrap().starts_with(name), "{side}: {v:#}");
+            assert!(fixed.unwrap().starts_with("OpenSSL 3."), "{side}: {v:#}");
+            assert!(stdout.contains(varied.unwrap()), "{side}: {stdout}");
+            let mix = v["negotiated"].as_array().unwrap();
+            assert!(
+                mix.iter().all(|n| n["handshake"] == "resumed_ticket"),
+                "{side}: {v:#}"
+            );
+            let total: u64 = mix.iter().map(|n| n["count"].as_u64().unwrap()).sum();
+            assert_eq!(total, 10, "{side}: {v:#}");
+        }
+    }
+}

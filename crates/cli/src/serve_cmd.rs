@@ -87,6 +87,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         let ready = experiments::servers::Ready {
             listening: server.local_addr(),
             pid: std::process::id(),
+            library: lib.name().to_string(),
         };
         // A server keeps serving whatever becomes of its stdout.
         let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&ready)?);

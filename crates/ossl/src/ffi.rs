@@ -188,6 +188,10 @@ pub const NID_X448: c_int = 1035;
 pub const NID_ED25519: c_int = 1087;
 pub const NID_ED448: c_int = 1088;
 pub const NID_KX_ECDHE: c_int = 1038;
+/// AWS-LC's and BoringSSL's numbers for the objects OpenSSL added after they forked (X25519,
+/// Ed25519 and the like are numbered differently there; the others above are the same).
+pub const BSSL_NID_ED25519: c_int = 949;
+pub const BSSL_NID_ED448: c_int = 960;
 
 /// Which of the two libraries a symbol comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -403,7 +407,7 @@ api! {
         Crypto X509_set_issuer_name: fn(*mut X509, *const X509_NAME) -> c_int;
         Crypto X509_NAME_add_entry_by_txt: fn(*mut X509_NAME, *const c_char, c_int, *const c_uchar, c_int, c_int, c_int) -> c_int;
         Crypto X509_sign: fn(*mut X509, *mut EVP_PKEY, *const EVP_MD) -> c_int;
-        Crypto X509V3_EXT_conf_nid: fn(*mut c_void, *mut c_void, c_int, *const c_char) -> *mut X509_EXTENSION;
+        Crypto X509V3_EXT_conf_nid ["X509V3_EXT_nconf_nid"]: fn(*mut c_void, *mut c_void, c_int, *const c_char) -> *mut X509_EXTENSION;
         Crypto X509_add_ext: fn(*mut X509, *mut X509_EXTENSION, c_int) -> c_int;
         Crypto X509_EXTENSION_free: fn(*mut X509_EXTENSION) -> ();
         Crypto X509_get0_pubkey: fn(*const X509) -> *mut EVP_PKEY;

@@ -120,7 +120,7 @@ impl PrivateKey {
             CertType::Rsa4096 => (ffi::NID_RSA_ENCRYPTION, Some(rsa_bits(4096))),
             CertType::EcdsaP256 => (ffi::NID_EC_PUBLIC_KEY, Some(ec_curve(ffi::NID_PRIME256V1))),
             CertType::EcdsaP384 => (ffi::NID_EC_PUBLIC_KEY, Some(ec_curve(ffi::NID_SECP384R1))),
-            CertType::Ed25519 => (ffi::NID_ED25519, None),
+            CertType::Ed25519 => (lib.nid_ed().0, None),
         };
         let failed = |step: &str| Error::OpenSsl {
             what: format!("generating a {kind} key ({step})"),
@@ -306,7 +306,7 @@ impl Certificate {
                 }
             }
             // Ed25519 signs without a separate digest; everything else uses SHA-256.
-            let md = if (api.EVP_PKEY_get_id)(key.ptr) == ffi::NID_ED25519 {
+            let md = if (api.EVP_PKEY_get_id)(key.ptr) == lib.nid_ed().0 {
                 ptr::null()
             } else {
                 (api.EVP_sha256)()
@@ -425,6 +425,7 @@ pub(crate) fn describe_pkey(lib: &Library, key: *const ffi::EVP_PKEY) -> String 
     let api = lib.api();
     // SAFETY: `key` is a live key owned by the caller.
     let (id, bits) = unsafe { ((api.EVP_PKEY_get_id)(key), (api.EVP_PKEY_get_bits)(key)) };
+    let (ed25519, ed448) = lib.nid_ed();
     match id {
         ffi::NID_RSA_ENCRYPTION => format!("RSA-{bits}"),
         ffi::NID_RSASSA_PSS => format!("RSA-PSS-{bits}"),
@@ -434,8 +435,8 @@ pub(crate) fn describe_pkey(lib: &Library, key: *const ffi::EVP_PKEY) -> String 
             521 => "ECDSA-P521".into(),
             _ => format!("ECDSA-{bits}"),
         },
-        ffi::NID_ED25519 => "Ed25519".into(),
-        ffi::NID_ED448 => "Ed448".into(),
+        id if id == ed25519 => "Ed25519".into(),
+        id if id == ed448 => "Ed448".into(),
         // SAFETY: OBJ_nid2sn returns a static string or null.
         other => unsafe { ffi::string((api.OBJ_nid2sn)(other)) }
             .map(|n| format!("{n}-{bits}"))

@@ -22,6 +22,15 @@ impl Library {
         }
     }
 
+    /// The NIDs of Ed25519 and Ed448 keys, which AWS-LC and BoringSSL number differently.
+    pub(crate) fn nid_ed(&self) -> (c_int, c_int) {
+        if self.flavour().is_openssl() {
+            (ffi::NID_ED25519, ffi::NID_ED448)
+        } else {
+            (ffi::BSSL_NID_ED25519, ffi::BSSL_NID_ED448)
+        }
+    }
+
     /// `ERR_get_error`: the oldest code of this thread's error queue, 0 when empty.
     pub(crate) fn err_get_error(&self) -> u64 {
         let api = self.api();
