@@ -389,12 +389,6 @@ pub fn openssl_boringssl() -> &'static Path {
 /// The install prefix of the build `name` (a version, or a flavour such as "aws-lc"), built by
 /// `tlsscope openssl build` unless cached.
 fn openssl_build(name: &str) -> PathBuf {
-    let cached = PathBuf::from(std::env::var("HOME").unwrap())
-        .join(".cache/tlsscope/openssl")
-        .join(name);
-    if cached.join("tlsscope-build.json").exists() {
-        return cached;
-    } // LOCAL-ONLY
     let out = tlsscope(&["openssl", "build", name]);
     assert!(
         out.status.success(),
