@@ -39,6 +39,8 @@ impl Library {
         unsafe {
             match api.ERR_get_error_bssl {
                 Some(get) => u64::from(get()),
+                // `unsigned long`: 64 bits here, not everywhere.
+                #[allow(clippy::unnecessary_cast)]
                 None => (api.ERR_get_error)() as u64,
             }
         }
