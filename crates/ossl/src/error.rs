@@ -228,11 +228,19 @@ impl TlsError {
     }
 
     /// The TLS alert named in the error, if the failure was one ("handshake failure",
-    /// "protocol version", ...), with the "sslv3 alert"/"tlsv1 alert" prefix removed.
-    pub fn alert(&self) -> Option<&str> {
+    /// "protocol version", ...), with the "sslv3 alert"/"tlsv1 alert" prefix removed. AWS-LC
+    /// and BoringSSL spell the reason as a constant ("SSLV3_ALERT_HANDSHAKE_FAILURE").
+    pub fn alert(&self) -> Option<String> {
         let reason = self.queue.reason()?;
-        let idx = reason.find(" alert ")?;
-        Some(&reason[idx + " alert ".len()..])
+        if let Some(idx) = reason.find(" alert ") {
+            return Some(reason[idx + " alert ".len()..].to_string());
+        }
+        let idx = reason.find("_ALERT_")?;
+        Some(
+            reason[idx + "_ALERT_".len()..]
+                .to_ascii_lowercase()
+                .replace('_', " "),
+        )
     }
 }
 
@@ -268,7 +276,15 @@ mod tests {
             os_error: None,
             queue: q,
         };
-        assert_eq!(e.alert(), Some("handshake failure"));
+        assert_eq!(e.alert().as_deref(), Some("handshake failure"));
+        let bssl = TlsError {
+            code: ErrorCode::Ssl,
+            os_error: None,
+            queue: ErrorQueue(vec![
+                "error:10000410:SSL routines:OPENSSL_internal:SSLV3_ALERT_HANDSHAKE_FAILURE".into(),
+            ]),
+        };
+        assert_eq!(bssl.alert().as_deref(), Some("handshake failure"));
         assert!(e.to_string().starts_with("sslv3 alert handshake failure ("));
     }
 

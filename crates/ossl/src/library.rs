@@ -436,6 +436,18 @@ mod tests {
     }
 
     #[test]
+    fn openssl_keeps_none_of_the_boringssl_family_entries() {
+        let lib = Library::load(&LibrarySource::System).unwrap();
+        assert_eq!(lib.flavour(), Flavour::OpenSsl);
+        let api = lib.api();
+        // OpenSSL exports these names too; they are dropped, and its ctrl entry points kept.
+        assert!(api.ERR_get_error_bssl.is_none() && api.SSL_SESSION_up_ref.is_none());
+        assert!(api.SSL_in_init.is_none() && lib.session_index().is_none());
+        assert!(api.SSL_CTX_ctrl.is_some() && api.SSL_ctrl.is_some());
+        assert!(lib.name().starts_with("OpenSSL 3."), "{}", lib.name());
+    }
+
+    #[test]
     fn a_directory_without_libssl_is_named_in_the_error() {
         let dir = std::env::temp_dir().join(format!("ossl-empty-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
