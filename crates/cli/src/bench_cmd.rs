@@ -199,6 +199,9 @@ fn engine(
         fallback: None,
     };
     match (a.client_engine, openssl_given) {
+        (Some(ClientEngine::Openssl), _) | (None, true) if a.rustls_provider.is_some() => bail!(
+            "--rustls-provider: the client is OpenSSL (--openssl or --client-engine openssl); drop one of them"
+        ),
         (Some(ClientEngine::Openssl), _) | (None, true) => return Ok(openssl),
         (Some(ClientEngine::Rustls), true) => bail!(
             "--client-engine rustls and --openssl: --openssl chooses an OpenSSL client; give one of them"
@@ -211,18 +214,20 @@ fn engine(
         credentials: a.cert.as_deref().zip(a.key.as_deref()),
         keylog: a.tls.keylog_sink(),
     };
-    match load::RustlsClient::new(&a.tls.settings(false, tickets)?, trust, Some(lib)) {
+    let provider = a.rustls_provider.map(|p| p.typed());
+    match load::RustlsClient::new(&a.tls.settings(false, tickets)?, trust, Some(lib), provider) {
         Ok(r) => Ok(Engine {
             rustls: Some(r),
             fallback: None,
         }),
-        Err(why) if a.client_engine.is_none() => Ok(Engine {
+        Err(why) if a.client_engine.is_none() && provider.is_none() => Ok(Engine {
             fallback: Some(format!(
                 "the client is {} rather than the default rustls: {why}",
                 lib.version().text
             )),
             ..openssl
         }),
+        Err(why) if a.client_engine.is_none() => bail!("{why}"),
         Err(why) => bail!("--client-engine rustls: {why}; or use --client-engine openssl"),
     }
 }

@@ -34,6 +34,12 @@ pub enum Error {
         value: String,
         queue: ErrorQueue,
     },
+    #[error("{library} has no key exchange group {group}{hint}")]
+    GroupNotInLibrary {
+        group: &'static str,
+        library: String,
+        hint: &'static str,
+    },
     #[error("cannot read {what} {}: {source}", path.display())]
     File {
         what: &'static str,

@@ -10,6 +10,7 @@ use crate::context::{
 };
 use crate::error::{Error, ErrorCode, ErrorQueue, TlsError};
 use crate::ffi;
+use crate::group::Group;
 use crate::library::Library;
 use crate::pki::describe_pkey;
 
@@ -638,10 +639,21 @@ impl Ssl {
         }
     }
 
+    /// The key exchange group the handshake used: None when it had no key exchange (a TLS
+    /// 1.2 resumption), `Some(None)` for a group outside [`Group`]'s table. Allocates
+    /// nothing: the server counts handshakes by it.
+    pub fn key_exchange_group(&self) -> Option<Option<Group>> {
+        let id = self.group_nid();
+        (id > 0).then(|| Group::from_openssl_id(id))
+    }
+
     fn group(&self) -> Option<String> {
         let nid = self.group_nid();
         if nid <= 0 {
             return None;
+        }
+        if let Some(g) = Group::from_openssl_id(nid) {
+            return Some(g.name().to_string());
         }
         let api = self.api();
         if nid == ffi::NID_DH_KEY_AGREEMENT {

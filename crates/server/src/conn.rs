@@ -281,8 +281,11 @@ impl Conn {
     fn handshake(&mut self, w: &WorkerShared<'_>) -> Step {
         match self.ssl.do_handshake() {
             Io::Done(_) => {
-                w.counters
-                    .handshake(self.ssl.handshake_kind(), self.ssl.protocol_version());
+                w.counters.handshake(
+                    self.ssl.handshake_kind(),
+                    self.ssl.protocol_version(),
+                    self.ssl.key_exchange_group(),
+                );
                 self.phase = Phase::Read;
                 self.await_request(&w.clock);
                 Step::Continue
