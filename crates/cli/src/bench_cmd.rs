@@ -54,8 +54,14 @@ pub fn measure(
         a.metrics.file(),
     )?);
     let lib = crate::library::load(library)?;
-    let ctx = context(lib, a)?;
     let engine = engine(lib, a, openssl_given)?;
+    let ctx = match (context(lib, a), &engine.rustls) {
+        (Ok(ctx), _) => ctx,
+        // With rustls, the OpenSSL context only checks the target: where the library lacks a
+        // group the run asks for, it checks with the library's default groups.
+        (Err(_), Some(_)) if a.tls.groups.is_some() => context_without_groups(lib, a)?,
+        (Err(e), _) => return Err(e),
+    };
     if let Some(why) = &engine.fallback {
         eprintln!("tlsscope bench: {why}");
     }
@@ -65,7 +71,7 @@ pub fn measure(
     // is the one loaded.
     let sni = a.peer.server_name(&a.target);
     let request = request_path(a);
-    let (addr, _) = connect_first(
+    let checked = connect_first(
         &ctx,
         &a.target,
         |target| Probe {
@@ -78,7 +84,14 @@ pub fn measure(
         },
         None,
     )
-    .context("checking the target before the run")?;
+    .context("checking the target before the run");
+    let addr = match (checked, &engine.rustls) {
+        (Ok((addr, _)), _) => addr,
+        (Err(e), None) => return Err(e),
+        // The library's check can fail where the rustls client does not (a post-quantum
+        // group or an ML-DSA key the library lacks): the client that runs decides.
+        (Err(_), Some(r)) => rustls_first(r, a, sni.as_deref())?,
+    };
     if a.target.addrs.len() > 1 {
         eprintln!(
             "tlsscope bench: {} resolves to several addresses; loading {addr}",
@@ -179,6 +192,40 @@ fn context(lib: &'static ossl::Library, a: &BenchArgs) -> anyhow::Result<ossl::C
     let tickets = a.resume != Some(ResumeKind::Id);
     let cert = a.cert.as_deref().zip(a.key.as_deref());
     client_context(lib, &a.tls, &a.peer, tickets, cert)
+}
+
+/// The OpenSSL context for checking the target, with the library's default groups.
+fn context_without_groups(
+    lib: &'static ossl::Library,
+    a: &BenchArgs,
+) -> anyhow::Result<ossl::Context> {
+    let mut tls = a.tls.clone();
+    tls.groups = None;
+    let tickets = a.resume != Some(ResumeKind::Id);
+    let cert = a.cert.as_deref().zip(a.key.as_deref());
+    client_context(lib, &tls, &a.peer, tickets, cert)
+}
+
+/// The first of the target's addresses the rustls client completes a handshake with; else
+/// the first address's failure.
+fn rustls_first(
+    r: &load::RustlsClient,
+    a: &BenchArgs,
+    sni: Option<&str>,
+) -> anyhow::Result<SocketAddr> {
+    let mut first = None;
+    for &addr in &a.target.addrs {
+        match r.probe(sni, addr, a.timeout) {
+            Ok(()) => return Ok(addr),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
+    }
+    bail!(
+        "checking the target before the run: {}",
+        first.unwrap_or_else(|| format!("{} has no address", a.target))
+    )
 }
 
 /// The client engine a run uses: rustls unless OpenSSL was asked for, or is needed.

@@ -286,6 +286,41 @@ impl RustlsClient {
         self.provider
     }
 
+    /// One blocking handshake with `addr` (SNI `name`, none without one), then close: does
+    /// the target answer this client? The error is one line, as a run's failures name it.
+    pub fn probe(
+        &self,
+        name: Option<&str>,
+        addr: std::net::SocketAddr,
+        timeout: std::time::Duration,
+    ) -> Result<(), String> {
+        let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+        stream
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| stream.set_write_timeout(Some(timeout)))
+            .map_err(|e| format!("{addr}: {e}"))?;
+        let slot = self.slot(false);
+        let server = match name {
+            Some(n) => ServerName::try_from(n.to_string()).map_err(|e| format!("{n}: {e}"))?,
+            None => ServerName::IpAddress(addr.ip().into()),
+        };
+        let mut conn =
+            ClientConnection::new(slot.config.clone(), server).map_err(|e| e.to_string())?;
+        while conn.is_handshaking() {
+            if let Err(e) = conn.complete_io(&mut stream) {
+                let why = match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                    Some(tls) => error_kind(tls, Some(self.provider)),
+                    None => format!("tls: {e}"),
+                };
+                return Err(format!("TLS handshake with {addr} failed: {why}"));
+            }
+        }
+        conn.send_close_notify();
+        let _ = conn.complete_io(&mut stream);
+        Ok(())
+    }
+
     /// One connection slot's client: its own session store (kept only when `resume`) and
     /// verifier, so what it offers and what it is told are its own.
     pub fn slot(&self, resume: bool) -> SlotClient {
