@@ -208,7 +208,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:4433", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
     /// Generate a key and self-signed certificate of this type at start: rsa2048, rsa3072,
-    /// rsa4096, ecdsa-p256, ecdsa-p384 or ed25519.
+    /// rsa4096, ecdsa-p256, ecdsa-p384, ed25519, ml-dsa-44 or ml-dsa-65 (ML-DSA: OpenSSL 3.5+).
     #[arg(long, default_value = "rsa2048", value_name = "TYPE", value_parser = parse_cert_type)]
     pub cert_type: ossl::CertType,
     /// Use this certificate (chain) file instead of generating one (PEM); needs --key.

@@ -67,13 +67,16 @@ impl Provider {
     }
 
     /// The provider a run uses: `chosen` when given; otherwise aws-lc-rs when a post-quantum
-    /// group is asked for, ring when not (it is the cheaper).
-    pub fn for_groups(chosen: Option<Provider>, groups: Option<&GroupList>) -> Provider {
-        chosen.unwrap_or(if groups.is_some_and(GroupList::has_post_quantum) {
-            Provider::AwsLcRs
-        } else {
-            Provider::Ring
-        })
+    /// group is asked for or an ML-DSA certificate is to be verified, ring when not (it is
+    /// the cheaper).
+    pub fn choose(chosen: Option<Provider>, groups: Option<&GroupList>, ml_dsa: bool) -> Provider {
+        chosen.unwrap_or(
+            if ml_dsa || groups.is_some_and(GroupList::has_post_quantum) {
+                Provider::AwsLcRs
+            } else {
+                Provider::Ring
+            },
+        )
     }
 
     /// rustls's default provider of this kind (its suites, groups and verifiers).
@@ -213,14 +216,25 @@ impl RustlsClient {
     /// A client for `settings` (versions, suites, groups, signature schemes; `tickets` off
     /// makes TLS 1.2 resume by session ID) and `trust`. A setting this engine cannot honour
     /// exactly is an error naming it. `lib`, when given, names the server's key. The
-    /// provider is `provider`, or the one [`Provider::for_groups`] picks.
+    /// provider is `provider`, or the one [`Provider::choose`] picks.
     pub fn new(
         settings: &Settings,
         trust: Trust<'_>,
         lib: Option<&'static ossl::Library>,
         provider: Option<Provider>,
     ) -> Result<RustlsClient, String> {
-        let kind = Provider::for_groups(provider, settings.groups.as_ref());
+        let anchors = trust.verify.map(trust_anchors).transpose()?;
+        let ml_dsa = anchors
+            .as_ref()
+            .and_then(|a| a.certs.iter().find_map(|c| ml_dsa_in(c)));
+        let kind = Provider::choose(provider, settings.groups.as_ref(), ml_dsa.is_some());
+        if let (Provider::Ring, Some(ml_dsa), Some(a)) = (kind, ml_dsa, &anchors) {
+            return Err(format!(
+                "{}: holds an {ml_dsa} certificate, which rustls on ring cannot verify; \
+                 use --rustls-provider aws-lc-rs",
+                a.label
+            ));
+        }
         let mut provider = kind.crypto();
         let versions = versions(settings)?;
         provider.cipher_suites = suites(&provider, settings)?;
@@ -233,10 +247,7 @@ impl RustlsClient {
             None => in_openssl_order(algorithms.supported_schemes()),
         };
         let provider = Arc::new(provider);
-        let webpki = match trust.verify {
-            None => None,
-            Some(cafile) => Some(webpki_verifier(cafile, &provider, kind)?),
-        };
+        let webpki = anchors.map(|a| webpki_verifier(a, &provider)).transpose()?;
         let verifier = Arc::new(SlotVerifier {
             webpki: webpki.clone(),
             algorithms,
@@ -509,11 +520,14 @@ fn in_openssl_order(mut schemes: Vec<SignatureScheme>) -> Vec<SignatureScheme> {
     schemes
 }
 
-fn webpki_verifier(
-    cafile: Option<&Path>,
-    provider: &Arc<CryptoProvider>,
-    kind: Provider,
-) -> Result<Arc<WebPkiServerVerifier>, String> {
+/// The certificates a client trusts, and where they came from ("--cafile ca.pem").
+struct Anchors {
+    label: String,
+    certs: Vec<CertificateDer<'static>>,
+}
+
+/// Reads `cafile`, or the system's trust store when None.
+fn trust_anchors(cafile: Option<&Path>) -> Result<Anchors, String> {
     let env_file = std::env::var_os("SSL_CERT_FILE");
     let path = cafile
         .map(Path::to_path_buf)
@@ -528,26 +542,25 @@ fn webpki_verifier(
         .map_err(|e| format!("{what} {}: {e}", path.display()))?
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("{what} {}: {e}", path.display()))?;
-    if kind == Provider::Ring {
-        if let Some(ml_dsa) = certs.iter().find_map(|c| ml_dsa_in(c)) {
-            return Err(format!(
-                "{what} {}: holds an {ml_dsa} certificate, which rustls on ring cannot verify; \
-                 use --rustls-provider aws-lc-rs",
-                path.display()
-            ));
-        }
-    }
+    Ok(Anchors {
+        label: format!("{what} {}", path.display()),
+        certs,
+    })
+}
+
+fn webpki_verifier(
+    anchors: Anchors,
+    provider: &Arc<CryptoProvider>,
+) -> Result<Arc<WebPkiServerVerifier>, String> {
+    let label = anchors.label;
     let mut roots = RootCertStore::empty();
-    let (added, _) = roots.add_parsable_certificates(certs);
+    let (added, _) = roots.add_parsable_certificates(anchors.certs);
     if added == 0 {
-        return Err(format!(
-            "{what} {}: no usable CA certificate in it",
-            path.display()
-        ));
+        return Err(format!("{label}: no usable CA certificate in it"));
     }
     WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|e| format!("{what} {}: {e}", path.display()))
+        .map_err(|e| format!("{label}: {e}"))
 }
 
 /// The ML-DSA parameter set a certificate's key or signature uses, found by its algorithm
@@ -903,8 +916,13 @@ impl RustlsConn {
 
     fn server_key(&self) -> Option<String> {
         let der = self.conn.peer_certificates()?.first()?;
-        let cert = ossl::Certificate::from_der(self.lib?, der).ok()?;
-        Some(cert.key_description())
+        let described = self
+            .lib
+            .and_then(|lib| ossl::Certificate::from_der(lib, der).ok())
+            .map(|cert| cert.key_description())
+            .filter(|d| d != "none");
+        // A library older than ML-DSA reads no key from such a certificate: name it here.
+        described.or_else(|| ml_dsa_in(der).map(str::to_string))
     }
 
     /// Sends what rustls has queued. None when all of it went out; otherwise what the caller

@@ -306,8 +306,8 @@ impl ContextBuilder {
             if !self.set_groups(group.openssl_name()) {
                 // Drain the queue this failure left: the refusal says all there is to say.
                 let _ = ErrorQueue::take(self.inner.lib);
-                return Err(Error::GroupNotInLibrary {
-                    group: group.name(),
+                return Err(Error::NotInLibrary {
+                    what: format!("key exchange group {}", group.name()),
                     library: self.inner.lib.version().text.clone(),
                     hint: if group.is_post_quantum() {
                         " (OpenSSL has ML-KEM groups from 3.5)"

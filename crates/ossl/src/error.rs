@@ -34,9 +34,10 @@ pub enum Error {
         value: String,
         queue: ErrorQueue,
     },
-    #[error("{library} has no key exchange group {group}{hint}")]
-    GroupNotInLibrary {
-        group: &'static str,
+    /// A group, key type or other algorithm the loaded library does not have.
+    #[error("{library} has no {what}{hint}")]
+    NotInLibrary {
+        what: String,
         library: String,
         hint: &'static str,
     },

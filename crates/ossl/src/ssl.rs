@@ -793,6 +793,9 @@ fn sigalg_name(type_nid: c_int, md_nid: c_int, key: Option<&str>) -> Option<Stri
         },
         ffi::NID_ED25519 => "ed25519".into(),
         ffi::NID_ED448 => "ed448".into(),
+        ffi::NID_ML_DSA_44 => "mldsa44".into(),
+        ffi::NID_ML_DSA_65 => "mldsa65".into(),
+        ffi::NID_ML_DSA_87 => "mldsa87".into(),
         other => format!("nid{other}_{md}"),
     };
     Some(name)
