@@ -277,8 +277,7 @@ fn suite(lib: &'static Library) {
     );
     let bad = "P-999"
         .parse::<ossl::GroupList>()
-        .err()
-        .expect("bad group rejected")
+        .expect_err("bad group rejected")
         .to_string();
     assert!(bad.contains("P-999"), "{bad}");
     assert!(ErrorCode::WantRead.is_retry() && !ErrorCode::Ssl.is_retry());
