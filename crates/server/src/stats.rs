@@ -464,7 +464,11 @@ mod tests {
         assert_eq!(s.handshakes.resumed_session_id, 1);
         assert_eq!((s.handshakes.tls12, s.handshakes.tls13), (1, 2));
         assert_eq!(
-            s.handshakes.by_group.clone().into_iter().collect::<Vec<_>>(),
+            s.handshakes
+                .by_group
+                .clone()
+                .into_iter()
+                .collect::<Vec<_>>(),
             [("X25519MLKEM768".to_string(), 2)]
         );
         assert_eq!(s.handshakes.completed(), 3);
