@@ -215,3 +215,48 @@ fn rustls_on_ring_refuses_post_quantum_groups_naming_aws_lc_rs() {
         ],
     );
 }
+
+#[test]
+fn compare_runs_a_hybrid_group_where_the_library_has_it_and_says_why_not_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("compare.json");
+    let p = prefix_355();
+    let libraries = format!("system,{p}");
+    let out = support::tlsscope(&[
+        "compare",
+        "--matrix",
+        "--openssl",
+        &libraries,
+        "--groups",
+        "X25519MLKEM768",
+        "--experiment",
+        "engine",
+        "--repeat",
+        "2",
+        "--warmup",
+        "0",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    // One variant failed, so the run fails, after reporting the other.
+    support::assert_error_line(&out, &["1 of 2 variants failed"]);
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    support::assert_matches_schema(&doc, "compare.v1");
+    let variants = doc["variants"].as_array().unwrap();
+    let system = &variants[0];
+    let error = system["error"].as_str().unwrap();
+    assert!(
+        error.contains("OpenSSL 3.0.")
+            && error.contains("has no key exchange group X25519MLKEM768"),
+        "{system}"
+    );
+    let v355 = &variants[1];
+    assert!(v355["error"].is_null(), "{v355}");
+    let groups: Vec<&str> = v355["negotiated"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(groups, ["X25519MLKEM768"], "{v355}");
+}
