@@ -306,10 +306,13 @@ impl ContextBuilder {
             if !self.set_groups(group.openssl_name()) {
                 // Drain the queue this failure left: the refusal says all there is to say.
                 let _ = ErrorQueue::take(self.inner.lib);
+                let version = self.inner.lib.version();
+                let before_35 =
+                    version.text.starts_with("OpenSSL ") && version.number < 0x3050_0000;
                 return Err(Error::NotInLibrary {
                     what: format!("key exchange group {}", group.name()),
-                    library: self.inner.lib.version().text.clone(),
-                    hint: if group.is_post_quantum() {
+                    library: version.text.clone(),
+                    hint: if group.is_post_quantum() && before_35 {
                         " (OpenSSL has ML-KEM groups from 3.5)"
                     } else {
                         ""

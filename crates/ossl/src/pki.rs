@@ -175,10 +175,15 @@ impl PrivateKey {
         name: &std::ffi::CStr,
     ) -> Result<PrivateKey, Error> {
         let api = lib.api();
+        let version = lib.version();
         let missing = || Error::NotInLibrary {
             what: format!("{kind} keys"),
-            library: lib.version().text.clone(),
-            hint: " (OpenSSL signs with ML-DSA from 3.5)",
+            library: version.text.clone(),
+            hint: if version.text.starts_with("OpenSSL ") && version.number < 0x3050_0000 {
+                " (OpenSSL signs with ML-DSA from 3.5)"
+            } else {
+                ""
+            },
         };
         let Some(new_from_name) = api.EVP_PKEY_CTX_new_from_name else {
             return Err(missing());
