@@ -12,7 +12,6 @@
 use std::io::{self, IoSlice, Read, Write};
 use std::net::IpAddr;
 use std::path::Path;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicU16, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -96,26 +95,10 @@ impl Provider {
     }
 }
 
-/// A provider name that is neither ring nor aws-lc-rs.
-#[derive(Debug, thiserror::Error)]
-#[error("unknown rustls provider {0:?}: use ring or aws-lc-rs")]
-pub struct UnknownProvider(pub String);
-
-impl FromStr for Provider {
-    type Err = UnknownProvider;
-    fn from_str(s: &str) -> Result<Provider, UnknownProvider> {
-        match s.to_ascii_lowercase().as_str() {
-            "ring" => Ok(Provider::Ring),
-            "aws-lc-rs" | "aws_lc_rs" | "awslcrs" => Ok(Provider::AwsLcRs),
-            _ => Err(UnknownProvider(s.to_string())),
-        }
-    }
-}
-
 /// Where Debian keeps the system's trust store as one PEM file.
 const SYSTEM_CA_FILE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
-/// The suites the ring provider has, by IANA number: OpenSSL's name and the standard one.
+/// The suites both providers have, by IANA number: OpenSSL's name and the standard one.
 const SUITES: &[(u16, &str, &str)] = &[
     (0x1301, "TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"),
     (0x1302, "TLS_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384"),
@@ -1265,7 +1248,5 @@ mod tests {
             e.starts_with("--groups MLKEM512: rustls on aws-lc-rs has"),
             "{e}"
         );
-        assert_eq!("aws-lc-rs".parse::<Provider>().unwrap(), Provider::AwsLcRs);
-        assert!("openssl".parse::<Provider>().is_err());
     }
 }
