@@ -55,6 +55,10 @@ pub fn measure(
     )?);
     let lib = crate::library::load(library)?;
     let engine = engine(lib, a, openssl_given)?;
+    // Said first: the library it falls back to may refuse the settings too.
+    if let Some(why) = &engine.fallback {
+        eprintln!("tlsscope bench: {why}");
+    }
     let ctx = match (context(lib, a), &engine.rustls) {
         (Ok(ctx), _) => ctx,
         // With rustls, the OpenSSL context only checks the target: where the library lacks a
@@ -62,9 +66,6 @@ pub fn measure(
         (Err(_), Some(_)) if a.tls.groups.is_some() => context_without_groups(lib, a)?,
         (Err(e), _) => return Err(e),
     };
-    if let Some(why) = &engine.fallback {
-        eprintln!("tlsscope bench: {why}");
-    }
 
     // One connection first: a target that is down, not TLS, or fails verification is a
     // one-line error, not a run full of errors. Of a name's addresses, the first that answers
