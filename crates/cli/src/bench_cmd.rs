@@ -90,8 +90,10 @@ pub fn measure(
         (Ok((addr, _)), _) => addr,
         (Err(e), None) => return Err(e),
         // The library's check can fail where the rustls client does not (a post-quantum
-        // group or an ML-DSA key the library lacks): the client that runs decides.
-        (Err(_), Some(r)) => rustls_first(r, a, sni.as_deref())?,
+        // group or an ML-DSA key the library lacks): the client that runs decides, and when
+        // it fails too, both say why.
+        (Err(e), Some(r)) => rustls_first(r, a, sni.as_deref())
+            .map_err(|why| anyhow::anyhow!("{e:#}; the rustls client: {why}"))?,
     };
     if a.target.addrs.len() > 1 {
         eprintln!(
@@ -213,7 +215,7 @@ fn rustls_first(
     r: &load::RustlsClient,
     a: &BenchArgs,
     sni: Option<&str>,
-) -> anyhow::Result<SocketAddr> {
+) -> Result<SocketAddr, String> {
     let mut first = None;
     for &addr in &a.target.addrs {
         match r.probe(sni, addr, a.timeout) {
@@ -223,10 +225,7 @@ fn rustls_first(
             }
         }
     }
-    bail!(
-        "checking the target before the run: {}",
-        first.unwrap_or_else(|| format!("{} has no address", a.target))
-    )
+    Err(first.unwrap_or_else(|| format!("{} has no address", a.target)))
 }
 
 /// The client engine a run uses: rustls unless OpenSSL was asked for, or is needed.
