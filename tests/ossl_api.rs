@@ -173,7 +173,7 @@ fn suite(lib: &'static Library) {
         min_version: Some(TlsVersion::Tls1_2),
         max_version: Some(TlsVersion::Tls1_2),
         cipher_list: Some("ECDHE-ECDSA-AES128-GCM-SHA256".into()),
-        groups: Some("P-256".into()),
+        groups: "P-256".parse().ok(),
         ..Settings::new()
     };
     let sctx12 = server_ctx(lib, CertType::EcdsaP256, &tls12);
@@ -275,10 +275,9 @@ fn suite(lib: &'static Library) {
         bad.contains("NO-SUCH-CIPHER") && bad.contains("no cipher match"),
         "{bad}"
     );
-    let bad = b
-        .groups("P-999")
-        .err()
-        .expect("bad group rejected")
+    let bad = "P-999"
+        .parse::<ossl::GroupList>()
+        .expect_err("bad group rejected")
         .to_string();
     assert!(bad.contains("P-999"), "{bad}");
     assert!(ErrorCode::WantRead.is_retry() && !ErrorCode::Ssl.is_retry());

@@ -190,7 +190,9 @@ pub struct TlsArgs {
     /// TLS 1.3 ciphersuites (e.g. TLS_AES_128_GCM_SHA256).
     #[arg(long, value_name = "LIST")]
     pub ciphersuites: Option<String>,
-    /// Key exchange groups in preference order (e.g. X25519:P-256).
+    /// Key exchange groups in preference order (e.g. X25519MLKEM768:X25519:P-256); classic
+    /// (x25519, secp256r1, secp384r1, secp521r1, x448, ffdhe2048...), ML-KEM (MLKEM768...) and
+    /// hybrid (X25519MLKEM768, SecP256r1MLKEM768, SecP384r1MLKEM1024), where the library has them.
     #[arg(long, value_name = "LIST")]
     pub groups: Option<String>,
     /// Signature algorithms (e.g. rsa_pss_rsae_sha256:ecdsa_secp256r1_sha256).
@@ -207,7 +209,7 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:4433", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
     /// Generate a key and self-signed certificate of this type at start: rsa2048, rsa3072,
-    /// rsa4096, ecdsa-p256, ecdsa-p384 or ed25519.
+    /// rsa4096, ecdsa-p256, ecdsa-p384, ed25519, ml-dsa-44 or ml-dsa-65 (ML-DSA: OpenSSL 3.5+).
     #[arg(long, default_value = "rsa2048", value_name = "TYPE", value_parser = parse_cert_type)]
     pub cert_type: ossl::CertType,
     /// Use this certificate (chain) file instead of generating one (PEM); needs --key.
@@ -287,7 +289,7 @@ pub enum BenchMode {
 /// The load client's TLS engine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ClientEngine {
-    /// rustls with the ring provider (built in).
+    /// rustls (built in), on ring or aws-lc-rs (see --rustls-provider).
     Rustls,
     /// The OpenSSL `--openssl` names (the system's by default).
     Openssl,
@@ -298,6 +300,25 @@ impl ClientEngine {
         match self {
             ClientEngine::Rustls => load::EngineKind::Rustls,
             ClientEngine::Openssl => load::EngineKind::Openssl,
+        }
+    }
+}
+
+/// The rustls client's crypto provider.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum RustlsProvider {
+    /// ring: classic groups, the cheaper.
+    Ring,
+    /// aws-lc-rs: also X25519MLKEM768, SecP256r1MLKEM768, MLKEM768/1024 and ML-DSA.
+    #[value(name = "aws-lc-rs")]
+    AwsLcRs,
+}
+
+impl RustlsProvider {
+    pub fn typed(self) -> load::rustls_client::Provider {
+        match self {
+            RustlsProvider::Ring => load::rustls_client::Provider::Ring,
+            RustlsProvider::AwsLcRs => load::rustls_client::Provider::AwsLcRs,
         }
     }
 }
@@ -367,6 +388,10 @@ pub struct BenchArgs {
     /// says which ran, and why).
     #[arg(long, value_enum, value_name = "ENGINE")]
     pub client_engine: Option<ClientEngine>,
+    /// The rustls client's crypto provider. Default: aws-lc-rs when --groups has a
+    /// post-quantum group (ring has none), ring otherwise (the cheaper per handshake).
+    #[arg(long, value_enum, value_name = "PROVIDER")]
+    pub rustls_provider: Option<RustlsProvider>,
     /// Client certificate (PEM), for servers that ask for one; needs --key.
     #[arg(long, value_name = "FILE", requires = "key")]
     pub cert: Option<PathBuf>,
@@ -820,7 +845,11 @@ impl TlsArgs {
             max_version: exact.or(version("--max-tls", &self.max_tls)?),
             cipher_list: self.ciphers.clone(),
             ciphersuites: self.ciphersuites.clone(),
-            groups: self.groups.clone(),
+            groups: self
+                .groups
+                .as_deref()
+                .map(|g| g.parse().map_err(|e| anyhow::anyhow!("--groups {g}: {e}")))
+                .transpose()?,
             sigalgs: self.sigalgs.clone(),
             session_cache,
             tickets,

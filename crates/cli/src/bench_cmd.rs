@@ -54,18 +54,25 @@ pub fn measure(
         a.metrics.file(),
     )?);
     let lib = crate::library::load(library)?;
-    let ctx = context(lib, a)?;
     let engine = engine(lib, a, openssl_given)?;
+    // Said first: the library it falls back to may refuse the settings too.
     if let Some(why) = &engine.fallback {
         eprintln!("tlsscope bench: {why}");
     }
+    let ctx = match (context(lib, a), &engine.rustls) {
+        (Ok(ctx), _) => ctx,
+        // With rustls, the OpenSSL context only checks the target: where the library lacks a
+        // group the run asks for, it checks with the library's default groups.
+        (Err(_), Some(_)) if a.tls.groups.is_some() => context_without_groups(lib, a)?,
+        (Err(e), _) => return Err(e),
+    };
 
     // One connection first: a target that is down, not TLS, or fails verification is a
     // one-line error, not a run full of errors. Of a name's addresses, the first that answers
     // is the one loaded.
     let sni = a.peer.server_name(&a.target);
     let request = request_path(a);
-    let (addr, _) = connect_first(
+    let checked = connect_first(
         &ctx,
         &a.target,
         |target| Probe {
@@ -78,7 +85,16 @@ pub fn measure(
         },
         None,
     )
-    .context("checking the target before the run")?;
+    .context("checking the target before the run");
+    let addr = match (checked, &engine.rustls) {
+        (Ok((addr, _)), _) => addr,
+        (Err(e), None) => return Err(e),
+        // The library's check can fail where the rustls client does not (a post-quantum
+        // group or an ML-DSA key the library lacks): the client that runs decides, and when
+        // it fails too, both say why.
+        (Err(e), Some(r)) => rustls_first(r, a, sni.as_deref())
+            .map_err(|why| anyhow::anyhow!("{e:#}; the rustls client: {why}"))?,
+    };
     if a.target.addrs.len() > 1 {
         eprintln!(
             "tlsscope bench: {} resolves to several addresses; loading {addr}",
@@ -181,6 +197,37 @@ fn context(lib: &'static ossl::Library, a: &BenchArgs) -> anyhow::Result<ossl::C
     client_context(lib, &a.tls, &a.peer, tickets, cert)
 }
 
+/// The OpenSSL context for checking the target, with the library's default groups.
+fn context_without_groups(
+    lib: &'static ossl::Library,
+    a: &BenchArgs,
+) -> anyhow::Result<ossl::Context> {
+    let mut tls = a.tls.clone();
+    tls.groups = None;
+    let tickets = a.resume != Some(ResumeKind::Id);
+    let cert = a.cert.as_deref().zip(a.key.as_deref());
+    client_context(lib, &tls, &a.peer, tickets, cert)
+}
+
+/// The first of the target's addresses the rustls client completes a handshake with; else
+/// the first address's failure.
+fn rustls_first(
+    r: &load::RustlsClient,
+    a: &BenchArgs,
+    sni: Option<&str>,
+) -> Result<SocketAddr, String> {
+    let mut first = None;
+    for &addr in &a.target.addrs {
+        match r.probe(sni, addr, a.timeout) {
+            Ok(()) => return Ok(addr),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
+    }
+    Err(first.unwrap_or_else(|| format!("{} has no address", a.target)))
+}
+
 /// The client engine a run uses: rustls unless OpenSSL was asked for, or is needed.
 struct Engine {
     /// None: the OpenSSL context.
@@ -199,6 +246,9 @@ fn engine(
         fallback: None,
     };
     match (a.client_engine, openssl_given) {
+        (Some(ClientEngine::Openssl), _) | (None, true) if a.rustls_provider.is_some() => bail!(
+            "--rustls-provider: the client is OpenSSL (--openssl or --client-engine openssl); drop one of them"
+        ),
         (Some(ClientEngine::Openssl), _) | (None, true) => return Ok(openssl),
         (Some(ClientEngine::Rustls), true) => bail!(
             "--client-engine rustls and --openssl: --openssl chooses an OpenSSL client; give one of them"
@@ -211,18 +261,20 @@ fn engine(
         credentials: a.cert.as_deref().zip(a.key.as_deref()),
         keylog: a.tls.keylog_sink(),
     };
-    match load::RustlsClient::new(&a.tls.settings(false, tickets)?, trust, Some(lib)) {
+    let provider = a.rustls_provider.map(|p| p.typed());
+    match load::RustlsClient::new(&a.tls.settings(false, tickets)?, trust, Some(lib), provider) {
         Ok(r) => Ok(Engine {
             rustls: Some(r),
             fallback: None,
         }),
-        Err(why) if a.client_engine.is_none() => Ok(Engine {
+        Err(why) if a.client_engine.is_none() && provider.is_none() => Ok(Engine {
             fallback: Some(format!(
                 "the client is {} rather than the default rustls: {why}",
                 lib.name()
             )),
             ..openssl
         }),
+        Err(why) if a.client_engine.is_none() => bail!("{why}"),
         Err(why) => bail!("--client-engine rustls: {why}; or use --client-engine openssl"),
     }
 }

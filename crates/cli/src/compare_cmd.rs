@@ -128,8 +128,16 @@ fn matrix_config(
         groups: m
             .groups
             .iter()
-            .map(|g| (g != "default").then(|| g.clone()))
-            .collect(),
+            .map(|g| {
+                (g != "default")
+                    .then(|| {
+                        g.parse::<ossl::GroupList>()
+                            .map(|_| g.clone())
+                            .map_err(|e| anyhow::anyhow!("--groups {g}: {e}"))
+                    })
+                    .transpose()
+            })
+            .collect::<anyhow::Result<_>>()?,
         resumed: m
             .resume
             .iter()

@@ -375,7 +375,7 @@ impl Run<'_> {
                     ..ClientOptions::default()
                 },
             )?,
-            load: load::RustlsClient::new(&settings, Default::default(), Some(self.lib))
+            load: load::RustlsClient::new(&settings, Default::default(), Some(self.lib), None)
                 .map_err(Error::msg)?,
         };
         self.answers(ctx, server)?;

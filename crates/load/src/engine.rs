@@ -24,10 +24,12 @@ impl Client<'_> {
             Client::Openssl(ctx) => ClientInfo {
                 engine: EngineKind::Openssl,
                 library: ctx.library().name().to_string(),
+                provider: None,
             },
-            Client::Rustls(_) => ClientInfo {
+            Client::Rustls(r) => ClientInfo {
                 engine: EngineKind::Rustls,
-                library: crate::rustls_client::description(),
+                library: r.description(),
+                provider: Some(r.provider().name().to_string()),
             },
         }
     }
@@ -57,6 +59,9 @@ impl EngineKind {
 pub struct ClientInfo {
     pub engine: EngineKind,
     pub library: String,
+    /// The rustls client's crypto provider ("ring", "aws-lc-rs"); absent for OpenSSL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 /// How a call on a connection ended.

@@ -1,6 +1,8 @@
 //! The second client engine: rustls with the ring provider. A full handshake costs this client
 //! about half of what it costs wrk on OpenSSL 3.0 (bench/client-cost, issue 17), so one client
-//! core keeps a server core busy.
+//! core keeps a server core busy. ring has no post-quantum groups and no ML-DSA: a run that
+//! asks for an ML-KEM group runs on the aws-lc-rs provider instead (issue 31), and either
+//! can be chosen outright ([`Provider`]).
 //!
 //! What bench reports stays exact: each slot has its own session store and its own certificate
 //! verifier, so the session a slot offers is the slot's own, and the server's handshake
@@ -14,13 +16,13 @@ use std::sync::atomic::{AtomicU16, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mio::net::TcpStream;
-use ossl::{HandshakeIds, HandshakeKind, Negotiated, Settings, TlsVersion};
+use ossl::{Group, GroupList, HandshakeIds, HandshakeKind, Negotiated, Settings, TlsVersion};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{
     ClientSessionStore, Resumption, Tls12ClientSessionValue, Tls12Resumption,
     Tls13ClientSessionValue, WebPkiServerVerifier,
 };
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::crypto::{CryptoProvider, SupportedKxGroup, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{
@@ -32,13 +34,71 @@ use crate::engine::Io;
 
 /// The rustls release linked in (pinned in Cargo.toml; a unit test checks Cargo.lock).
 pub const RUSTLS_VERSION: &str = "0.23.46";
-/// Its crypto provider.
-pub const PROVIDER: &str = "ring 0.17.14";
+/// The ring release the ring provider runs on (pinned by Cargo.lock; a unit test checks).
+pub const RING_VERSION: &str = "0.17.14";
+/// The aws-lc-rs release the aws-lc-rs provider runs on (the same check).
+pub const AWS_LC_RS_VERSION: &str = "1.19.0";
+
+/// The crypto provider a rustls client runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    /// ring: the cheaper per classic handshake (bench/client-cost); no ML-KEM, no ML-DSA.
+    Ring,
+    /// aws-lc-rs: X25519MLKEM768, SecP256r1MLKEM768, MLKEM768/1024, ML-DSA verification.
+    AwsLcRs,
+}
+
+impl Provider {
+    /// The name `--rustls-provider` takes and results give.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Ring => "ring",
+            Provider::AwsLcRs => "aws-lc-rs",
+        }
+    }
+
+    /// Name and release, as results give them ("aws-lc-rs 1.19.0").
+    pub fn description(self) -> String {
+        match self {
+            Provider::Ring => format!("ring {RING_VERSION}"),
+            Provider::AwsLcRs => format!("aws-lc-rs {AWS_LC_RS_VERSION}"),
+        }
+    }
+
+    /// The provider a run uses: `chosen` when given; otherwise aws-lc-rs when a post-quantum
+    /// group is asked for or an ML-DSA certificate is to be verified, ring when not (it is
+    /// the cheaper).
+    pub fn choose(chosen: Option<Provider>, groups: Option<&GroupList>, ml_dsa: bool) -> Provider {
+        chosen.unwrap_or(
+            if ml_dsa || groups.is_some_and(GroupList::has_post_quantum) {
+                Provider::AwsLcRs
+            } else {
+                Provider::Ring
+            },
+        )
+    }
+
+    /// rustls's default provider of this kind (its suites, groups and verifiers).
+    fn crypto(self) -> CryptoProvider {
+        match self {
+            Provider::Ring => rustls::crypto::ring::default_provider(),
+            Provider::AwsLcRs => rustls::crypto::aws_lc_rs::default_provider(),
+        }
+    }
+
+    /// Every group the provider has, the ones it does not offer by default included.
+    fn all_groups(self) -> &'static [&'static dyn SupportedKxGroup] {
+        match self {
+            Provider::Ring => rustls::crypto::ring::ALL_KX_GROUPS,
+            Provider::AwsLcRs => rustls::crypto::aws_lc_rs::ALL_KX_GROUPS,
+        }
+    }
+}
 
 /// Where Debian keeps the system's trust store as one PEM file.
 const SYSTEM_CA_FILE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
-/// The suites the ring provider has, by IANA number: OpenSSL's name and the standard one.
+/// The suites both providers have, by IANA number: OpenSSL's name and the standard one.
 const SUITES: &[(u16, &str, &str)] = &[
     (0x1301, "TLS_AES_128_GCM_SHA256", "TLS_AES_128_GCM_SHA256"),
     (0x1302, "TLS_AES_256_GCM_SHA384", "TLS_AES_256_GCM_SHA384"),
@@ -79,13 +139,6 @@ const SUITES: &[(u16, &str, &str)] = &[
     ),
 ];
 
-/// Key exchange groups: TLS's name, and the other spellings `--groups` takes.
-const GROUPS: &[(u16, &str, &[&str])] = &[
-    (0x001d, "x25519", &["X25519"]),
-    (0x0017, "secp256r1", &["P-256", "prime256v1"]),
-    (0x0018, "secp384r1", &["P-384"]),
-];
-
 /// Signature schemes by their TLS registry names.
 const SCHEMES: &[(u16, &str)] = &[
     (0x0201, "rsa_pkcs1_sha1"),
@@ -104,6 +157,9 @@ const SCHEMES: &[(u16, &str)] = &[
     (0x0809, "rsa_pss_pss_sha256"),
     (0x080a, "rsa_pss_pss_sha384"),
     (0x080b, "rsa_pss_pss_sha512"),
+    (0x0904, "mldsa44"),
+    (0x0905, "mldsa65"),
+    (0x0906, "mldsa87"),
 ];
 
 /// OpenSSL's default client signature algorithm order. In TLS 1.2 an OpenSSL server signs
@@ -113,11 +169,6 @@ const OPENSSL_SIGALG_ORDER: &[u16] = &[
     0x0403, 0x0503, 0x0603, 0x0807, 0x0808, 0x0809, 0x080a, 0x080b, 0x0804, 0x0805, 0x0806, 0x0401,
     0x0501, 0x0601, 0x0203, 0x0201,
 ];
-
-/// The engine's name and version, as results give it.
-pub fn description() -> String {
-    format!("rustls {RUSTLS_VERSION} ({PROVIDER})")
-}
 
 /// How a run's client trusts the server and shows itself: verification, a client
 /// certificate, the key log.
@@ -134,6 +185,7 @@ pub struct Trust<'a> {
 
 /// A configured rustls client: what every slot's connections are made from.
 pub struct RustlsClient {
+    provider: Provider,
     base: ClientConfig,
     webpki: Option<Arc<WebPkiServerVerifier>>,
     algorithms: WebPkiSupportedAlgorithms,
@@ -146,17 +198,31 @@ pub struct RustlsClient {
 impl RustlsClient {
     /// A client for `settings` (versions, suites, groups, signature schemes; `tickets` off
     /// makes TLS 1.2 resume by session ID) and `trust`. A setting this engine cannot honour
-    /// exactly is an error naming it. `lib`, when given, names the server's key.
+    /// exactly is an error naming it. `lib`, when given, names the server's key. The
+    /// provider is `provider`, or the one [`Provider::choose`] picks.
     pub fn new(
         settings: &Settings,
         trust: Trust<'_>,
         lib: Option<&'static ossl::Library>,
+        provider: Option<Provider>,
     ) -> Result<RustlsClient, String> {
-        let mut provider = rustls::crypto::ring::default_provider();
+        let anchors = trust.verify.map(trust_anchors).transpose()?;
+        let ml_dsa = anchors
+            .as_ref()
+            .and_then(|a| a.certs.iter().find_map(|c| ml_dsa_in(c)));
+        let kind = Provider::choose(provider, settings.groups.as_ref(), ml_dsa.is_some());
+        if let (Provider::Ring, Some(ml_dsa), Some(a)) = (kind, ml_dsa, &anchors) {
+            return Err(format!(
+                "{}: holds an {ml_dsa} certificate, which rustls on ring cannot verify; \
+                 use --rustls-provider aws-lc-rs",
+                a.label
+            ));
+        }
+        let mut provider = kind.crypto();
         let versions = versions(settings)?;
         provider.cipher_suites = suites(&provider, settings)?;
         if let Some(list) = &settings.groups {
-            provider.kx_groups = groups(&provider, list)?;
+            provider.kx_groups = groups(kind, list)?;
         }
         let algorithms = provider.signature_verification_algorithms;
         let schemes = match &settings.sigalgs {
@@ -164,10 +230,7 @@ impl RustlsClient {
             None => in_openssl_order(algorithms.supported_schemes()),
         };
         let provider = Arc::new(provider);
-        let webpki = match trust.verify {
-            None => None,
-            Some(cafile) => Some(webpki_verifier(cafile, &provider)?),
-        };
+        let webpki = anchors.map(|a| webpki_verifier(a, &provider)).transpose()?;
         let verifier = Arc::new(SlotVerifier {
             webpki: webpki.clone(),
             algorithms,
@@ -192,6 +255,7 @@ impl RustlsClient {
             base.key_log = Arc::new(KeyLogSink(sink));
         }
         Ok(RustlsClient {
+            provider: kind,
             base,
             webpki,
             algorithms,
@@ -205,10 +269,57 @@ impl RustlsClient {
         })
     }
 
+    /// The engine's name, release and provider, as results give them
+    /// ("rustls 0.23.46 (aws-lc-rs 1.19.0)").
+    pub fn description(&self) -> String {
+        format!("rustls {RUSTLS_VERSION} ({})", self.provider.description())
+    }
+
+    /// The provider the client runs on.
+    pub fn provider(&self) -> Provider {
+        self.provider
+    }
+
+    /// One blocking handshake with `addr` (SNI `name`, none without one), then close: does
+    /// the target answer this client? The error is one line, as a run's failures name it.
+    pub fn probe(
+        &self,
+        name: Option<&str>,
+        addr: std::net::SocketAddr,
+        timeout: std::time::Duration,
+    ) -> Result<(), String> {
+        let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout)
+            .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+        stream
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| stream.set_write_timeout(Some(timeout)))
+            .map_err(|e| format!("{addr}: {e}"))?;
+        let slot = self.slot(false);
+        let server = match name {
+            Some(n) => ServerName::try_from(n.to_string()).map_err(|e| format!("{n}: {e}"))?,
+            None => ServerName::IpAddress(addr.ip().into()),
+        };
+        let mut conn =
+            ClientConnection::new(slot.config.clone(), server).map_err(|e| e.to_string())?;
+        while conn.is_handshaking() {
+            if let Err(e) = conn.complete_io(&mut stream) {
+                let why = match e.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                    Some(tls) => error_kind(tls, Some(self.provider)),
+                    None => format!("tls: {e}"),
+                };
+                return Err(format!("TLS handshake with {addr} failed: {why}"));
+            }
+        }
+        conn.send_close_notify();
+        let _ = conn.complete_io(&mut stream);
+        Ok(())
+    }
+
     /// One connection slot's client: its own session store (kept only when `resume`) and
     /// verifier, so what it offers and what it is told are its own.
     pub fn slot(&self, resume: bool) -> SlotClient {
         let state = Arc::new(SlotState {
+            provider: Some(self.provider),
             resume,
             ..SlotState::default()
         });
@@ -314,29 +425,36 @@ fn unsupported_name(flag: &str, list: &str, name: &str, tls13: bool) -> String {
     )
 }
 
+/// The provider's groups for `list`, in its order; a group the provider lacks is refused,
+/// naming the provider that has it.
 fn groups(
-    provider: &CryptoProvider,
-    list: &str,
-) -> Result<Vec<&'static dyn rustls::crypto::SupportedKxGroup>, String> {
+    provider: Provider,
+    list: &GroupList,
+) -> Result<Vec<&'static dyn SupportedKxGroup>, String> {
+    let all = provider.all_groups();
+    let find = |g: Group| {
+        all.iter()
+            .find(|k| u16::from(k.name()) == g.code_point())
+            .copied()
+    };
     let mut out = Vec::new();
-    for name in list.split(':').filter(|n| !n.is_empty()) {
-        let number = GROUPS
-            .iter()
-            .find(|(_, tls, other)| name == *tls || other.contains(&name))
-            .map(|(n, _, _)| *n);
-        let group = number.and_then(|n| {
-            provider
-                .kx_groups
-                .iter()
-                .find(|g| u16::from(g.name()) == n)
-                .copied()
-        });
-        match group {
-            Some(g) => out.push(g),
+    for &group in list.groups() {
+        match find(group) {
+            Some(k) => out.push(k),
             None => {
-                let known: Vec<&str> = GROUPS.iter().map(|(_, tls, _)| *tls).collect();
+                let known: Vec<&str> = all
+                    .iter()
+                    .filter_map(|k| Group::from_code_point(k.name().into()))
+                    .map(Group::name)
+                    .collect();
+                let hint = if provider == Provider::Ring && group.is_post_quantum() {
+                    "; --rustls-provider aws-lc-rs has it"
+                } else {
+                    ""
+                };
                 return Err(format!(
-                    "--groups {name}: the rustls client has {}",
+                    "--groups {group}: rustls on {} has {}{hint}",
+                    provider.name(),
                     known.join(", ")
                 ));
             }
@@ -385,10 +503,14 @@ fn in_openssl_order(mut schemes: Vec<SignatureScheme>) -> Vec<SignatureScheme> {
     schemes
 }
 
-fn webpki_verifier(
-    cafile: Option<&Path>,
-    provider: &Arc<CryptoProvider>,
-) -> Result<Arc<WebPkiServerVerifier>, String> {
+/// The certificates a client trusts, and where they came from ("--cafile ca.pem").
+struct Anchors {
+    label: String,
+    certs: Vec<CertificateDer<'static>>,
+}
+
+/// Reads `cafile`, or the system's trust store when None.
+fn trust_anchors(cafile: Option<&Path>) -> Result<Anchors, String> {
     let env_file = std::env::var_os("SSL_CERT_FILE");
     let path = cafile
         .map(Path::to_path_buf)
@@ -403,17 +525,42 @@ fn webpki_verifier(
         .map_err(|e| format!("{what} {}: {e}", path.display()))?
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| format!("{what} {}: {e}", path.display()))?;
+    Ok(Anchors {
+        label: format!("{what} {}", path.display()),
+        certs,
+    })
+}
+
+fn webpki_verifier(
+    anchors: Anchors,
+    provider: &Arc<CryptoProvider>,
+) -> Result<Arc<WebPkiServerVerifier>, String> {
+    let label = anchors.label;
     let mut roots = RootCertStore::empty();
-    let (added, _) = roots.add_parsable_certificates(certs);
+    let (added, _) = roots.add_parsable_certificates(anchors.certs);
     if added == 0 {
-        return Err(format!(
-            "{what} {}: no usable CA certificate in it",
-            path.display()
-        ));
+        return Err(format!("{label}: no usable CA certificate in it"));
     }
     WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
-        .map_err(|e| format!("{what} {}: {e}", path.display()))
+        .map_err(|e| format!("{label}: {e}"))
+}
+
+/// The ML-DSA parameter set a certificate's key or signature uses, found by its algorithm
+/// identifier (id-ml-dsa-44/65/87, 2.16.840.1.101.3.4.3.17-19, RFC 9881).
+fn ml_dsa_in(cert: &CertificateDer<'_>) -> Option<&'static str> {
+    const OID_PREFIX: [u8; 10] = [0x06, 0x09, 0x60, 0x86, 0x48, 0x01, 0x65, 0x03, 0x04, 0x03];
+    cert.windows(OID_PREFIX.len() + 1).find_map(|w| {
+        if w[..OID_PREFIX.len()] != OID_PREFIX {
+            return None;
+        }
+        match w[OID_PREFIX.len()] {
+            0x11 => Some("ML-DSA-44"),
+            0x12 => Some("ML-DSA-65"),
+            0x13 => Some("ML-DSA-87"),
+            _ => None,
+        }
+    })
 }
 
 fn client_identity(
@@ -450,6 +597,8 @@ fn hex(bytes: &[u8]) -> String {
 /// What one slot's store and verifier share.
 #[derive(Debug, Default)]
 struct SlotState {
+    /// The run's provider, which names what a failure may need.
+    provider: Option<Provider>,
     /// Keep sessions (resume mode); otherwise the store takes nothing and offers nothing.
     resume: bool,
     sessions: Mutex<Sessions>,
@@ -735,10 +884,10 @@ impl RustlsConn {
             },
             cipher: suite.map_or_else(|| format!("0x{:04x}", ids.cipher), |s| s.1.to_string()),
             cipher_standard: suite.map(|s| s.2.to_string()),
-            group: GROUPS
-                .iter()
-                .find(|(n, _, _)| i32::from(*n) == ids.group)
-                .map(|(_, name, _)| name.to_string()),
+            group: u16::try_from(ids.group).ok().filter(|&g| g != 0).map(|g| {
+                Group::from_code_point(g)
+                    .map_or_else(|| format!("0x{g:04x}"), |g| g.name().to_string())
+            }),
             signature: u16::try_from(ids.signature_type)
                 .ok()
                 .filter(|&s| s != 0)
@@ -750,8 +899,13 @@ impl RustlsConn {
 
     fn server_key(&self) -> Option<String> {
         let der = self.conn.peer_certificates()?.first()?;
-        let cert = ossl::Certificate::from_der(self.lib?, der).ok()?;
-        Some(cert.key_description())
+        let described = self
+            .lib
+            .and_then(|lib| ossl::Certificate::from_der(lib, der).ok())
+            .map(|cert| cert.key_description())
+            .filter(|d| d != "none");
+        // A library older than ML-DSA reads no key from such a certificate: name it here.
+        described.or_else(|| ml_dsa_in(der).map(str::to_string))
     }
 
     /// Sends what rustls has queued. None when all of it went out; otherwise what the caller
@@ -784,7 +938,7 @@ impl RustlsConn {
                 // The peer closed: what it sent before is still processed.
                 if let Err(e) = self.conn.process_new_packets() {
                     return Some(Io::Failed {
-                        kind: error_kind(&e),
+                        kind: error_kind(&e, self.state.provider),
                         eof: false,
                     });
                 }
@@ -805,7 +959,7 @@ impl RustlsConn {
             // Send the alert rustls queued, as OpenSSL would.
             let _ = self.flush(stream);
             return Some(Io::Failed {
-                kind: error_kind(&e),
+                kind: error_kind(&e, self.state.provider),
                 eof: false,
             });
         }
@@ -906,9 +1060,18 @@ fn transport_failure(e: &io::Error, phase: &str) -> Io {
     Io::Failed { kind, eof: true }
 }
 
-/// A rustls error named as the OpenSSL engine names its failures.
-fn error_kind(e: &rustls::Error) -> String {
+/// A rustls error named as the OpenSSL engine names its failures. On ring, a server that
+/// found no signature scheme to use may hold an ML-DSA key, which ring cannot verify: the
+/// failure says where the fix is.
+fn error_kind(e: &rustls::Error, provider: Option<Provider>) -> String {
     match e {
+        rustls::Error::AlertReceived(rustls::AlertDescription::HandshakeFailure)
+            if provider == Some(Provider::Ring) =>
+        {
+            "tls alert: handshake failure (if the server's key is ML-DSA: rustls on ring cannot \
+             verify it; use --rustls-provider aws-lc-rs)"
+                .into()
+        }
         rustls::Error::AlertReceived(alert) => {
             format!("tls alert: {}", words(&format!("{alert:?}")))
         }
@@ -953,7 +1116,8 @@ mod tests {
         let lock = include_str!("../../../Cargo.lock");
         for (name, version) in [
             ("rustls", RUSTLS_VERSION),
-            ("ring", PROVIDER.trim_start_matches("ring ")),
+            ("ring", RING_VERSION),
+            ("aws-lc-rs", AWS_LC_RS_VERSION),
         ] {
             let entry = format!("name = \"{name}\"\nversion = \"{version}\"");
             assert!(lock.contains(&entry), "{name} {version} not in Cargo.lock");
@@ -1013,7 +1177,11 @@ mod tests {
 
     #[test]
     fn settings_rustls_cannot_honour_are_named() {
-        let err = |s: Settings| RustlsClient::new(&s, Trust::default(), None).err().unwrap();
+        let err = |s: Settings| {
+            RustlsClient::new(&s, Trust::default(), None, None)
+                .err()
+                .unwrap()
+        };
         let e = err(Settings {
             cipher_list: Some("HIGH:!aNULL".into()),
             ..Settings::new()
@@ -1025,21 +1193,60 @@ mod tests {
         });
         assert!(e.contains("1.2 and 1.3 only"), "{e}");
         let e = err(Settings {
-            groups: Some("ffdhe2048".into()),
+            groups: "ffdhe2048".parse().ok(),
             ..Settings::new()
         });
-        assert!(e.starts_with("--groups ffdhe2048"), "{e}");
+        assert!(
+            e.starts_with("--groups ffdhe2048: rustls on ring has x25519"),
+            "{e}"
+        );
         let ok = RustlsClient::new(
             &Settings {
                 cipher_list: Some("ECDHE-ECDSA-AES128-GCM-SHA256".into()),
                 ciphersuites: Some("TLS_AES_128_GCM_SHA256".into()),
-                groups: Some("P-256:X25519".into()),
+                groups: "P-256:X25519".parse().ok(),
                 sigalgs: Some("ecdsa_secp256r1_sha256".into()),
                 ..Settings::new()
             },
             Trust::default(),
             None,
+            None,
         );
-        assert!(ok.is_ok());
+        assert_eq!(ok.map(|c| c.provider()).ok(), Some(Provider::Ring));
+    }
+
+    #[test]
+    fn post_quantum_groups_run_on_aws_lc_rs_unless_ring_is_asked_for() {
+        let pq = |provider| {
+            let settings = Settings {
+                groups: "X25519MLKEM768:SecP256r1MLKEM768:x25519".parse().ok(),
+                ..Settings::new()
+            };
+            RustlsClient::new(&settings, Trust::default(), None, provider)
+        };
+        let auto = pq(None).unwrap();
+        assert_eq!(auto.provider(), Provider::AwsLcRs);
+        assert_eq!(auto.description(), "rustls 0.23.46 (aws-lc-rs 1.19.0)");
+        let e = pq(Some(Provider::Ring)).err().unwrap();
+        assert!(
+            e.starts_with("--groups X25519MLKEM768: rustls on ring has")
+                && e.ends_with("--rustls-provider aws-lc-rs has it"),
+            "{e}"
+        );
+        let e = RustlsClient::new(
+            &Settings {
+                groups: "MLKEM512".parse().ok(),
+                ..Settings::new()
+            },
+            Trust::default(),
+            None,
+            None,
+        )
+        .err()
+        .unwrap();
+        assert!(
+            e.starts_with("--groups MLKEM512: rustls on aws-lc-rs has"),
+            "{e}"
+        );
     }
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, ErrorQueue};
 use crate::ffi;
+use crate::group::GroupList;
 use crate::library::Library;
 use crate::pki::Credentials;
 
@@ -90,7 +91,7 @@ pub struct Settings {
     pub cipher_list: Option<String>,
     /// TLS 1.3 ciphersuites.
     pub ciphersuites: Option<String>,
-    pub groups: Option<String>,
+    pub groups: Option<GroupList>,
     pub sigalgs: Option<String>,
     /// Server session cache (resumption by session ID; TLS 1.3 stateful tickets).
     pub session_cache: bool,
@@ -312,14 +313,38 @@ impl ContextBuilder {
         Ok(self)
     }
 
-    /// The key exchange groups, in preference order ("X25519:P-256").
-    pub fn groups(&mut self, list: &str) -> Result<&mut Self, Error> {
-        let c = self.cstring("groups", list)?;
-        // SAFETY: live context.
-        if !unsafe { self.lib().ctx_set_groups(self.inner.ptr, &c)? } {
-            return Err(self.setting_error("groups", list));
+    /// The key exchange groups, in preference order. A group the library does not have is
+    /// refused by name (OpenSSL's own list error names none of them).
+    pub fn groups(&mut self, list: &GroupList) -> Result<&mut Self, Error> {
+        for group in list.groups() {
+            if !self.set_groups(group.openssl_name()) {
+                // Drain the queue this failure left: the refusal says all there is to say.
+                let _ = ErrorQueue::take(self.inner.lib);
+                let lib = self.inner.lib;
+                return Err(Error::NotInLibrary {
+                    what: format!("key exchange group {}", group.name()),
+                    library: lib.name().to_string(),
+                    hint: (group.is_post_quantum() && lib.is_openssl_before(0x3050_0000))
+                        .then(|| " (OpenSSL has ML-KEM groups from 3.5)".to_owned())
+                        .unwrap_or_default(),
+                });
+            }
+        }
+        let all = list.openssl_list();
+        if !self.set_groups(&all) {
+            return Err(self.setting_error("groups", &all));
         }
         Ok(self)
+    }
+
+    /// Sets an OpenSSL group list; false when the library refuses it.
+    fn set_groups(&self, list: &str) -> bool {
+        // Names come from the group table: no NUL in them.
+        let Ok(c) = CString::new(list) else {
+            return false;
+        };
+        // SAFETY: live context.
+        unsafe { self.lib().ctx_set_groups(self.inner.ptr, &c) }.unwrap_or(false)
     }
 
     /// The signature algorithms ("rsa_pss_rsae_sha256:ecdsa_secp256r1_sha256").

@@ -24,16 +24,17 @@ pub enum Error {
     MissingSymbol { symbol: String, path: PathBuf },
     #[error("{} is {version:?}: tlsscope supports OpenSSL 1.1.1 and later, AWS-LC and BoringSSL", path.display())]
     Unsupported { path: PathBuf, version: String },
-    /// A feature that needs a function the loaded library does not have. The command layer
-    /// puts the flag in front ("serve --async-engine: OpenSSL 4.0.3 has no ENGINE support").
-    #[error("{library} has no {feature} ({missing})")]
+    /// A feature, group, key type or other algorithm the loaded library does not have. The
+    /// command layer puts the flag in front ("serve --async-engine: OpenSSL 4.0.3 has no ENGINE
+    /// support (ENGINE_by_id)").
+    #[error("{library} has no {what}{hint}")]
     NotInLibrary {
         /// The library's display name ("OpenSSL 4.0.3", "BoringSSL API 44").
         library: String,
-        /// What is missing, in words ("ENGINE support").
-        feature: &'static str,
-        /// The function(s) looked for.
-        missing: &'static str,
+        /// What is missing, in words ("ENGINE support", "key exchange group X25519MLKEM768").
+        what: String,
+        /// Said after it: the functions looked for, or where to find it (" (ENGINE_by_id)").
+        hint: String,
     },
     #[error("this process already loaded {loaded}; it cannot also load {requested} (run each library in its own process)")]
     AlreadyLoaded { loaded: String, requested: String },

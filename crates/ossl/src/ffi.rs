@@ -192,6 +192,10 @@ pub const NID_KX_ECDHE: c_int = 1038;
 /// Ed25519 and the like are numbered differently there; the others above are the same).
 pub const BSSL_NID_ED25519: c_int = 949;
 pub const BSSL_NID_ED448: c_int = 960;
+/// 3.5 and later: ML-DSA (FIPS 204) keys and signatures.
+pub const NID_ML_DSA_44: c_int = 1457;
+pub const NID_ML_DSA_65: c_int = 1458;
+pub const NID_ML_DSA_87: c_int = 1459;
 
 /// Which of the two libraries a symbol comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -481,6 +485,9 @@ api! {
         Crypto EVP_PKEY_get0_EC_KEY: fn(*const EVP_PKEY) -> *const EC_KEY;
         Crypto EC_KEY_get0_group: fn(*const EC_KEY) -> *const EC_GROUP;
         Crypto EC_GROUP_get_curve_name: fn(*const EC_GROUP) -> c_int;
+        // 3.0+: keys by algorithm name (ML-DSA from 3.5), for kinds without a legacy NID.
+        Crypto EVP_PKEY_CTX_new_from_name: fn(*mut c_void, *const c_char, *const c_char) -> *mut EVP_PKEY_CTX;
+        Crypto EVP_PKEY_get0_type_name: fn(*const EVP_PKEY) -> *const c_char;
         // Engines (absent from builds without them) and async jobs.
         Crypto ENGINE_by_id: fn(*const c_char) -> *mut ENGINE;
         Crypto ENGINE_ctrl_cmd_string: fn(*mut ENGINE, *const c_char, *const c_char, c_int) -> c_int;

@@ -11,6 +11,7 @@ mod engine;
 mod error;
 pub mod ffi;
 mod file_version;
+mod group;
 mod inproc;
 mod library;
 mod pki;
@@ -23,6 +24,7 @@ pub use context::{
 pub use engine::{engines_dir, test_engine_path, Engine, TEST_ENGINE};
 pub use error::{Error, ErrorCode, ErrorQueue, TlsError};
 pub use file_version::{version_of_file, FileVersion};
+pub use group::{Group, GroupList, UnknownGroup};
 pub use library::{Flavour, Library, LibrarySource, Version};
 pub use pki::{CertType, Certificate, Credentials, PrivateKey, UnknownCertType};
 pub use ssl::{HandshakeIds, HandshakeKind, Io, Negotiated, Session, Ssl};

@@ -178,6 +178,12 @@ impl Library {
         &self.name
     }
 
+    /// True for an OpenSSL (not AWS-LC or BoringSSL) older than `number` (`0x3050_0000`: 3.5):
+    /// where a refusal may say which OpenSSL release has the feature.
+    pub fn is_openssl_before(&self, number: u64) -> bool {
+        self.flavour.is_openssl() && self.version.number < number
+    }
+
     /// AWS-LC and BoringSSL: where a client connection keeps its newest session.
     pub(crate) fn session_index(&self) -> Option<std::ffi::c_int> {
         self.session_index

@@ -17,8 +17,8 @@ impl Library {
     pub fn not_in_library(&self, feature: &'static str, missing: &'static str) -> Error {
         Error::NotInLibrary {
             library: self.name().to_string(),
-            feature,
-            missing,
+            what: feature.to_owned(),
+            hint: format!(" ({missing})"),
         }
     }
 

@@ -10,6 +10,7 @@ use crate::context::{
 };
 use crate::error::{Error, ErrorCode, ErrorQueue, TlsError};
 use crate::ffi;
+use crate::group::Group;
 use crate::library::Library;
 use crate::pki::describe_pkey;
 
@@ -690,10 +691,31 @@ impl Ssl {
         }
     }
 
+    /// The key exchange group the handshake used: None when it had no key exchange (a TLS
+    /// 1.2 resumption), `Some(None)` for a group outside [`Group`]'s table. Allocates
+    /// nothing: the server counts handshakes by it.
+    pub fn key_exchange_group(&self) -> Option<Option<Group>> {
+        let id = self.group_nid();
+        (id > 0).then(|| self.group_of(id))
+    }
+
+    /// The table's group for what `group_nid` answered: a NID (or 3.5's code point with the
+    /// unknown-NID bit) from OpenSSL, a TLS code point from AWS-LC and BoringSSL.
+    fn group_of(&self, id: c_int) -> Option<Group> {
+        if self.api().SSL_get_group_id.is_some() {
+            u16::try_from(id).ok().and_then(Group::from_code_point)
+        } else {
+            Group::from_openssl_id(id)
+        }
+    }
+
     fn group(&self) -> Option<String> {
         let nid = self.group_nid();
         if nid <= 0 {
             return None;
+        }
+        if let Some(g) = self.group_of(nid) {
+            return Some(g.name().to_string());
         }
         let api = self.api();
         if let Some(group_name) = api.SSL_get_group_name {
@@ -861,6 +883,9 @@ fn sigalg_name(type_nid: c_int, md_nid: c_int, key: Option<&str>) -> Option<Stri
         },
         ffi::NID_ED25519 => "ed25519".into(),
         ffi::NID_ED448 => "ed448".into(),
+        ffi::NID_ML_DSA_44 => "mldsa44".into(),
+        ffi::NID_ML_DSA_65 => "mldsa65".into(),
+        ffi::NID_ML_DSA_87 => "mldsa87".into(),
         other => format!("nid{other}_{md}"),
     };
     Some(name)

@@ -359,6 +359,15 @@ impl Collector for ServeMetrics {
                 ("other", h.other_version),
             ],
         )?;
+        let by_group: Vec<(&str, u64)> = h.by_group.iter().map(|(g, n)| (g.as_str(), *n)).collect();
+        counter_family(
+            e,
+            "tlsscope_server_handshakes_by_group",
+            "Handshakes completed, by key exchange group as TLS names it (TLS 1.2 resumptions, \
+             which exchange no key, are in none)",
+            "group",
+            &by_group,
+        )?;
         let f = &h.failed_by;
         counter_family(
             e,
@@ -612,6 +621,8 @@ mod tests {
         stats.handshakes.full = 5;
         stats.handshakes.resumed_ticket = 2;
         stats.handshakes.tls13 = 7;
+        stats.handshakes.by_group.insert("X25519MLKEM768".into(), 6);
+        stats.handshakes.by_group.insert("x25519".into(), 1);
         stats.connections.accepted = 9;
         stats.library = "OpenSSL 3.0.19 27 Jan 2026".into();
         let m = ServeMetrics {
@@ -623,6 +634,8 @@ mod tests {
             r#"tlsscope_server_handshakes_total{kind="full"} 5"#,
             r#"tlsscope_server_handshakes_total{kind="resumed_ticket"} 2"#,
             r#"tlsscope_server_handshakes_by_version_total{tls_protocol_version="1.3"} 7"#,
+            r#"tlsscope_server_handshakes_by_group_total{group="X25519MLKEM768"} 6"#,
+            r#"tlsscope_server_handshakes_by_group_total{group="x25519"} 1"#,
             "tlsscope_server_connections_accepted_total 9",
             "# TYPE tlsscope_server_handshakes_total counter",
         ] {

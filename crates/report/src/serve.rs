@@ -74,6 +74,10 @@ fn handshakes(out: &mut impl Write, s: &StatsSnapshot) -> io::Result<()> {
             f.timeout, f.not_tls, f.peer_closed, f.shed, f.other
         )?;
     }
+    if !h.by_group.is_empty() {
+        let groups: Vec<String> = h.by_group.iter().map(|(g, n)| format!("{g} {n}")).collect();
+        writeln!(out, "    by group: {}", groups.join(", "))?;
+    }
     for (reason, n) in &h.failure_reasons {
         writeln!(out, "    failed: {reason}: {n}")?;
     }

@@ -281,8 +281,11 @@ impl Conn {
     fn handshake(&mut self, w: &WorkerShared<'_>) -> Step {
         match self.ssl.do_handshake() {
             Io::Done(_) => {
-                w.counters
-                    .handshake(self.ssl.handshake_kind(), self.ssl.protocol_version());
+                w.counters.handshake(
+                    self.ssl.handshake_kind(),
+                    self.ssl.protocol_version(),
+                    self.ssl.key_exchange_group(),
+                );
                 // AWS-LC and BoringSSL send TLS 1.3 tickets only with a write: send them now,
                 // for clients that resume without a request. A write that would block leaves
                 // them queued for the response; a failure shows on the next read.

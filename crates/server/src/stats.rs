@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use ossl::{HandshakeKind, TlsVersion};
+use ossl::{Group, HandshakeKind, TlsVersion};
 use serde::Serialize;
 
 /// One worker's counters. Only its worker writes them; readers sum all workers.
@@ -43,6 +43,10 @@ pub struct WorkerCounters {
     pub handshakes_failed_shed: AtomicU64,
     pub handshakes_failed_other: AtomicU64,
     pub renegotiations_refused: AtomicU64,
+    /// Completed handshakes by key exchange group, indexed by [`Group::index`].
+    pub handshakes_by_group: [AtomicU64; Group::ALL.len()],
+    /// Completed handshakes whose group is outside tlsscope's table.
+    pub handshakes_other_group: AtomicU64,
     /// TLS calls that returned `SSL_ERROR_WANT_ASYNC`: an async engine's job was paused.
     pub async_waits: AtomicU64,
     pub requests_pipelined: AtomicU64,
@@ -103,8 +107,19 @@ fn bump(counter: &AtomicU64) {
 }
 
 impl WorkerCounters {
-    /// Counts a completed handshake.
-    pub fn handshake(&self, kind: HandshakeKind, version: Option<TlsVersion>) {
+    /// Counts a completed handshake. `group` is None for one without a key exchange (a TLS
+    /// 1.2 resumption), or `Some(None)` for a group outside the table.
+    pub fn handshake(
+        &self,
+        kind: HandshakeKind,
+        version: Option<TlsVersion>,
+        group: Option<Option<Group>>,
+    ) {
+        match group {
+            Some(Some(g)) => bump(&self.handshakes_by_group[g.index()]),
+            Some(None) => bump(&self.handshakes_other_group),
+            None => {}
+        }
         bump(match kind {
             HandshakeKind::Full => &self.handshakes_full,
             HandshakeKind::ResumedSessionId => &self.handshakes_resumed_session_id,
@@ -277,6 +292,11 @@ pub struct HandshakeStats {
     /// async engine, one per paused crypto operation. Absent before issue 18.
     #[serde(default)]
     pub async_waits: u64,
+    /// Completed handshakes by the key exchange group they used, named as TLS names it
+    /// ("x25519", "X25519MLKEM768"; "other" for one tlsscope does not know). Handshakes
+    /// without a key exchange (TLS 1.2 resumptions) are in no entry. Absent before issue 31.
+    #[serde(default)]
+    pub by_group: BTreeMap<String, u64>,
     pub failure_reasons: BTreeMap<String, u64>,
 }
 
@@ -344,6 +364,21 @@ impl ServerCounters {
                 *failure_reasons.entry(reason.clone()).or_default() += n;
             }
         }
+        let mut by_group = BTreeMap::new();
+        for g in Group::ALL {
+            let n: u64 = self
+                .workers
+                .iter()
+                .map(|w| w.handshakes_by_group[g.index()].load(Relaxed))
+                .sum();
+            if n > 0 {
+                by_group.insert(g.name().to_string(), n);
+            }
+        }
+        let other = sum(|w| &w.handshakes_other_group);
+        if other > 0 {
+            by_group.insert("other".to_string(), other);
+        }
         StatsSnapshot {
             library: self.library.clone(),
             library_flavour: self.library_flavour.clone(),
@@ -380,6 +415,7 @@ impl ServerCounters {
                 other_version: sum(|w| &w.handshakes_other_version),
                 renegotiations_refused: sum(|w| &w.renegotiations_refused),
                 async_waits: sum(|w| &w.async_waits),
+                by_group,
                 failure_reasons,
             },
             requests: sum(|w| &w.requests),
@@ -411,9 +447,18 @@ mod tests {
     #[test]
     fn snapshot_sums_workers_and_classifies() {
         let c = ServerCounters::new(2, "test".into(), "OpenSSL".into());
-        c.workers[0].handshake(HandshakeKind::Full, Some(TlsVersion::Tls1_3));
-        c.workers[1].handshake(HandshakeKind::ResumedTicket, Some(TlsVersion::Tls1_3));
-        c.workers[1].handshake(HandshakeKind::ResumedSessionId, Some(TlsVersion::Tls1_2));
+        let hybrid = Some(Some(Group::X25519Mlkem768));
+        c.workers[0].handshake(HandshakeKind::Full, Some(TlsVersion::Tls1_3), hybrid);
+        c.workers[1].handshake(
+            HandshakeKind::ResumedTicket,
+            Some(TlsVersion::Tls1_3),
+            hybrid,
+        );
+        c.workers[1].handshake(
+            HandshakeKind::ResumedSessionId,
+            Some(TlsVersion::Tls1_2),
+            None,
+        );
         c.workers[0].handshake_failed(HandshakeFailure::Other, "no shared cipher");
         c.workers[1].handshake_failed(HandshakeFailure::Other, "no shared cipher");
         c.workers[1].handshake_failed(HandshakeFailure::Timeout, "timed out");
@@ -425,6 +470,14 @@ mod tests {
         assert_eq!((s.handshakes.full, s.handshakes.resumed_ticket), (1, 1));
         assert_eq!(s.handshakes.resumed_session_id, 1);
         assert_eq!((s.handshakes.tls12, s.handshakes.tls13), (1, 2));
+        assert_eq!(
+            s.handshakes
+                .by_group
+                .clone()
+                .into_iter()
+                .collect::<Vec<_>>(),
+            [("X25519MLKEM768".to_string(), 2)]
+        );
         assert_eq!(s.handshakes.completed(), 3);
         assert_eq!(s.handshakes.failure_reasons["no shared cipher"], 2);
         let by = &s.handshakes.failed_by;

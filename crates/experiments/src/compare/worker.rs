@@ -183,7 +183,8 @@ fn settings(spec: &WorkerSpec) -> Settings {
         s.min_version = Some(v.version());
         s.max_version = Some(v.version());
     }
-    s.groups = spec.groups.clone();
+    // The matrix checked the spelling before starting any worker.
+    s.groups = spec.groups.as_deref().and_then(|g| g.parse().ok());
     s
 }
 
@@ -462,7 +463,10 @@ impl Load {
                     credentials: None,
                     keylog: None,
                 };
-                Some(load::RustlsClient::new(&settings, trust, Some(lib)).map_err(Error::msg)?)
+                Some(
+                    load::RustlsClient::new(&settings, trust, Some(lib), None)
+                        .map_err(Error::msg)?,
+                )
             }
         };
         Ok(Load {
