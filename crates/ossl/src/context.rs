@@ -324,9 +324,11 @@ impl ContextBuilder {
                 return Err(Error::NotInLibrary {
                     what: format!("key exchange group {}", group.name()),
                     library: lib.name().to_string(),
-                    hint: (group.is_post_quantum() && lib.is_openssl_before(0x3050_0000))
-                        .then(|| " (OpenSSL has ML-KEM groups from 3.5)".to_owned())
-                        .unwrap_or_default(),
+                    hint: if group.is_post_quantum() && lib.is_openssl_before(0x3050_0000) {
+                        " (OpenSSL has ML-KEM groups from 3.5)".to_owned()
+                    } else {
+                        String::new()
+                    },
                 });
             }
         }

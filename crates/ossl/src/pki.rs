@@ -176,10 +176,11 @@ impl PrivateKey {
         let missing = || Error::NotInLibrary {
             what: format!("{kind} keys"),
             library: lib.name().to_string(),
-            hint: lib
-                .is_openssl_before(0x3050_0000)
-                .then(|| " (OpenSSL signs with ML-DSA from 3.5)".to_owned())
-                .unwrap_or_default(),
+            hint: if lib.is_openssl_before(0x3050_0000) {
+                " (OpenSSL signs with ML-DSA from 3.5)".to_owned()
+            } else {
+                String::new()
+            },
         };
         let Some(new_from_name) = api.EVP_PKEY_CTX_new_from_name else {
             return Err(missing());
