@@ -294,3 +294,18 @@ fn a_cmake_build_without_cmake_fails_in_one_line_naming_it() {
             .exists());
     }
 }
+
+#[test]
+fn an_unbuilt_flavour_given_to_openssl_says_how_to_build_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["aws-lc", "boringssl"] {
+        let out = support::run_with_timeout(
+            support::command_in(&[])
+                .args(["--openssl", name, "handshake", "127.0.0.1:9"])
+                .env("XDG_CACHE_HOME", dir.path()),
+            std::time::Duration::from_secs(60),
+        );
+        let how = format!("{name} is not in the build cache; run `tlsscope openssl build {name}`");
+        assert_error_line(&out, &[&how]);
+    }
+}
