@@ -171,7 +171,7 @@ pub enum Progress {
     },
     /// Unpacking a source tarball.
     Extracting,
-    /// Another process is building the same version; waiting for it to finish.
+    /// Another process is building the same version or flavour; waiting for it to finish.
     WaitingForLock,
     /// Copying the source tree into the scratch build directory.
     Copying,
@@ -195,7 +195,7 @@ impl Progress {
             Progress::Resolving => "looking up the openssl-src release".to_owned(),
             Progress::Fetching { krate } => format!("fetching {krate}"),
             Progress::Extracting => "extracting".to_owned(),
-            Progress::WaitingForLock => "waiting for another build of this version".to_owned(),
+            Progress::WaitingForLock => "waiting for another process building it".to_owned(),
             Progress::Copying => "copying sources".to_owned(),
             Progress::Configuring => "configuring".to_owned(),
             Progress::Compiling { .. } => "compiling".to_owned(),
