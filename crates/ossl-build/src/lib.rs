@@ -289,7 +289,8 @@ impl BuildCache {
             }
         }
         builds.sort_by(|a, b| {
-            (a.flavour.cmp(&b.flavour))
+            a.flavour
+                .cmp(&b.flavour)
                 .then_with(|| index::compare_versions(&a.version, &b.version))
         });
         Ok(builds)
@@ -331,7 +332,7 @@ impl BuildCache {
         })
     }
 
-    /// Builds `name`: a CMake-built flavour ("aws-lc", "boringssl", see [`CMAKE_BUILDS`]) or
+    /// Builds `name`: a CMake-built flavour ("aws-lc", "boringssl": [`cmake_build_names`]) or
     /// an OpenSSL version (see [`BuildCache::build_version`]).
     pub fn build_named(
         &self,
