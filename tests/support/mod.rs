@@ -390,7 +390,7 @@ pub fn openssl_boringssl() -> &'static Path {
 /// `tlsscope openssl build` unless cached.
 fn openssl_build(name: &str) -> PathBuf {
     // Longer than `tlsscope`'s limit: on a fresh machine the tests start several builds at
-    // once on few cores (BoringSSL alone is about 5 CPU-minutes).
+    // once on few cores (BoringSSL alone is about 6 CPU-minutes).
     let out = run_with_timeout(
         Command::new(bin()).args(["openssl", "build", name]),
         Duration::from_secs(2400),
