@@ -261,36 +261,62 @@ fn openssl_4_0_3_is_listed_with_its_flavour_and_version() {
     assert!(words.contains(&prefix.to_str().unwrap()), "{line}");
 }
 
-#[test]
-fn a_cmake_build_without_cmake_fails_in_one_line_naming_it() {
-    // A PATH with every program of the real one except cmake, and a fresh cache.
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("bin");
+/// A directory of links to every program on PATH except `left_out`, to be used as PATH.
+fn path_without(dir: &std::path::Path, left_out: &[&str]) -> std::path::PathBuf {
+    let bin = dir.join(format!("bin-without-{}", left_out[0]));
     std::fs::create_dir(&bin).unwrap();
     let path = std::env::var_os("PATH").unwrap();
-    for entry in std::env::split_paths(&path).filter_map(|d| std::fs::read_dir(d).ok()) {
-        for program in entry.filter_map(Result::ok) {
+    for entries in std::env::split_paths(&path).filter_map(|d| std::fs::read_dir(d).ok()) {
+        for program in entries.filter_map(Result::ok) {
             let name = program.file_name();
-            if name != "cmake" && !bin.join(&name).exists() {
+            let kept = !left_out.iter().any(|out| name == *out);
+            if kept && !bin.join(&name).exists() {
                 std::os::unix::fs::symlink(program.path(), bin.join(&name)).unwrap();
             }
         }
     }
-    assert!(bin.join("ninja").exists() && bin.join("cargo").exists());
-    for (name, flavour) in [("aws-lc", "AWS-LC"), ("boringssl", "BoringSSL")] {
+    bin
+}
+
+#[test]
+fn a_cmake_build_missing_cmake_ninja_or_gxx_fails_in_one_line_naming_it() {
+    // A PATH with every program of the real one but the tool, and a fresh cache.
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let cases: [(&[&str], &str, &str); 3] = [
+        (&["cmake"], "cmake", "apt-get install cmake"),
+        (&["ninja"], "ninja", "apt-get install ninja-build"),
+        (&["g++", "c++"], "g++", "apt-get install g++"),
+    ];
+    for (left_out, tool, hint) in cases {
+        let bin = path_without(dir.path(), left_out);
+        assert!(bin.join("cargo").exists() && bin.join("gcc").exists());
+        for (name, flavour) in [("aws-lc", "AWS-LC"), ("boringssl", "BoringSSL")] {
+            let out = support::run_with_timeout(
+                support::command_in(&[])
+                    .args(["openssl", "build", name])
+                    .env("PATH", &bin)
+                    .env("XDG_CACHE_HOME", &cache),
+                std::time::Duration::from_secs(60),
+            );
+            let cannot = format!("cannot build {flavour}: '{tool}' is not installed");
+            assert_error_line(&out, &[&cannot, hint]);
+            assert!(!cache.join("tlsscope/openssl").join(name).exists());
+        }
+    }
+}
+
+#[test]
+fn an_unbuilt_flavour_given_to_openssl_says_how_to_build_it() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["aws-lc", "boringssl"] {
         let out = support::run_with_timeout(
             support::command_in(&[])
-                .args(["openssl", "build", name])
-                .env("PATH", &bin)
-                .env("XDG_CACHE_HOME", dir.path().join("cache")),
+                .args(["--openssl", name, "handshake", "127.0.0.1:9"])
+                .env("XDG_CACHE_HOME", dir.path()),
             std::time::Duration::from_secs(60),
         );
-        let cannot = format!("cannot build {flavour}: 'cmake' is not installed");
-        assert_error_line(&out, &[&cannot, "apt-get install cmake"]);
-        assert!(!dir
-            .path()
-            .join("cache/tlsscope/openssl")
-            .join(name)
-            .exists());
+        let how = format!("{name} is not in the build cache; run `tlsscope openssl build {name}`");
+        assert_error_line(&out, &[&how]);
     }
 }

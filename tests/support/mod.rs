@@ -389,7 +389,12 @@ pub fn openssl_boringssl() -> &'static Path {
 /// The install prefix of the build `name` (a version, or a flavour such as "aws-lc"), built by
 /// `tlsscope openssl build` unless cached.
 fn openssl_build(name: &str) -> PathBuf {
-    let out = tlsscope(&["openssl", "build", name]);
+    // Longer than `tlsscope`'s limit: on a fresh machine the tests start several builds at
+    // once on few cores (BoringSSL alone is about 6 CPU-minutes).
+    let out = run_with_timeout(
+        Command::new(bin()).args(["openssl", "build", name]),
+        Duration::from_secs(2400),
+    );
     assert!(
         out.status.success(),
         "tlsscope openssl build {name} failed: {}{}",

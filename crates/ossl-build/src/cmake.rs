@@ -211,7 +211,7 @@ impl CmakeJob {
         progress(Progress::Configuring);
         let mut configure = self.command("cmake");
         configure.args(self.cmake_args());
-        self.step(log, configure, &mut |_| {})?;
+        self.step(log, "cmake (configure)", configure, &mut |_| {})?;
         progress(Progress::Compiling { objects: 0 });
         let mut compile = self.command("ninja");
         compile
@@ -220,7 +220,8 @@ impl CmakeJob {
             .arg(format!("-j{}", self.jobs))
             .args(self.recipe.targets);
         let mut objects = 0;
-        self.step(log, compile, &mut |line| {
+        let compile_step = format!("ninja -j{}", self.jobs);
+        self.step(log, &compile_step, compile, &mut |line| {
             if is_ninja_compile_line(line) {
                 objects += 1;
                 progress(Progress::Compiling { objects });
@@ -229,7 +230,7 @@ impl CmakeJob {
         progress(Progress::Installing);
         let mut install = self.command("cmake");
         install.arg("--install").arg(self.build_dir());
-        self.step(log, install, &mut |_| {})?;
+        self.step(log, "cmake --install", install, &mut |_| {})?;
         self.check_install()
     }
 
@@ -277,23 +278,20 @@ impl CmakeJob {
         command
     }
 
-    /// Runs one step into the log; a failure names the step (its log tail is added later).
+    /// Runs one step into the log; a failure names the step `name` (the full command line is
+    /// in the log; its tail is added to the error later).
     fn step(
         &self,
         log: &mut BuildLog,
+        name: &str,
         mut command: Command,
         on_line: &mut dyn FnMut(&str),
     ) -> Result<(), BuildError> {
         if log.run(&mut command, on_line)?.success() {
             return Ok(());
         }
-        let mut words = process::describe(&command);
-        // The arguments of cmake's configure step are in the log; the message names the step.
-        if words.len() > 60 {
-            words = format!("{} ...", &words[..words.find(" -S").unwrap_or(words.len())]);
-        }
         Err(BuildError::StepFailed {
-            step: words,
+            step: name.to_owned(),
             target: self.recipe.flavour.to_string(),
             log: PathBuf::new(),
             tail: String::new(),
@@ -383,6 +381,48 @@ mod tests {
         assert!(!is_ninja_compile_line(
             "[418/418] Linking C shared library ssl/libssl.so"
         ));
+    }
+
+    #[test]
+    fn build_cmake_failure_is_one_line_naming_the_step_with_the_log_kept() {
+        let root = std::env::temp_dir().join(format!("ossl-cmake-fail-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let tree = root.join("tree");
+        std::fs::create_dir_all(&tree).unwrap();
+        std::fs::write(
+            tree.join("CMakeLists.txt"),
+            "cmake_minimum_required(VERSION 3.10)\nproject(t NONE)\n\
+             message(FATAL_ERROR \"tlsscope test: no library here\")\n",
+        )
+        .unwrap();
+        let cache = BuildCache::new(root.join("cache"));
+        std::fs::create_dir_all(cache.root()).unwrap();
+        let job = CmakeJob {
+            recipe: recipe("aws-lc").unwrap(),
+            scratch: cache.root().join(".build-aws-lc"),
+            prefix: cache.install_dir("aws-lc"),
+            c_compiler: "gcc",
+            cxx_compiler: "g++",
+            jobs: 1,
+        };
+        let mut log = BuildLog::create(cache.root().join(".build-aws-lc.log")).unwrap();
+        let error = job.run(&tree, &mut log, &mut |_| {}).unwrap_err();
+        let error = cache.discard_install("aws-lc", &job.prefix, &job.scratch, log, error);
+        let kept = cache.failed_log_path("aws-lc");
+        let (kept_exists, scratch_left) = (kept.is_file(), job.scratch.exists());
+        std::fs::remove_dir_all(&root).unwrap();
+        let message = error.to_string();
+        let start = format!(
+            "cmake (configure) failed for AWS-LC: see {}",
+            kept.display()
+        );
+        assert!(message.starts_with(&start), "{message}");
+        assert!(
+            message.contains("tlsscope test: no library here"),
+            "{message}"
+        );
+        assert!(!message.contains('\n'), "{message}");
+        assert!(kept_exists && !scratch_left);
     }
 
     #[test]

@@ -171,7 +171,7 @@ pub enum Progress {
     },
     /// Unpacking a source tarball.
     Extracting,
-    /// Another process is building the same version; waiting for it to finish.
+    /// Another process is building the same version or flavour; waiting for it to finish.
     WaitingForLock,
     /// Copying the source tree into the scratch build directory.
     Copying,
@@ -195,7 +195,7 @@ impl Progress {
             Progress::Resolving => "looking up the openssl-src release".to_owned(),
             Progress::Fetching { krate } => format!("fetching {krate}"),
             Progress::Extracting => "extracting".to_owned(),
-            Progress::WaitingForLock => "waiting for another build of this version".to_owned(),
+            Progress::WaitingForLock => "waiting for another process building it".to_owned(),
             Progress::Copying => "copying sources".to_owned(),
             Progress::Configuring => "configuring".to_owned(),
             Progress::Compiling { .. } => "compiling".to_owned(),
@@ -289,7 +289,8 @@ impl BuildCache {
             }
         }
         builds.sort_by(|a, b| {
-            (a.flavour.cmp(&b.flavour))
+            a.flavour
+                .cmp(&b.flavour)
                 .then_with(|| index::compare_versions(&a.version, &b.version))
         });
         Ok(builds)
@@ -331,7 +332,7 @@ impl BuildCache {
         })
     }
 
-    /// Builds `name`: a CMake-built flavour ("aws-lc", "boringssl", see [`CMAKE_BUILDS`]) or
+    /// Builds `name`: a CMake-built flavour ("aws-lc", "boringssl": [`cmake_build_names`]) or
     /// an OpenSSL version (see [`BuildCache::build_version`]).
     pub fn build_named(
         &self,
