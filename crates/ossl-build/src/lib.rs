@@ -82,37 +82,26 @@ pub const LOG_FILE: &str = "build.log";
 /// How many log lines a failure message quotes.
 const TAIL_LINES: usize = 3;
 
-/// The library family a build belongs to, as its manifest records it.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
-)]
-pub enum Flavour {
-    /// OpenSSL itself (manifests from before issue 31 name no flavour: they are all OpenSSL).
-    #[default]
-    #[serde(rename = "OpenSSL")]
-    OpenSsl,
-    /// AWS-LC, built with CMake (see `cmake`).
-    #[serde(rename = "AWS-LC")]
-    AwsLc,
-    /// BoringSSL, built with CMake (see `cmake`).
-    #[serde(rename = "BoringSSL")]
-    BoringSsl,
-}
+pub use ossl::Flavour;
 
-impl Flavour {
-    /// The flavour's name as its makers write it: "OpenSSL", "AWS-LC", "BoringSSL".
-    pub fn name(self) -> &'static str {
-        match self {
-            Flavour::OpenSsl => "OpenSSL",
-            Flavour::AwsLc => "AWS-LC",
-            Flavour::BoringSsl => "BoringSSL",
-        }
+/// How a manifest writes a build's [`Flavour`]: by its name ("OpenSSL", "AWS-LC",
+/// "BoringSSL"); manifests from before issue 31 name none, and are all OpenSSL.
+mod flavour_name {
+    use ossl::Flavour;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(flavour: &Flavour, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(flavour.name())
     }
-}
 
-impl std::fmt::Display for Flavour {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Flavour, D::Error> {
+        let name = String::deserialize(d)?;
+        Flavour::from_version_text(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("unknown library flavour {name:?}")))
+    }
+
+    pub fn openssl() -> Flavour {
+        Flavour::OpenSsl
     }
 }
 
@@ -123,6 +112,7 @@ pub struct InstalledBuild {
     /// CMake-built flavour ("aws-lc", "boringssl").
     pub version: String,
     /// The library family.
+    #[serde(with = "flavour_name")]
     pub flavour: Flavour,
     /// The library's version as its installed headers give it: "3.5.5", "5.12.0", "API 44".
     pub flavour_version: String,
@@ -148,7 +138,7 @@ impl InstalledBuild {
 struct Manifest {
     /// The build's name (see [`InstalledBuild::version`]).
     version: String,
-    #[serde(default)]
+    #[serde(with = "flavour_name", default = "flavour_name::openssl")]
     flavour: Flavour,
     /// Empty in manifests from before issue 31, whose name is their OpenSSL version.
     #[serde(default)]

@@ -60,7 +60,7 @@ impl Version {
 /// Which TLS library a `libssl`/`libcrypto` pair is: OpenSSL itself or one of the forks that
 /// keep its names. AWS-LC and BoringSSL both report OpenSSL 1.1.1's version number
 /// (`0x1010107f`), so the version number alone cannot tell them from OpenSSL.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Flavour {
     OpenSsl,
     AwsLc,
