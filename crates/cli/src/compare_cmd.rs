@@ -177,10 +177,10 @@ fn install_prefix(library: &str) -> Result<std::path::PathBuf, String> {
     if let Some(b) = cache.find(library) {
         return Ok(b.prefix);
     }
-    eprintln!("tlsscope compare: OpenSSL {library} is not built yet: building it");
+    eprintln!("tlsscope compare: {library} is not built yet: building it");
     let jobs = host::online_cpus();
     crate::openssl_cmd::build(&[library.to_string()], None, jobs, false)
-        .map_err(|e| format!("OpenSSL {library} did not build: {e:#}"))?;
+        .map_err(|e| format!("{library} did not build: {e:#}"))?;
     cache
         .find(library)
         .map(|b| b.prefix)
