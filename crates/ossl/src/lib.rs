@@ -12,6 +12,7 @@ pub mod ffi;
 mod file_version;
 mod inproc;
 mod library;
+mod messages;
 mod pki;
 mod ssl;
 
@@ -22,6 +23,7 @@ pub use engine::{engines_dir, test_engine_path, Engine, TEST_ENGINE};
 pub use error::{Error, ErrorCode, ErrorQueue, TlsError};
 pub use file_version::{version_of_file, FileVersion};
 pub use library::{Library, LibrarySource, Version};
+pub use messages::MessageObserver;
 pub use pki::{CertType, Certificate, Credentials, PrivateKey, UnknownCertType};
 pub use ssl::{HandshakeIds, HandshakeKind, Io, Negotiated, Session, Ssl};
 
