@@ -268,6 +268,50 @@ pub struct WireSummary {
     pub resumed: Option<WireKind>,
 }
 
+impl WireSummary {
+    /// Adds another run's figures of the same definition (rounds of a compare variant).
+    pub fn merge(&mut self, o: &WireSummary) {
+        for (mine, theirs) in [(&mut self.full, &o.full), (&mut self.resumed, &o.resumed)] {
+            match (mine.as_mut(), theirs) {
+                (Some(m), Some(t)) => m.merge(t),
+                (None, Some(t)) => *mine = Some(t.clone()),
+                _ => {}
+            }
+        }
+    }
+}
+
+impl WireKind {
+    fn merge(&mut self, o: &WireKind) {
+        self.handshakes += o.handshakes;
+        let n = self.handshakes;
+        for (mine, theirs) in [
+            (&mut self.client_bytes, &o.client_bytes),
+            (&mut self.server_bytes, &o.server_bytes),
+            (&mut self.client_hello_bytes, &o.client_hello_bytes),
+            (&mut self.round_trips, &o.round_trips),
+        ] {
+            mine.total += theirs.total;
+            mine.min = mine.min.min(theirs.min);
+            mine.max = mine.max.max(theirs.max);
+            mine.per_handshake = mine.total as f64 / n.max(1) as f64;
+        }
+        self.hello_retry_requests += o.hello_retry_requests;
+        for k in &o.key_shares {
+            match self
+                .key_shares
+                .iter_mut()
+                .find(|m| m.groups == k.groups && m.count == k.count)
+            {
+                Some(m) => m.handshakes += k.handshakes,
+                None => self.key_shares.push(k.clone()),
+            }
+        }
+        self.key_shares
+            .sort_by(|a, b| b.handshakes.cmp(&a.handshakes));
+    }
+}
+
 /// The definition results carry with their wire figures.
 pub const COUNTED: &str = "TLS records (5-byte header + body) each side sent from the first ClientHello up to its Finished (the client's handshake done); round trips: client flights the server answered before the client's first application byte, TCP's handshake excluded";
 
@@ -385,6 +429,27 @@ mod tests {
             assert_eq!(c.server_bytes, stream.len() as u64);
             assert_eq!(c.round_trips, 1);
         }
+    }
+
+    #[test]
+    fn summaries_of_rounds_merge_as_their_tallies_would() {
+        let one = |client_bytes: u64| {
+            let mut t = WireByKind::default();
+            t.add(
+                false,
+                &WireCounts {
+                    client_bytes,
+                    round_trips: 1,
+                    ..WireCounts::default()
+                },
+            );
+            t
+        };
+        let mut merged = one(300).summary().unwrap();
+        merged.merge(&one(500).summary().unwrap());
+        let mut both = one(300);
+        both.merge(&one(500));
+        assert_eq!(merged, both.summary().unwrap());
     }
 
     #[test]

@@ -77,6 +77,10 @@ pub struct Variant {
     pub metrics: Vec<Metric>,
     /// The handshakes actually obtained.
     pub negotiated: Vec<Negotiated>,
+    /// Bytes on the wire, the ClientHello, key shares, HelloRetryRequests and round trips
+    /// per kind of handshake, where the variant's client counted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<load::wire::WireSummary>,
 }
 
 /// One metric of one variant, with every sample.
@@ -477,6 +481,29 @@ pub fn negotiated_table(doc: &CompareDocument) -> Table {
     Table { header, rows }
 }
 
+/// Each variant's wire figures, a row per kind of handshake.
+pub fn wire_table(doc: &CompareDocument) -> Table {
+    let header = ["variant", "handshake", "wire per handshake"]
+        .map(String::from)
+        .to_vec();
+    let mut rows = Vec::new();
+    for v in &doc.variants {
+        let Some(wire) = &v.wire else {
+            continue;
+        };
+        for (name, kind) in [("full", &wire.full), ("resumed", &wire.resumed)] {
+            if let Some(k) = kind {
+                rows.push(vec![
+                    v.label.clone(),
+                    name.to_string(),
+                    crate::wire_words(k),
+                ]);
+            }
+        }
+    }
+    Table { header, rows }
+}
+
 fn variants_table(doc: &CompareDocument) -> Table {
     let mut keys: Vec<&String> = Vec::new();
     for v in &doc.variants {
@@ -583,6 +610,11 @@ pub fn text(doc: &CompareDocument) -> String {
         out += "\nhandshakes obtained\n";
         out += &mix.aligned();
     }
+    let wire = wire_table(doc);
+    if !wire.rows.is_empty() {
+        out += &format!("\non the wire ({})\n", load::wire::COUNTED);
+        out += &wire.aligned();
+    }
     for w in &doc.warnings {
         out += &format!("\nwarning: {w}");
     }
@@ -617,6 +649,11 @@ pub fn markdown(doc: &CompareDocument) -> String {
     if !mix.rows.is_empty() {
         out += "\n## Handshakes obtained\n\n";
         out += &mix.markdown();
+    }
+    let wire = wire_table(doc);
+    if !wire.rows.is_empty() {
+        out += &format!("\n## On the wire\n\n{}.\n\n", load::wire::COUNTED);
+        out += &wire.markdown();
     }
     if !doc.warnings.is_empty() {
         out += "\n## Warnings\n\n";

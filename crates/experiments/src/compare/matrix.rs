@@ -115,6 +115,8 @@ struct Gathered {
     /// Per metric, one value per completed round: the replicates.
     rounds: BTreeMap<String, Vec<f64>>,
     negotiated: Vec<Negotiated>,
+    /// The client's wire figures over the rounds (pretransfer's connections).
+    wire: Option<load::wire::WireSummary>,
     error: Option<String>,
     /// Rounds that completed: those before a failure are still reported.
     rounds_done: usize,
@@ -733,6 +735,12 @@ fn merge(g: &mut Gathered, r: WorkerResult) {
     for n in r.negotiated {
         Negotiated::tally(&mut g.negotiated, n);
     }
+    if let Some(w) = r.wire {
+        match &mut g.wire {
+            Some(mine) => mine.merge(&w),
+            None => g.wire = Some(w),
+        }
+    }
 }
 
 /// Metric order in reports.
@@ -787,6 +795,7 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
                 error: g.error,
                 metrics,
                 negotiated: g.negotiated,
+                wire: g.wire,
             }
         })
         .collect();

@@ -63,6 +63,9 @@ pub struct WorkerResult {
     /// Per metric name, microseconds.
     pub samples: BTreeMap<String, Vec<f64>>,
     pub negotiated: Vec<Negotiated>,
+    /// The pretransfer client's wire figures over its measured connections.
+    #[serde(default)]
+    pub wire: Option<load::wire::WireSummary>,
     /// Connections the pretransfer experiment made, warm-up included (for the server's CPU).
     pub connections: usize,
     pub error: Option<String>,
@@ -250,6 +253,7 @@ impl Pretransfer {
         let cafile = spec.cafile.as_deref();
         let (mut pre, mut total) = (Vec::new(), Vec::new());
         let mut negotiated = Vec::new();
+        let mut wire = load::wire::WireByKind::default();
         let mut cpu_start = (0.0, 0.0);
         for i in 0..spec.warmup + spec.count {
             if i == spec.warmup {
@@ -286,7 +290,11 @@ impl Pretransfer {
             pre.push(us(pre_time + extra));
             total.push(us(done));
             record(&mut negotiated, &o.negotiated);
+            if let Some(w) = &o.wire {
+                wire.add(o.negotiated.kind.is_resumed(), w);
+            }
         }
+        out.wire = wire.summary();
         let cpu_end = host::process_cpu_s();
         sampling(spec, false)?;
         let cpu = (cpu_end.0 - cpu_start.0) + (cpu_end.1 - cpu_start.1);
