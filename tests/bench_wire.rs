@@ -508,3 +508,48 @@ fn compare_of_two_saved_runs_shows_their_wire_figures() {
     }
     assert!(stdout.contains("round trips"), "{stdout}");
 }
+
+#[test]
+fn handshake_reports_each_connections_wire_figures_as_tshark_sees_them() {
+    let prefix = support::openssl_355().to_str().unwrap().to_string();
+    let server = Serve::start(&[]);
+    let capture = Capture::start(server.port());
+    let out = support::tlsscope(&[
+        "--openssl",
+        &prefix,
+        "handshake",
+        &server.addr.to_string(),
+        "-n",
+        "3",
+        "--resume",
+        "--json",
+        "-",
+    ]);
+    let conns = capture.stop();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let lines: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(conns.len(), 3, "{conns:?}");
+    for (line, c) in lines.iter().zip(&conns) {
+        let w = &line["wire"];
+        assert_eq!(line["resumed"], c.resumed, "{line}");
+        assert_eq!(w["client_bytes"], c.client_bytes, "{line} {c:?}");
+        assert_eq!(w["server_bytes"], c.server_bytes, "{line} {c:?}");
+        assert_eq!(
+            w["client_hello_bytes"], c.client_hello_bytes,
+            "{line} {c:?}"
+        );
+        assert_eq!(
+            w["key_share_groups"],
+            serde_json::json!(c.key_shares),
+            "{line}"
+        );
+        assert_eq!(w["hello_retry_request"], c.hello_retry, "{line}");
+        assert_eq!(w["round_trips"], c.round_trips, "{line}");
+    }
+    // OpenSSL 3.5's default client offers the hybrid and x25519; a 3.0 server takes x25519.
+    assert_eq!(conns[0].key_shares, ["X25519MLKEM768", "x25519"]);
+}
