@@ -553,3 +553,56 @@ fn handshake_reports_each_connections_wire_figures_as_tshark_sees_them() {
     // OpenSSL 3.5's default client offers the hybrid and x25519; a 3.0 server takes x25519.
     assert_eq!(conns[0].key_shares, ["X25519MLKEM768", "x25519"]);
 }
+
+#[test]
+fn compare_matrix_reports_each_client_librarys_key_shares_and_bytes() {
+    let prefix = support::openssl_355().to_str().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    let out = support::tlsscope(&[
+        "--openssl",
+        &format!("system,{prefix}"),
+        "compare",
+        "--matrix",
+        "--experiment",
+        "pretransfer",
+        "-n",
+        "5",
+        "--repeat",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    support::assert_matches_schema(&doc, "compare.v1");
+    let variants = doc["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 2);
+    let full = |v: &Value| v["wire"]["full"].clone();
+    let (system, v355) = (full(&variants[0]), full(&variants[1]));
+    // Every measured connection of both rounds, none of the warm-up's.
+    for (v, w) in variants.iter().zip([&system, &v355]) {
+        let obtained: u64 = v["negotiated"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(w["handshakes"], obtained, "{v:#}");
+        assert_eq!(w["round_trips"]["max"], 1, "{v:#}");
+    }
+    assert_eq!(
+        system["key_shares"][0]["groups"],
+        serde_json::json!(["x25519"])
+    );
+    assert_eq!(
+        v355["key_shares"][0]["groups"],
+        serde_json::json!(["X25519MLKEM768", "x25519"])
+    );
+    // The hybrid share (1,216 bytes, with its 4-byte entry header) is the difference.
+    let hello = |w: &Value| w["client_hello_bytes"]["max"].as_u64().unwrap();
+    assert!(hello(&v355) >= hello(&system) + 1216, "{system} {v355}");
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("on the wire"), "{stdout}");
+    assert!(stdout.contains("X25519MLKEM768, x25519"), "{stdout}");
+}

@@ -303,8 +303,8 @@ pub fn wire_words(k: &WireKind) -> String {
         })
         .collect();
     format!(
-        "client {} B, server {} B per handshake; ClientHello {} B, key shares {}; {} round \
-         trips; HelloRetryRequests {}",
+        "client {} B, server {} B per handshake; ClientHello {} B, key shares {}; round trips \
+         {}; HelloRetryRequests {}",
         figure(&k.client_bytes),
         figure(&k.server_bytes),
         figure(&k.client_hello_bytes),
