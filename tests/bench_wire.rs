@@ -279,7 +279,7 @@ fn expected(conns: &[&Connection]) -> Value {
             None => sets.push((c.key_shares.clone(), 1)),
         }
     }
-    sets.sort_by(|a, b| b.1.cmp(&a.1));
+    sets.sort_by_key(|s| std::cmp::Reverse(s.1));
     serde_json::json!({
         "handshakes": conns.len(),
         "client_bytes": total(&|c| c.client_bytes),

@@ -207,7 +207,7 @@ impl WireTally {
                 handshakes: *n,
             })
             .collect();
-        key_shares.sort_by(|a, b| b.handshakes.cmp(&a.handshakes));
+        key_shares.sort_by_key(|k| std::cmp::Reverse(k.handshakes));
         let n = self.handshakes;
         Some(WireKind {
             handshakes: n,
@@ -308,7 +308,7 @@ impl WireKind {
             }
         }
         self.key_shares
-            .sort_by(|a, b| b.handshakes.cmp(&a.handshakes));
+            .sort_by_key(|k| std::cmp::Reverse(k.handshakes));
     }
 }
 
