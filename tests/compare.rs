@@ -692,3 +692,242 @@ fn matrix_varies_the_server_side_and_checks_resumption() {
         }
     }
 }
+
+/// The processes `parent` started whose name (`comm`) is `name`.
+fn children_named(parent: u32, name: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let comm = stat.split_once('(').and_then(|(_, r)| r.rsplit_once(')'));
+        let Some((comm, rest)) = comm else { continue };
+        let ppid = rest
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) && comm == name {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn gone(pid: u32) -> bool {
+    !Path::new(&format!("/proc/{pid}")).exists()
+}
+
+fn variant<'a>(doc: &'a Value, label: &str) -> &'a Value {
+    doc["variants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["label"] == label)
+        .unwrap_or_else(|| panic!("no variant {label}: {doc:#}"))
+}
+
+fn rounds(v: &Value, metric: &str) -> Vec<f64> {
+    v["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == metric)
+        .unwrap_or_else(|| panic!("no {metric} in {v:#}"))["rounds"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap())
+        .collect()
+}
+
+/// The load experiment over the system's OpenSSL and a built 3.5.5 (and 1.1.1w, which nginx
+/// cannot load), on the built-in server and nginx, with the rustls and OpenSSL clients: each
+/// server's own count equals the handshakes its clients made, the busy share is the rate
+/// times the server's CPU per handshake in every round, nginx maps the library it was given,
+/// the 1.1.1w nginx rows are "not run" with the reason, and no nginx outlives the run.
+#[test]
+fn load_experiment_handshakes_are_counted_by_builtin_and_nginx_servers() {
+    let built = support::openssl_355();
+    support::openssl_111w();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, html) = (dir.path().join("l.json"), dir.path().join("l.html"));
+    let (count, rounds_n, warmup, connections) = (40u64, 6u64, 1u64, 4u64);
+    let out = support::tlsscope(&[
+        "--openssl",
+        "system,3.5.5,1.1.1w",
+        "compare",
+        "--matrix",
+        "--side",
+        "server",
+        "--server",
+        "builtin,nginx",
+        "--client-engine",
+        "rustls,openssl",
+        "--experiment",
+        "load",
+        "--groups",
+        "X25519",
+        "--cert-type",
+        "ecdsa-p256",
+        "--baseline",
+        "same-settings",
+        "-n",
+        &count.to_string(),
+        "--repeat",
+        &rounds_n.to_string(),
+        "--warmup",
+        &warmup.to_string(),
+        "-c",
+        &connections.to_string(),
+        "--json",
+        json.to_str().unwrap(),
+        "--html",
+        html.to_str().unwrap(),
+    ]);
+    let text = support::text(&out.stdout);
+    assert!(out.status.success(), "{text}{}", support::text(&out.stderr));
+    let doc = read_json(&json);
+    support::assert_matches_schema(&doc, "compare.v1");
+    assert_eq!(doc["variants"].as_array().unwrap().len(), 12);
+    // Two clients share each server; each made (count + warm-up) per round.
+    let per_server = 2 * rounds_n * (count + warmup * connections);
+    let mut nginx_pids = Vec::new();
+    for lib in ["system", "3.5.5", "1.1.1w"] {
+        for server in ["builtin", "nginx"] {
+            for client in ["rustls", "openssl"] {
+                let label = format!("openssl={lib} server={server} client={client}");
+                let v = variant(&doc, &label);
+                assert!(v["error"].is_null(), "{label}: {v:#}");
+                if lib == "1.1.1w" && server == "nginx" {
+                    let why = v["not_run"].as_str().unwrap_or_default();
+                    assert!(
+                        why.contains("libssl.so.1.1") && why.contains("another soname"),
+                        "{label}: {v:#}"
+                    );
+                    assert!(v["metrics"].as_array().unwrap().is_empty());
+                    continue;
+                }
+                let check = &v["server_check"];
+                assert_eq!(check["server"], server, "{label}: {check:#}");
+                assert_eq!(check["server_count"], per_server, "{label}: {check:#}");
+                assert_eq!(check["client_count"], per_server, "{label}: {check:#}");
+                let libssl = check["libssl"].as_str().unwrap();
+                match lib {
+                    "3.5.5" => assert!(libssl.starts_with(built.to_str().unwrap()), "{libssl}"),
+                    "1.1.1w" => assert!(libssl.ends_with("libssl.so.1.1"), "{libssl}"),
+                    _ => assert!(
+                        !libssl.contains("/.cache/") && libssl.ends_with("libssl.so.3"),
+                        "{libssl}"
+                    ),
+                }
+                if server == "nginx" {
+                    nginx_pids.push(check["pid"].as_u64().unwrap() as u32);
+                }
+                // Busy share = rate x server CPU per handshake, round by round.
+                let (rate, cpu, busy) = (
+                    rounds(v, "load_handshake_rate"),
+                    rounds(v, "load_server_cpu_per_handshake"),
+                    rounds(v, "load_server_busy"),
+                );
+                assert_eq!(busy.len() as u64, rounds_n);
+                for i in 0..busy.len() {
+                    let product = rate[i] * cpu[i] / 1e4;
+                    assert!(
+                        (product - busy[i]).abs() <= 1e-9 * busy[i].max(1.0) && busy[i] > 0.0,
+                        "{label} round {i}: {} x {} != {}",
+                        rate[i],
+                        cpu[i],
+                        busy[i]
+                    );
+                }
+                assert!(rounds(v, "load_client_cpu_per_handshake")[0] > 0.0);
+                let mix = v["negotiated"].as_array().unwrap();
+                assert_eq!(mix.len(), 1, "{label}: {mix:?}");
+                assert_eq!(mix[0]["group"], "x25519");
+                assert_eq!(mix[0]["handshake"], "full (load)");
+                assert_eq!(mix[0]["count"], rounds_n * count);
+            }
+        }
+    }
+    // Same settings: each library against the system's, within its server and client.
+    let c = comparison(
+        &doc,
+        "load_server_cpu_per_handshake",
+        "openssl=3.5.5 server=nginx client=rustls",
+    );
+    assert_eq!(c["baseline"], "openssl=system server=nginx client=rustls");
+    assert_eq!(doc["experiment"]["baseline"], "same-settings");
+    for pid in nginx_pids {
+        assert!(gone(pid), "nginx {pid} outlived the matrix");
+    }
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        page.contains("The servers&#39; own counts") || page.contains("The servers' own counts")
+    );
+    assert!(page.contains("not run: nginx is linked to libssl.so.3"));
+    assert!(text.contains("load_server_busy") && text.contains("not run"));
+}
+
+/// SIGTERM in the middle of a matrix: the round in progress ends, nginx is stopped by its
+/// PID, the rounds before are written, and the exit says it did not finish.
+#[test]
+fn nginx_is_stopped_when_the_matrix_is_terminated_mid_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("t.json");
+    let mut watched = support::start_until(
+        Command::new(support::bin())
+            .args([
+                "compare",
+                "--matrix",
+                "--server",
+                "nginx",
+                "--experiment",
+                "load",
+                "-n",
+                "20",
+                "--repeat",
+                "10000",
+                "--json",
+            ])
+            .arg(&json)
+            .stdout(std::process::Stdio::null()),
+        "round 3/10000",
+        Duration::from_secs(120),
+    );
+    let parent = watched.child.id();
+    let nginx = children_named(parent, "nginx");
+    assert_eq!(nginx.len(), 1, "one nginx: {nginx:?}");
+    // SAFETY: kill(2) on the process this test started.
+    assert_eq!(unsafe { libc::kill(parent as i32, libc::SIGTERM) }, 0);
+    let status = watched.child.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    assert!(gone(nginx[0]), "nginx {} outlived SIGTERM", nginx[0]);
+    let doc = read_json(&json);
+    let warnings = doc["warnings"].to_string();
+    assert!(warnings.contains("stopped by a signal"), "{warnings}");
+    let v = &doc["variants"][0];
+    assert!(rounds(v, "load_handshake_rate").len() >= 2, "{v:#}");
+}
+
+#[test]
+fn clients_and_servers_the_experiments_cannot_use_are_refused() {
+    let out = support::tlsscope(&[
+        "compare",
+        "--matrix",
+        "--client-engine",
+        "rustls",
+        "--experiment",
+        "engine",
+    ]);
+    support::assert_one_line_error(&out, &["--client-engine rustls", "--experiment load"]);
+    let out = support::tlsscope(&[
+        "compare",
+        "--matrix",
+        "--server",
+        "nginx",
+        "--experiment",
+        "engine",
+    ]);
+    support::assert_one_line_error(&out, &["--server nginx", "--experiment load"]);
+}

@@ -299,6 +299,15 @@ pub enum ClientEngine {
     Openssl,
 }
 
+impl ClientEngine {
+    pub fn typed(self) -> load::EngineKind {
+        match self {
+            ClientEngine::Rustls => load::EngineKind::Rustls,
+            ClientEngine::Openssl => load::EngineKind::Openssl,
+        }
+    }
+}
+
 /// How TLS 1.2 resumes (TLS 1.3 always uses tickets/PSK).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ResumeKind {
@@ -880,6 +889,43 @@ impl TlsChoice {
     }
 }
 
+/// The server of a compare variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ServerChoice {
+    /// tlsscope serve, on the variant's server library.
+    Builtin,
+    /// Debian's nginx (/usr/sbin/nginx), on the variant's server library (3.x only).
+    Nginx,
+}
+
+impl ServerChoice {
+    pub fn typed(self) -> experiments::compare::matrix::ServerKind {
+        match self {
+            ServerChoice::Builtin => experiments::compare::matrix::ServerKind::Builtin,
+            ServerChoice::Nginx => experiments::compare::matrix::ServerKind::Nginx,
+        }
+    }
+}
+
+/// What each variant of a compare matrix is compared with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BaselineChoice {
+    /// The first variant with results.
+    First,
+    /// Within each set of variants sharing every setting but the library (certificate,
+    /// group, client, server, ...), the first library: the libraries side by side.
+    SameSettings,
+}
+
+impl BaselineChoice {
+    pub fn typed(self) -> experiments::compare::Baseline {
+        match self {
+            BaselineChoice::First => experiments::compare::Baseline::First,
+            BaselineChoice::SameSettings => experiments::compare::Baseline::SameSettings,
+        }
+    }
+}
+
 /// Full or resumed handshakes in a compare variant.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum HandshakeChoice {
@@ -901,6 +947,7 @@ pub enum CtxChoice {
 pub enum ExperimentChoice {
     Pretransfer,
     Engine,
+    Load,
 }
 
 impl ExperimentChoice {
@@ -908,6 +955,7 @@ impl ExperimentChoice {
         match self {
             ExperimentChoice::Pretransfer => experiments::compare::ExperimentKind::Pretransfer,
             ExperimentChoice::Engine => experiments::compare::ExperimentKind::Engine,
+            ExperimentChoice::Load => experiments::compare::ExperimentKind::Load,
         }
     }
 }
@@ -997,8 +1045,10 @@ pub struct MatrixOptions {
     /// The library of the side that does not vary (default: the system's).
     #[arg(long, value_name = "DIR|VERSION")]
     pub fixed_openssl: Option<String>,
-    /// Experiments: pretransfer (sequential new connections to the built-in server) and/or
-    /// engine (in-process handshakes over memory BIOs, no sockets).
+    /// Experiments: pretransfer (sequential new connections to the server), engine
+    /// (in-process handshakes over memory BIOs, no sockets) and/or load (a closed loop of -c
+    /// concurrent new connections made by bench's load engine: rate, client and server CPU
+    /// per handshake, the server's busy share).
     #[arg(
         long,
         value_delimiter = ',',
@@ -1039,6 +1089,33 @@ pub struct MatrixOptions {
     /// CPU for the client (the workers).
     #[arg(long, default_value_t = 1)]
     pub client_cpu: usize,
+    /// Servers the pretransfer and load experiments connect to: builtin (tlsscope serve)
+    /// and/or nginx (Debian's, one per 3.x server library, through LD_LIBRARY_PATH).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "builtin",
+        value_name = "LIST",
+        value_enum
+    )]
+    pub server: Vec<ServerChoice>,
+    /// The load experiment's clients: openssl (the client library) and/or rustls.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "openssl",
+        value_name = "LIST",
+        value_enum
+    )]
+    pub client_engine: Vec<ClientEngine>,
+    /// The load experiment's concurrent connections (a closed loop), each new per handshake.
+    #[arg(short = 'c', long, default_value_t = 4, value_parser = at_least_1, allow_negative_numbers = true)]
+    pub connections: usize,
+    /// What each variant is compared with: first (the first variant with results) or
+    /// same-settings (the libraries side by side within each certificate, group, client
+    /// and server).
+    #[arg(long, value_enum, default_value = "first")]
+    pub baseline: BaselineChoice,
 }
 
 #[cfg(test)]

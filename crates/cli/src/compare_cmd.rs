@@ -12,17 +12,21 @@ use experiments::compare::matrix::{self, Event, MatrixConfig};
 use experiments::compare::worker::{self, WorkerSpec};
 use report::compare::CompareDocument;
 
-use crate::args::{CompareArgs, CtxChoice, HandshakeChoice, MatrixOptions};
+use crate::args::{
+    ClientEngine, CompareArgs, CtxChoice, ExperimentChoice, HandshakeChoice, MatrixOptions,
+    ServerChoice,
+};
 
 pub fn run(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<ExitCode> {
     crate::output::one_on_stdout([&a.json, &a.markdown, &a.html])?;
+    let signals = crate::signals::StopFlags::install()?;
     let doc = if a.matrix {
         if !a.files.is_empty() {
             crate::usage_bail!(
                 "--matrix runs the experiment itself: drop the files, or drop --matrix to compare them"
             );
         }
-        run_matrix(openssl, &a.m, a.profile.as_ref())?
+        run_matrix(openssl, &a.m, a.profile.as_ref(), &signals.stop)?
     } else {
         if a.files.len() < 2 {
             crate::usage_bail!(
@@ -38,6 +42,10 @@ pub fn run(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<ExitCode> {
         )?
     };
     write_outputs(&doc, a)?;
+    if signals.stop.load(std::sync::atomic::Ordering::Relaxed) {
+        eprintln!("tlsscope: stopped by a signal; the rounds before it are reported");
+        return Ok(signals.exit_code(ExitCode::FAILURE));
+    }
     Ok(exit_status(&doc))
 }
 
@@ -55,16 +63,18 @@ pub(crate) fn exit_status(doc: &CompareDocument) -> ExitCode {
 }
 
 /// Runs the matrix, each round said on stderr as it goes.
+/// `stop` (set by a signal handler) ends it after the round in progress.
 pub(crate) fn run_matrix(
     openssl: Option<&str>,
     m: &MatrixOptions,
     profile: Option<&crate::output::OutputDir>,
+    stop: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<CompareDocument> {
     let profile = profile
         .map(|d| d.create().map(Path::to_path_buf))
         .transpose()?;
     let config = matrix_config(openssl, m, profile)?;
-    let mut build = |version: &str| build_if_missing(version);
+    let mut build = |library: &str| install_prefix(library);
     let mut events = |event: Event<'_>| match event {
         Event::Round { round, of, label } => {
             eprint!("tlsscope compare: round {round}/{of}: {label} ... ");
@@ -73,7 +83,7 @@ pub(crate) fn run_matrix(
         Event::RoundDone(Ok(summary)) => eprintln!("{summary}"),
         Event::RoundDone(Err(_)) => eprintln!("failed"),
     };
-    Ok(matrix::run(&config, &mut build, &mut events)?)
+    Ok(matrix::run(&config, &mut build, &mut events, stop)?)
 }
 
 /// The matrix's options, checked and typed.
@@ -92,6 +102,22 @@ fn matrix_config(
         .collect();
     let mut experiments: Vec<_> = m.experiment.iter().map(|e| e.typed()).collect();
     experiments.dedup();
+    let load = m.experiment.contains(&ExperimentChoice::Load);
+    if m.client_engine.contains(&ClientEngine::Rustls) && !load {
+        crate::usage_bail!(
+            "--client-engine rustls drives only the load experiment: add --experiment load"
+        );
+    }
+    let through_server = load || m.experiment.contains(&ExperimentChoice::Pretransfer);
+    if m.server.contains(&ServerChoice::Nginx) && !through_server {
+        crate::usage_bail!(
+            "--server nginx serves the pretransfer and load experiments, not engine (no server): add --experiment load or pretransfer"
+        );
+    }
+    let mut servers: Vec<_> = m.server.iter().map(|s| s.typed()).collect();
+    servers.dedup();
+    let mut client_engines: Vec<_> = m.client_engine.iter().map(|e| e.typed()).collect();
+    client_engines.dedup();
     Ok(MatrixConfig {
         exe: std::env::current_exe().context("finding the tlsscope executable")?,
         libraries,
@@ -126,20 +152,31 @@ fn matrix_config(
         client_cpu: m.client_cpu,
         environment: experiments::environment::host(std::env::args().collect()),
         profile,
+        servers,
+        client_engines,
+        connections: m.connections,
+        baseline: m.baseline.typed(),
     })
 }
 
-/// Builds a version the cache does not have yet; None once it is there, or why it is not.
-fn build_if_missing(version: &str) -> Option<String> {
-    let cache = ossl_build::BuildCache::new(crate::openssl_cmd::cache_root());
-    if cache.find(version).is_some() {
-        return None;
+/// Where a library is installed: a directory as given, a version from the cache (built first
+/// if the cache does not have it yet); or why it cannot be had.
+fn install_prefix(library: &str) -> Result<std::path::PathBuf, String> {
+    if library.contains('/') {
+        return Ok(std::path::PathBuf::from(library));
     }
-    eprintln!("tlsscope compare: OpenSSL {version} is not built yet: building it");
+    let cache = ossl_build::BuildCache::new(crate::openssl_cmd::cache_root());
+    if let Some(b) = cache.find(library) {
+        return Ok(b.prefix);
+    }
+    eprintln!("tlsscope compare: OpenSSL {library} is not built yet: building it");
     let jobs = host::online_cpus();
-    crate::openssl_cmd::build(&[version.to_string()], None, jobs, false)
-        .err()
-        .map(|e| format!("OpenSSL {version} did not build: {e:#}"))
+    crate::openssl_cmd::build(&[library.to_string()], None, jobs, false)
+        .map_err(|e| format!("OpenSSL {library} did not build: {e:#}"))?;
+    cache
+        .find(library)
+        .map(|b| b.prefix)
+        .ok_or_else(|| format!("OpenSSL {library} was built but is not in the cache"))
 }
 
 /// `compare-worker SPEC`: one variant's worker. Each line "run" on stdin asks for a round,

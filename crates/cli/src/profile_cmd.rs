@@ -122,7 +122,8 @@ fn matrix(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
         .out_dir
         .as_ref()
         .context("--matrix writes its profiles into --out-dir DIR")?;
-    let doc = crate::compare_cmd::run_matrix(openssl, &a.m, Some(out_dir))?;
+    let signals = crate::signals::StopFlags::install()?;
+    let doc = crate::compare_cmd::run_matrix(openssl, &a.m, Some(out_dir), &signals.stop)?;
     let dir = &out_dir.path;
     let json = dir.join("compare.json");
     std::fs::write(&json, serde_json::to_string_pretty(&doc)? + "\n")

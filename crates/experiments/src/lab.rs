@@ -321,7 +321,15 @@ fn start_server(
             extra: &asynchronous,
             prepare,
         }),
-        LabTarget::Nginx => servers::start_nginx(cert, config.server_cpu, prepare),
+        LabTarget::Nginx => servers::start_nginx(&servers::Nginx {
+            cert,
+            cpu: config.server_cpu,
+            library_dir: None,
+            groups: None,
+            resumption: true,
+            prepare,
+        })
+        .map(|n| n.process),
     }
 }
 

@@ -61,6 +61,10 @@ pub struct Experiment {
     pub target: Option<String>,
     /// Files read (saved runs only).
     pub files: Vec<String>,
+    /// What each variant is compared with: absent, the first variant with results;
+    /// "same-settings", the first library of the variants that share every other setting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
 }
 
 /// One variant: its settings and what it measured, or why it could not be measured.
@@ -81,6 +85,36 @@ pub struct Variant {
     /// per kind of handshake, where the variant's client counted them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<load::wire::WireSummary>,
+    /// Why the variant was not run, when it cannot be (a library nginx cannot load); it is
+    /// then neither measured nor a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_run: Option<String>,
+    /// The server's own count of handshakes against the clients', and the library it was seen
+    /// to map (matrix runs against a server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_check: Option<ServerCheck>,
+}
+
+impl Variant {
+    /// It ran and did not fail: it has results to compare.
+    pub fn measured(&self) -> bool {
+        self.error.is_none() && self.not_run.is_none()
+    }
+}
+
+/// What a matrix's server counted itself, beside what its clients made. One server serves
+/// every variant that shares its library and settings, so the counts are the server's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerCheck {
+    /// "builtin" or "nginx", and its PID.
+    pub server: String,
+    pub pid: u32,
+    /// The libssl the server process mapped (from /proc/PID/maps).
+    pub libssl: Option<String>,
+    /// Handshakes (built-in server) or connections (nginx's stub_status "handled") it counted.
+    pub server_count: u64,
+    /// Connections the clients of every variant using it made, warm-ups included.
+    pub client_count: u64,
 }
 
 /// One metric of one variant, with every sample.
@@ -359,11 +393,7 @@ pub fn metric_tables(doc: &CompareDocument) -> Vec<(String, Table)> {
         }
     }
     let pct = (doc.level * 100.0).round();
-    let baseline = doc
-        .variants
-        .iter()
-        .find(|v| v.error.is_none())
-        .map(|v| &v.label);
+    let baseline = doc.variants.iter().find(|v| v.measured()).map(|v| &v.label);
     names
         .into_iter()
         .map(|(name, unit)| {
@@ -406,12 +436,19 @@ pub fn metric_tables(doc: &CompareDocument) -> Vec<(String, Table)> {
                         noise_floor_text(c.comparison.noise_floor),
                         verdict_text(&c.comparison, m.lower_is_better),
                     ),
-                    None if Some(&v.label) == baseline => (
-                        "baseline".into(),
-                        String::new(),
-                        String::new(),
-                        String::new(),
-                    ),
+                    None if Some(&v.label) == baseline
+                        || doc
+                            .comparisons
+                            .iter()
+                            .any(|c| c.metric == name && c.baseline == v.label) =>
+                    {
+                        (
+                            "baseline".into(),
+                            String::new(),
+                            String::new(),
+                            String::new(),
+                        )
+                    }
                     None => (
                         "-".into(),
                         String::new(),
@@ -527,9 +564,10 @@ fn variants_table(doc: &CompareDocument) -> Table {
                     .map(|k| v.settings.get(*k).cloned().unwrap_or_else(|| "-".into())),
             );
             row.push(v.library.clone().unwrap_or_else(|| "-".into()));
-            row.push(match &v.error {
-                Some(e) => format!("FAILED: {e}"),
-                None => "ok".into(),
+            row.push(match (&v.error, &v.not_run) {
+                (Some(e), _) => format!("FAILED: {e}"),
+                (None, Some(why)) => format!("not run: {why}"),
+                (None, None) => "ok".into(),
             });
             row
         })
@@ -554,6 +592,9 @@ pub fn describe_experiment(doc: &CompareDocument) -> String {
     }
     if let Some(t) = &e.target {
         let _ = write!(s, "; server: {t}");
+    }
+    if e.baseline.as_deref() == Some("same-settings") {
+        s += "; each library compared with the first of the variants sharing its other settings";
     }
     if !e.files.is_empty() {
         let _ = write!(s, ": {}", e.files.join(", "));
@@ -585,8 +626,42 @@ pub fn metric_meaning(name: &str) -> &'static str {
         "engine_server" => "in-process handshake: time in the server's calls",
         "client_cpu_per_connection" => "client process CPU (user + system) per connection, one value per round",
         "server_cpu_per_connection" => "server process CPU (user + system) per connection, one value per round",
+        "load_handshake_rate" => "closed loop of concurrent new connections (full or resumed handshakes): handshakes per second over the measured window, one value per round",
+        "load_client_cpu_per_handshake" => "closed loop: the client's CPU (user + system) per handshake, as bench computes it",
+        "load_server_cpu_per_handshake" => "closed loop: the server process's CPU per handshake, from its CPU-time clock over the window",
+        "load_server_busy" => "closed loop: the server's busy share of one CPU over the window (= rate x server CPU per handshake)",
         _ => "",
     }
+}
+
+/// Each server's own count against its clients', and the libssl it mapped.
+pub fn server_table(doc: &CompareDocument) -> Table {
+    let header = [
+        "variant",
+        "server",
+        "pid",
+        "libssl mapped",
+        "server counted",
+        "clients made",
+    ]
+    .map(String::from)
+    .to_vec();
+    let rows = doc
+        .variants
+        .iter()
+        .filter_map(|v| {
+            let s = v.server_check.as_ref()?;
+            Some(vec![
+                v.label.clone(),
+                s.server.clone(),
+                s.pid.to_string(),
+                s.libssl.clone().unwrap_or_else(|| "-".into()),
+                s.server_count.to_string(),
+                s.client_count.to_string(),
+            ])
+        })
+        .collect();
+    Table { header, rows }
 }
 
 /// The terminal report.
@@ -614,6 +689,11 @@ pub fn text(doc: &CompareDocument) -> String {
     if !wire.rows.is_empty() {
         out += &format!("\non the wire ({})\n", load::wire::COUNTED);
         out += &wire.aligned();
+    }
+    let servers = server_table(doc);
+    if !servers.rows.is_empty() {
+        out += "\nthe servers' own counts\n";
+        out += &servers.aligned();
     }
     for w in &doc.warnings {
         out += &format!("\nwarning: {w}");

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use report::compare::{CompareDocument, Experiment, Metric, Negotiated, Variant};
 
@@ -14,7 +15,9 @@ use super::worker::{WorkerResult, WorkerSpec};
 use super::{ExperimentKind, Tls};
 use crate::error::{Context, Error, Result};
 use crate::fail;
-use crate::servers::{start_builtin, Builtin, ServerProcess};
+use crate::servers::{
+    mapped_libssl, start_builtin, start_nginx, Builtin, Nginx, NginxServer, ServerProcess,
+};
 
 /// Which side's library the variants change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,6 +78,32 @@ pub struct MatrixConfig {
     /// Sample each worker's measured operations with perf and write flame graphs, tables and
     /// the difference against the first variant into this directory (`compare --profile`).
     pub profile: Option<PathBuf>,
+    /// The servers the pretransfer and load experiments connect to.
+    pub servers: Vec<ServerKind>,
+    /// The load experiment's clients.
+    pub client_engines: Vec<load::EngineKind>,
+    /// The load experiment's concurrent connections (a closed loop).
+    pub connections: usize,
+    /// What each variant is compared with.
+    pub baseline: super::Baseline,
+}
+
+/// The server a variant's client connects to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ServerKind {
+    /// `tlsscope serve`, on the variant's server library.
+    Builtin,
+    /// Debian's nginx, run against the variant's server library (a 3.x one).
+    Nginx,
+}
+
+impl ServerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::Builtin => "builtin",
+            ServerKind::Nginx => "nginx",
+        }
+    }
 }
 
 /// What the matrix tells its caller as it goes.
@@ -105,6 +134,11 @@ struct Plan {
     groups: Option<String>,
     resume: bool,
     per_connection: bool,
+    server: ServerKind,
+    client_engine: load::EngineKind,
+    /// The experiments that apply to it: the engine runs without a server, once per library
+    /// (built-in server, OpenSSL client); pretransfer is OpenSSL's blocking client.
+    experiments: Vec<ExperimentKind>,
 }
 
 /// What a variant has gathered so far.
@@ -115,7 +149,8 @@ struct Gathered {
     /// Per metric, one value per completed round: the replicates.
     rounds: BTreeMap<String, Vec<f64>>,
     negotiated: Vec<Negotiated>,
-    /// The client's wire figures over the rounds (pretransfer's connections).
+    /// The client's wire figures over the rounds (the load experiment's client when it runs,
+    /// else pretransfer's).
     wire: Option<load::wire::WireSummary>,
     error: Option<String>,
     /// Rounds that completed: those before a failure are still reported.
@@ -124,6 +159,11 @@ struct Gathered {
     /// operations they were.
     profile: profile::Profile,
     profiled_ops: u64,
+    /// Why it is not run (a library its server cannot load).
+    not_run: Option<String>,
+    /// Connections its client made to its server, warm-ups included.
+    client_count: u64,
+    server_check: Option<report::compare::ServerCheck>,
 }
 
 /// Why a variant stopped at `round` (from 0), with what is still reported: a library
@@ -159,6 +199,7 @@ fn library_choice(v: &str) -> Option<String> {
 /// same library twice, for an A/A run) is numbered ("openssl=system #2").
 fn plans(c: &MatrixConfig) -> Vec<Plan> {
     let mut plans = combinations(c);
+    plans.retain(|p| !p.experiments.is_empty());
     let mut seen: Vec<String> = Vec::new();
     for p in &mut plans {
         let mut label = p.label.clone();
@@ -179,7 +220,7 @@ fn combinations(c: &MatrixConfig) -> Vec<Plan> {
             .map(|b| if *b { yes } else { no }.to_string())
             .collect()
     };
-    let dims: [(&str, Vec<String>); 6] = [
+    let dims: [(&str, Vec<String>); 8] = [
         ("openssl", c.libraries.clone()),
         (
             "cert",
@@ -203,6 +244,17 @@ fn combinations(c: &MatrixConfig) -> Vec<Plan> {
         (
             "ctx",
             names(&c.ctx_per_connection, "per-connection", "shared"),
+        ),
+        (
+            "server",
+            c.servers.iter().map(|s| s.name().to_string()).collect(),
+        ),
+        (
+            "client",
+            c.client_engines
+                .iter()
+                .map(|e| e.name().to_string())
+                .collect(),
         ),
     ];
     // Every combination, as one index per dimension.
@@ -251,70 +303,286 @@ fn combinations(c: &MatrixConfig) -> Vec<Plan> {
                 groups: c.groups[ix[3]].clone(),
                 resume: c.resumed[ix[4]],
                 per_connection: c.ctx_per_connection[ix[5]],
+                server: c.servers[ix[6]],
+                client_engine: c.client_engines[ix[7]],
+                experiments: experiments_of(c, c.servers[ix[6]], c.client_engines[ix[7]]),
             }
         })
         .collect()
 }
 
-/// Asks `build` for every version the plans name that is not a path; returns the ones that
-/// could not be had, with why.
-fn ensure_built(
+/// The experiments of `c` that a variant with this server and client runs.
+fn experiments_of(
+    c: &MatrixConfig,
+    server: ServerKind,
+    client: load::EngineKind,
+) -> Vec<ExperimentKind> {
+    let openssl = client == load::EngineKind::Openssl;
+    c.experiments
+        .iter()
+        .copied()
+        .filter(|e| match e {
+            ExperimentKind::Engine => openssl && server == ServerKind::Builtin,
+            ExperimentKind::Pretransfer => openssl,
+            ExperimentKind::Load => true,
+        })
+        .collect()
+}
+
+/// Asks `prepare` for every library the plans name (a version the cache lacks is built
+/// first): its install prefix, or why it cannot be had.
+fn prepare_libraries(
     plans: &[Plan],
-    build: &mut dyn FnMut(&str) -> Option<String>,
-) -> BTreeMap<String, String> {
-    let mut failed = BTreeMap::new();
-    let mut wanted: Vec<&String> = Vec::new();
+    prepare: &mut dyn FnMut(&str) -> std::result::Result<PathBuf, String>,
+) -> BTreeMap<String, std::result::Result<PathBuf, String>> {
+    let mut out = BTreeMap::new();
     for p in plans {
         for v in [&p.client_openssl, &p.server_openssl].into_iter().flatten() {
-            if !v.contains('/') && !wanted.contains(&v) {
-                wanted.push(v);
+            if !out.contains_key(v) {
+                let prefix = prepare(v);
+                out.insert(v.clone(), prefix);
             }
         }
     }
-    for v in wanted {
-        if let Some(why) = build(v) {
-            failed.insert(v.clone(), why);
+    out
+}
+
+/// What a server is started for: the variants that share all of it share one server.
+#[derive(Clone, Debug, PartialEq)]
+struct ServerKey {
+    kind: ServerKind,
+    /// None: the system's.
+    library: Option<String>,
+    cert: ossl::CertType,
+    groups: Option<String>,
+    /// Session cache and tickets on: resumed handshakes were asked for.
+    resumption: bool,
+}
+
+impl ServerKey {
+    fn of(p: &Plan) -> ServerKey {
+        ServerKey {
+            kind: p.server,
+            library: p.server_openssl.clone(),
+            cert: p.cert,
+            groups: p.groups.clone(),
+            resumption: p.resume,
         }
     }
-    failed
 }
 
-/// A server's library (None: the system's) and certificate type.
-type ServerKey = (Option<String>, ossl::CertType);
+/// Whether a plan's experiments connect to a server.
+fn needs_server(p: &Plan) -> bool {
+    p.experiments.iter().any(|e| *e != ExperimentKind::Engine)
+}
 
-/// A running server for one (library, certificate), and the CA file that trusts it.
+/// A server process of either kind.
+enum Running {
+    /// Its final counters are written to `stats` when it stops.
+    Builtin {
+        process: ServerProcess,
+        stats: PathBuf,
+    },
+    Nginx(NginxServer),
+}
+
+/// A running server, the CA file that trusts it and the libssl it mapped.
 struct Server {
-    process: ServerProcess,
+    running: Running,
     cafile: PathBuf,
+    libssl: Option<PathBuf>,
 }
 
-fn start_server(c: &MatrixConfig, key: &ServerKey, dir: &Path, index: usize) -> Result<Server> {
-    let cert_out = dir.join(format!("server-{index}.pem"));
-    let process = start_builtin(&Builtin {
-        exe: &c.exe,
-        openssl: key.0.as_deref(),
-        cert_type: key.1,
-        cpu: c.server_cpu,
-        extra: &["--cert-out", cert_out.to_str().unwrap_or_default()],
-        prepare: None,
-    })?;
+impl Server {
+    fn process(&self) -> &ServerProcess {
+        match &self.running {
+            Running::Builtin { process, .. } => process,
+            Running::Nginx(n) => &n.process,
+        }
+    }
+
+    /// Stops it (by its PID) and returns its own count: the handshakes in the built-in
+    /// server's final counters, or the connections nginx handled on its TLS port (read from
+    /// its status page just before it stops).
+    fn stop_and_count(&mut self) -> Result<u64> {
+        match &mut self.running {
+            Running::Builtin { process, stats } => {
+                process.stop();
+                let text = std::fs::read(&*stats).with_context(|| {
+                    format!("reading the server's counters {}", stats.display())
+                })?;
+                let v: serde_json::Value = serde_json::from_slice(&text)?;
+                let h = &v["handshakes"];
+                Ok(["full", "resumed_session_id", "resumed_ticket"]
+                    .iter()
+                    .filter_map(|k| h[*k].as_u64())
+                    .sum())
+            }
+            Running::Nginx(n) => {
+                let count = n.tls_connections();
+                n.process.stop();
+                count
+            }
+        }
+    }
+}
+
+/// Why a server key has no process.
+enum NoServer {
+    Failed(String),
+    /// The library cannot run under this server at all.
+    NotRun(String),
+}
+
+type ServerSlot = (ServerKey, std::result::Result<Server, NoServer>);
+
+fn start_server(
+    c: &MatrixConfig,
+    key: &ServerKey,
+    prefix: Option<&Path>,
+    dir: &Path,
+    index: usize,
+) -> std::result::Result<Server, NoServer> {
+    match key.kind {
+        ServerKind::Builtin => start_builtin_server(c, key, dir, index)
+            .map_err(|e| NoServer::Failed(format!("the server did not start: {e}"))),
+        ServerKind::Nginx => {
+            let name = key.library.as_deref().unwrap_or("system");
+            let lib_dir = match prefix {
+                Some(p) => Some(nginx_library_dir(p, name).map_err(NoServer::NotRun)?),
+                None => None,
+            };
+            start_nginx_server(c, key, lib_dir.as_deref(), dir, index)
+                .map_err(|e| NoServer::Failed(format!("nginx: {e}")))
+        }
+    }
+}
+
+/// The CA file a server's clients verify against: the system's bundle plus `cert` (as curl
+/// loads its bundle).
+fn ca_bundle(cert: &Path, dir: &Path, index: usize) -> Result<PathBuf> {
     let mut pem = std::fs::read(SYSTEM_BUNDLE).unwrap_or_default();
-    pem.extend_from_slice(&std::fs::read(&cert_out).context("reading the server's certificate")?);
+    pem.extend_from_slice(&std::fs::read(cert).context("reading the server's certificate")?);
     let cafile = dir.join(format!("ca-{index}.pem"));
     std::fs::write(&cafile, pem)?;
-    Ok(Server { process, cafile })
+    Ok(cafile)
+}
+
+fn start_builtin_server(
+    c: &MatrixConfig,
+    key: &ServerKey,
+    dir: &Path,
+    index: usize,
+) -> Result<Server> {
+    let cert_out = dir.join(format!("server-{index}.pem"));
+    let stats = dir.join(format!("server-{index}-stats.json"));
+    let mut extra = vec![
+        "--cert-out".to_string(),
+        cert_out.display().to_string(),
+        "--stats-json".into(),
+        stats.display().to_string(),
+    ];
+    if let Some(g) = &key.groups {
+        extra.extend(["--groups".to_string(), g.clone()]);
+    }
+    if !key.resumption {
+        extra.extend(["--session-cache", "off", "--tickets", "off"].map(String::from));
+    }
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let process = start_builtin(&Builtin {
+        exe: &c.exe,
+        openssl: key.library.as_deref(),
+        cert_type: key.cert,
+        cpu: c.server_cpu,
+        extra: &extra,
+        prepare: None,
+    })?;
+    let libssl = mapped_libssl(process.pid()).ok();
+    Ok(Server {
+        cafile: ca_bundle(&cert_out, dir, index)?,
+        running: Running::Builtin { process, stats },
+        libssl,
+    })
+}
+
+/// nginx on the key's library (through `LD_LIBRARY_PATH` when it is not the system's), its
+/// mapped libssl checked against the one asked for.
+fn start_nginx_server(
+    c: &MatrixConfig,
+    key: &ServerKey,
+    lib_dir: Option<&Path>,
+    dir: &Path,
+    index: usize,
+) -> Result<Server> {
+    let n = start_nginx(&Nginx {
+        cert: key.cert,
+        cpu: c.server_cpu,
+        library_dir: lib_dir,
+        groups: key.groups.as_deref(),
+        resumption: key.resumption,
+        prepare: None,
+    })?;
+    if let Some(want) = lib_dir {
+        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let mapped_dir = n.libssl.parent().map(canonical);
+        if mapped_dir.as_deref() != Some(canonical(want).as_path()) {
+            fail!(
+                "nginx (PID {}) mapped {}, not the libssl.so.3 in {}",
+                n.process.pid(),
+                n.libssl.display(),
+                want.display()
+            );
+        }
+    }
+    Ok(Server {
+        cafile: ca_bundle(&n.ca, dir, index)?,
+        libssl: Some(n.libssl.clone()),
+        running: Running::Nginx(n),
+    })
+}
+
+/// The directory of a library's `libssl.so.3`, which Debian's nginx (linked to it) can run
+/// against; or why it cannot: another soname (1.1.1) or another ABI (4.0, AWS-LC, BoringSSL).
+fn nginx_library_dir(prefix: &Path, name: &str) -> std::result::Result<PathBuf, String> {
+    let dirs = [
+        prefix.join("lib"),
+        prefix.join("lib64"),
+        prefix.to_path_buf(),
+    ];
+    if let Some(d) = dirs.iter().find(|d| d.join("libssl.so.3").exists()) {
+        return Ok(d.clone());
+    }
+    let files: Vec<String> = dirs
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with("libssl.so"))
+        .collect();
+    let versioned = files.iter().find(|f| f.starts_with("libssl.so."));
+    Err(match versioned {
+        Some(f) if f == "libssl.so.1.1" => {
+            format!("nginx is linked to libssl.so.3; {name} is libssl.so.1.1, another soname")
+        }
+        Some(f) => format!("nginx is linked to libssl.so.3; {name} is {f}, another ABI"),
+        None if !files.is_empty() => format!(
+            "nginx is linked to libssl.so.3; {name} has only an unversioned libssl.so (AWS-LC or BoringSSL), another ABI"
+        ),
+        None => format!("{name} has no libssl under {}", prefix.display()),
+    })
 }
 
 /// Runs the matrix and returns the document (variants that failed included, with why).
-/// `build` makes a library version available (None) or says why it cannot; `events` hears of
-/// each round.
+/// `prepare` makes a library available and says where it is installed (or why it cannot be
+/// had); `events` hears of each round; `stop` (set by a signal) ends the run after the round
+/// in progress, every server and worker stopped.
 pub fn run(
     c: &MatrixConfig,
-    build: &mut dyn FnMut(&str) -> Option<String>,
+    prepare: &mut dyn FnMut(&str) -> std::result::Result<PathBuf, String>,
     events: &mut dyn FnMut(Event<'_>),
+    stop: &AtomicBool,
 ) -> Result<CompareDocument> {
     let plans = plans(c);
-    let pretransfer = c.experiments.contains(&ExperimentKind::Pretransfer);
     // The sampler, and perf's version for the profiles' environment.
     let sampler = match &c.profile {
         Some(_) => {
@@ -324,23 +592,27 @@ pub fn run(
         }
         None => None,
     };
-    let build_failures = ensure_built(&plans, build);
+    let libraries = prepare_libraries(&plans, prepare);
     let dir = tempfile::tempdir()?;
-    let mut servers: Vec<(ServerKey, std::result::Result<Server, String>)> = Vec::new();
+    let mut servers: Vec<ServerSlot> = Vec::new();
     let mut gathered: Vec<Gathered> = plans.iter().map(|_| Gathered::default()).collect();
     for (p, g) in plans.iter().zip(gathered.iter_mut()) {
         let broken = [&p.client_openssl, &p.server_openssl]
             .into_iter()
             .flatten()
-            .find_map(|v| build_failures.get(v));
+            .find_map(|v| libraries.get(v)?.as_ref().err());
         if let Some(why) = broken {
             g.error = Some(why.clone());
             continue;
         }
-        let key = (p.server_openssl.clone(), p.cert);
-        if pretransfer && !servers.iter().any(|(k, _)| *k == key) {
-            let s = start_server(c, &key, dir.path(), servers.len())
-                .map_err(|e| format!("the server did not start: {e}"));
+        let key = ServerKey::of(p);
+        if needs_server(p) && !servers.iter().any(|(k, _)| *k == key) {
+            let prefix = key
+                .library
+                .as_ref()
+                .and_then(|l| libraries.get(l)?.as_ref().ok())
+                .cloned();
+            let s = start_server(c, &key, prefix.as_deref(), dir.path(), servers.len());
             servers.push((key, s));
         }
     }
@@ -354,8 +626,13 @@ pub fn run(
                 workers.push(None);
                 continue;
             }
-            Some(Err(why)) => {
+            Some(Err(NoServer::Failed(why))) => {
                 gathered[i].error = Some(why.clone());
+                workers.push(None);
+                continue;
+            }
+            Some(Err(NoServer::NotRun(why))) => {
+                gathered[i].not_run = Some(why.clone());
                 workers.push(None);
                 continue;
             }
@@ -363,10 +640,10 @@ pub fn run(
             None => None,
         };
         let spec = WorkerSpec {
-            experiments: c.experiments.clone(),
+            experiments: p.experiments.clone(),
             count: c.count,
             warmup: c.warmup,
-            target: server.map(|s| s.process.addr),
+            target: server.map(|s| s.process().addr),
             cafile: match (c.verify, server) {
                 (true, Some(s)) => Some(s.cafile.clone()),
                 (true, None) => Some(PathBuf::from(SYSTEM_BUNDLE)),
@@ -387,6 +664,9 @@ pub fn run(
             } else {
                 0.0
             },
+            connections: c.connections,
+            client_engine: p.client_engine,
+            server_pid: server.map(|s| s.process().pid()),
         };
         let sampler = sampler.as_ref().map(|(s, _)| s);
         match WorkerProcess::start(&c.exe, p.client_openssl.as_deref(), &spec, sampler) {
@@ -398,9 +678,14 @@ pub fn run(
             }
         }
     }
-    for round in 0..c.repeat {
+    let mut stopped_in = None;
+    'rounds: for round in 0..c.repeat {
         // The order rotates every round, so each variant takes each place in turn.
         for i in (0..plans.len()).map(|k| (k + round) % plans.len()) {
+            if stop.load(Ordering::Relaxed) {
+                stopped_in = Some(round);
+                break 'rounds;
+            }
             let p = &plans[i];
             let Some(worker) = workers[i].as_mut() else {
                 continue;
@@ -411,22 +696,24 @@ pub fn run(
                 of: c.repeat,
                 label: &p.label,
             });
-            let server_cpu_before = server.and_then(|s| host::proc_cpu_total_s(s.process.pid()));
+            let pid = server.map(|s| s.process().pid());
+            let server_cpu_before = pid.and_then(host::proc_cpu_total_s);
             let outcome = worker.round();
-            let server_cpu_after = server.and_then(|s| host::proc_cpu_total_s(s.process.pid()));
+            let server_cpu_after = pid.and_then(host::proc_cpu_total_s);
             let g = &mut gathered[i];
             match outcome {
                 Ok(mut r) => {
                     events(Event::RoundDone(Ok(one_line(&r))));
+                    let served = r.connections as u64 + r.load_handshakes;
                     if let (Some(b), Some(e)) = (server_cpu_before, server_cpu_after) {
-                        if r.connections > 0 {
-                            let cpu = e - b;
+                        if served > 0 {
                             r.samples.insert(
                                 "server_cpu_per_connection".into(),
-                                vec![cpu * 1e6 / r.connections as f64],
+                                vec![(e - b) * 1e6 / served as f64],
                             );
                         }
                     }
+                    g.client_count += served;
                     merge(g, r);
                     g.rounds_done += 1;
                 }
@@ -447,12 +734,15 @@ pub fn run(
         match sampled {
             Ok(Some(p)) => {
                 g.profile = p;
-                g.profiled_ops = (c.count * c.experiments.len() * g.rounds_done) as u64;
+                g.profiled_ops = (c.count * plans[i].experiments.len() * g.rounds_done) as u64;
             }
             Ok(None) => {}
             Err(e) if g.error.is_none() => g.error = Some(format!("profiling: {e}")),
             Err(_) => {}
         }
+    }
+    if stopped_in.is_none() {
+        check_server_counts(&plans, &mut servers, &mut gathered);
     }
     drop(servers);
     if let (Some(dir), Some((sampler, version))) = (&c.profile, &sampler) {
@@ -465,7 +755,57 @@ pub fn run(
             version,
         )?;
     }
-    Ok(document(&plans, gathered, c))
+    let mut doc = document(&plans, gathered, c);
+    if let Some(round) = stopped_in {
+        doc.warnings.push(format!(
+            "stopped by a signal in round {} of {}: the rounds before it are reported",
+            round + 1,
+            c.repeat
+        ));
+    }
+    Ok(doc)
+}
+
+/// Stops every server and sets each variant's check: the server's own count against the
+/// connections the clients of all its variants made. A difference fails those variants
+/// (unless one of them failed already, which explains it).
+fn check_server_counts(plans: &[Plan], servers: &mut [ServerSlot], gathered: &mut [Gathered]) {
+    for (key, slot) in servers.iter_mut() {
+        let Ok(server) = slot else { continue };
+        let users: Vec<usize> = (0..plans.len())
+            .filter(|&i| needs_server(&plans[i]) && ServerKey::of(&plans[i]) == *key)
+            .collect();
+        let client_count: u64 = users.iter().map(|&i| gathered[i].client_count).sum();
+        let explained = users.iter().any(|&i| gathered[i].error.is_some());
+        let pid = server.process().pid();
+        match server.stop_and_count() {
+            Ok(server_count) => {
+                let check = report::compare::ServerCheck {
+                    server: key.kind.name().into(),
+                    pid,
+                    libssl: server.libssl.as_ref().map(|p| p.display().to_string()),
+                    server_count,
+                    client_count,
+                };
+                for &i in &users {
+                    if server_count != client_count && !explained {
+                        gathered[i].error = Some(format!(
+                            "the {} server (PID {pid}) counted {server_count}, its clients made {client_count}",
+                            key.kind.name()
+                        ));
+                    }
+                    gathered[i].server_check = Some(check.clone());
+                }
+            }
+            Err(e) => {
+                for &i in &users {
+                    gathered[i]
+                        .error
+                        .get_or_insert_with(|| format!("reading the server's own count: {e}"));
+                }
+            }
+        }
+    }
 }
 
 /// Each variant's flame graph, folded stacks (CPU-nanoseconds per operation) and pprof file,
@@ -575,15 +915,16 @@ pub fn file_stem(i: usize, label: &str) -> String {
     format!("{}-{clean}", i + 1)
 }
 
-/// The server a plan's pretransfer experiment connects to, if it has one.
+/// The server a plan's pretransfer and load experiments connect to, if it has one.
 fn server_of<'a>(
-    servers: &'a [(ServerKey, std::result::Result<Server, String>)],
+    servers: &'a [ServerSlot],
     p: &Plan,
-) -> Option<&'a std::result::Result<Server, String>> {
-    servers
-        .iter()
-        .find(|(k, _)| k.0 == p.server_openssl && k.1 == p.cert)
-        .map(|(_, s)| s)
+) -> Option<&'a std::result::Result<Server, NoServer>> {
+    if !needs_server(p) {
+        return None;
+    }
+    let key = ServerKey::of(p);
+    servers.iter().find(|(k, _)| *k == key).map(|(_, s)| s)
 }
 
 /// A running worker process (`tlsscope --openssl X compare-worker SPEC`): one line "run" on
@@ -719,7 +1060,14 @@ fn one_line(r: &WorkerResult) -> String {
             ))
         })
         .collect();
-    parts.join(", ")
+    let load = r.samples.get("load_handshake_rate").map(|rate| {
+        let busy = r
+            .samples
+            .get("load_server_busy")
+            .map_or(String::new(), |b| format!(", server {:.0}% busy", b[0]));
+        format!("load {:.0} handshakes/s{busy}", rate[0])
+    });
+    parts.into_iter().chain(load).collect::<Vec<_>>().join(", ")
 }
 
 /// Adds a round's result: its samples, and per metric the round's one value (its median).
@@ -743,15 +1091,19 @@ fn merge(g: &mut Gathered, r: WorkerResult) {
     }
 }
 
-/// Metric order in reports.
-const METRICS: &[&str] = &[
-    "pretransfer",
-    "request_total",
-    "engine_handshake",
-    "engine_client",
-    "engine_server",
-    "client_cpu_per_connection",
-    "server_cpu_per_connection",
+/// Metric order in reports: name, unit, and whether lower is better.
+const METRICS: &[(&str, &str, bool)] = &[
+    ("pretransfer", "us", true),
+    ("request_total", "us", true),
+    ("engine_handshake", "us", true),
+    ("engine_client", "us", true),
+    ("engine_server", "us", true),
+    ("client_cpu_per_connection", "us", true),
+    ("server_cpu_per_connection", "us", true),
+    ("load_handshake_rate", "1/s", false),
+    ("load_client_cpu_per_handshake", "us", true),
+    ("load_server_cpu_per_handshake", "us", true),
+    ("load_server_busy", "%", false),
 ];
 
 fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> CompareDocument {
@@ -772,10 +1124,13 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
             } else {
                 METRICS
                     .iter()
-                    .filter_map(|name| {
-                        let samples = g.samples.remove(*name)?;
-                        let rounds = g.rounds.remove(*name).unwrap_or_default();
-                        Some(Metric::new(name, "us", true, samples, level).with_rounds(rounds))
+                    .filter_map(|&(name, unit, lower_is_better)| {
+                        let samples = g.samples.remove(name)?;
+                        let rounds = g.rounds.remove(name).unwrap_or_default();
+                        Some(
+                            Metric::new(name, unit, lower_is_better, samples, level)
+                                .with_rounds(rounds),
+                        )
                     })
                     .collect()
             };
@@ -795,6 +1150,8 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
                 error: g.error,
                 metrics,
                 negotiated: g.negotiated,
+                not_run: g.not_run,
+                server_check: g.server_check,
                 wire: g.wire,
             }
         })
@@ -810,7 +1167,15 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
             c.calibrate_slower_pct
         ));
     }
-    let comparisons = super::analyze(&variants, level, c.noise_threshold);
+    let comparisons = super::analyze(&variants, level, c.noise_threshold, c.baseline);
+    let servers: Vec<&str> = c
+        .servers
+        .iter()
+        .map(|s| match s {
+            ServerKind::Builtin => "the built-in server (tlsscope serve)",
+            ServerKind::Nginx => "Debian's nginx (one process, on the variant's libssl.so.3)",
+        })
+        .collect();
     CompareDocument {
         schema_version: report::compare::COMPARE_SCHEMA_VERSION,
         kind: "compare".into(),
@@ -820,15 +1185,65 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
             side: Some(c.side.name().into()),
             count: Some(c.count),
             repeat: Some(c.repeat),
-            target: Some(
-                "the built-in server (tlsscope serve), one per library and certificate".into(),
-            ),
+            target: Some(format!(
+                "{}, one per library, certificate, group and handshake kind",
+                servers.join(" and ")
+            )),
             files: Vec::new(),
+            baseline: c.baseline.name().map(String::from),
         },
         level,
         noise_threshold: c.noise_threshold,
         variants,
         comparisons,
         warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An install prefix whose lib/ holds files of these names (empty: only the names count).
+    fn prefix_with(files: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("lib")).unwrap();
+        for f in files {
+            std::fs::write(dir.path().join("lib").join(f), b"").unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn nginx_runs_only_on_a_libssl_so_3_and_says_why_not() {
+        let ok = prefix_with(&["libssl.so", "libssl.so.3"]);
+        assert_eq!(
+            nginx_library_dir(ok.path(), "3.5.5").unwrap(),
+            ok.path().join("lib")
+        );
+        for (files, name, words) in [
+            (
+                &["libssl.so", "libssl.so.1.1"][..],
+                "1.1.1w",
+                "libssl.so.1.1, another soname",
+            ),
+            (
+                &["libssl.so", "libssl.so.4"][..],
+                "4.0.3",
+                "libssl.so.4, another ABI",
+            ),
+            (
+                &["libssl.so"][..],
+                "aws-lc",
+                "only an unversioned libssl.so",
+            ),
+        ] {
+            let dir = prefix_with(files);
+            let why = nginx_library_dir(dir.path(), name).unwrap_err();
+            assert!(
+                why.contains(name) && why.contains(words) && why.contains("libssl.so.3"),
+                "{why}"
+            );
+        }
     }
 }

@@ -9,10 +9,67 @@ pub mod worker;
 use report::compare::{MetricComparison, Variant};
 use serde::{Deserialize, Serialize};
 
-/// Compares every variant with results against the first one, metric by metric, by the
+/// What each variant is compared with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Baseline {
+    /// The first variant with results.
+    #[default]
+    First,
+    /// Within each set of variants that share every setting but the library (certificate,
+    /// group, client, server, ...), the first of them with results: the libraries side by
+    /// side under the same settings.
+    SameSettings,
+}
+
+impl Baseline {
+    /// As the document names it (None: the first variant).
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            Baseline::First => None,
+            Baseline::SameSettings => Some("same-settings"),
+        }
+    }
+}
+
+/// The settings that name the library rather than how it is used.
+const LIBRARY_SETTINGS: [&str; 3] = ["openssl", "client library", "server library"];
+
+/// The settings a variant shares with the others it is compared with.
+type SettingsKey<'a> = Vec<(&'a String, &'a String)>;
+
+/// Compares every variant with results against its baseline, metric by metric, by the
 /// strongest method the two metrics allow (see [`report::compare::compare_metrics`]).
-pub fn analyze(variants: &[Variant], level: f64, noise_threshold: f64) -> Vec<MetricComparison> {
-    let measured: Vec<&Variant> = variants.iter().filter(|v| v.error.is_none()).collect();
+pub fn analyze(
+    variants: &[Variant],
+    level: f64,
+    noise_threshold: f64,
+    baseline: Baseline,
+) -> Vec<MetricComparison> {
+    let measured: Vec<&Variant> = variants.iter().filter(|v| v.measured()).collect();
+    // The sets compared within, in order of first appearance.
+    let mut sets: Vec<(SettingsKey, Vec<&Variant>)> = Vec::new();
+    for v in measured {
+        let key: SettingsKey = match baseline {
+            Baseline::First => Vec::new(),
+            Baseline::SameSettings => v
+                .settings
+                .iter()
+                .filter(|(k, _)| !LIBRARY_SETTINGS.contains(&k.as_str()))
+                .collect(),
+        };
+        match sets.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, members)) => members.push(v),
+            None => sets.push((key, vec![v])),
+        }
+    }
+    let mut out = Vec::new();
+    for (_, members) in &sets {
+        out.extend(against_first(members, level, noise_threshold));
+    }
+    out
+}
+
+fn against_first(measured: &[&Variant], level: f64, noise_threshold: f64) -> Vec<MetricComparison> {
     let Some((base, others)) = measured.split_first() else {
         return Vec::new();
     };
@@ -49,6 +106,9 @@ pub enum ExperimentKind {
     Pretransfer,
     /// Client and server in one thread over memory BIOs: the handshake alone.
     Engine,
+    /// A closed loop of concurrent new connections to a server, made by bench's load engine:
+    /// rate, client and server CPU per handshake, the server's busy share.
+    Load,
 }
 
 impl ExperimentKind {
@@ -56,6 +116,7 @@ impl ExperimentKind {
         match self {
             ExperimentKind::Pretransfer => "pretransfer",
             ExperimentKind::Engine => "engine",
+            ExperimentKind::Load => "load",
         }
     }
 }
@@ -67,7 +128,8 @@ impl std::str::FromStr for ExperimentKind {
         match s {
             "pretransfer" => Ok(ExperimentKind::Pretransfer),
             "engine" => Ok(ExperimentKind::Engine),
-            other => Err(format!("{other}: use pretransfer, engine, or both")),
+            "load" => Ok(ExperimentKind::Load),
+            other => Err(format!("{other}: use pretransfer, engine or load")),
         }
     }
 }
@@ -143,12 +205,36 @@ mod tests {
             measured("a", 1.0, false),
             measured("b", 1.5, false),
         ];
-        let cmp = analyze(&variants, 0.95, 0.01);
+        let cmp = analyze(&variants, 0.95, 0.01, Baseline::First);
         assert_eq!(cmp.len(), 1);
         assert_eq!(
             (cmp[0].baseline.as_str(), cmp[0].variant.as_str()),
             ("a", "b")
         );
         assert_eq!(cmp[0].comparison.verdict, Verdict::Worse);
+    }
+
+    #[test]
+    fn same_settings_compares_libraries_within_each_certificate() {
+        let with = |label: &str, scale: f64, lib: &str, cert: &str| {
+            let mut v = measured(label, scale, false);
+            v.settings = [("openssl", lib), ("cert", cert)]
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .into();
+            v
+        };
+        let variants = [
+            with("a-rsa", 1.0, "a", "rsa"),
+            with("a-ec", 0.5, "a", "ec"),
+            with("b-rsa", 1.5, "b", "rsa"),
+            with("b-ec", 0.5, "b", "ec"),
+        ];
+        let pairs: Vec<(String, String)> = analyze(&variants, 0.95, 0.01, Baseline::SameSettings)
+            .into_iter()
+            .map(|c| (c.baseline, c.variant))
+            .collect();
+        let want =
+            [("a-rsa", "b-rsa"), ("a-ec", "b-ec")].map(|(a, b)| (a.to_string(), b.to_string()));
+        assert_eq!(pairs, want.to_vec());
     }
 }

@@ -185,7 +185,7 @@ fn compare(
         },
         level,
         noise_threshold,
-        comparisons: super::analyze(&variants, level, noise_threshold),
+        comparisons: super::analyze(&variants, level, noise_threshold, super::Baseline::First),
         variants,
         warnings,
     })
@@ -261,6 +261,7 @@ fn bench_variant(r: &Run, level: f64, warnings: &mut Vec<String>) -> Variant {
         negotiated,
         // Runs saved before bench counted the wire have none.
         wire: serde_json::from_value(result["wire"].clone()).ok(),
+        ..Variant::default()
     }
 }
 

@@ -54,6 +54,19 @@ pub struct WorkerSpec {
     /// operation's own time, inside what is timed (`compare --calibrate-slower`).
     #[serde(default)]
     pub calibrate_slower_pct: f64,
+    /// The load experiment's concurrent connections (a closed loop).
+    #[serde(default = "one")]
+    pub connections: usize,
+    /// Which client makes the load experiment's connections.
+    #[serde(default)]
+    pub client_engine: load::EngineKind,
+    /// The server's PID, whose CPU the load experiment reads over its window.
+    #[serde(default)]
+    pub server_pid: Option<u32>,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// What a worker measured.
@@ -63,11 +76,15 @@ pub struct WorkerResult {
     /// Per metric name, microseconds.
     pub samples: BTreeMap<String, Vec<f64>>,
     pub negotiated: Vec<Negotiated>,
-    /// The pretransfer client's wire figures over its measured connections.
+    /// The client's wire figures over the round's measured handshakes: the load experiment's
+    /// when it runs (its engine is the client the variant names), else pretransfer's.
     #[serde(default)]
     pub wire: Option<load::wire::WireSummary>,
     /// Connections the pretransfer experiment made, warm-up included (for the server's CPU).
     pub connections: usize,
+    /// Handshakes the load experiment made, warm-up included (for the server's own count).
+    #[serde(default)]
+    pub load_handshakes: u64,
     pub error: Option<String>,
 }
 
@@ -90,6 +107,7 @@ pub struct Worker {
     spec: WorkerSpec,
     pretransfer: Option<Pretransfer>,
     engine: Option<Engine>,
+    load: Option<Load>,
 }
 
 impl Worker {
@@ -100,6 +118,7 @@ impl Worker {
             spec: spec.clone(),
             pretransfer: None,
             engine: None,
+            load: None,
         };
         for experiment in &spec.experiments {
             let named = |e: Error| Error::msg(format!("{}: {e}", experiment.name()));
@@ -108,6 +127,7 @@ impl Worker {
                     w.pretransfer = Some(Pretransfer::new(lib, spec).map_err(named)?)
                 }
                 ExperimentKind::Engine => w.engine = Some(Engine::new(lib, spec).map_err(named)?),
+                ExperimentKind::Load => w.load = Some(Load::new(lib, spec).map_err(named)?),
             }
         }
         Ok(w)
@@ -128,6 +148,10 @@ impl Worker {
                 },
                 ExperimentKind::Engine => match &mut self.engine {
                     Some(e) => e.round(self.lib, &self.spec, &mut result),
+                    None => Ok(()),
+                },
+                ExperimentKind::Load => match &self.load {
+                    Some(l) => l.round(&self.spec, &mut result),
                     None => Ok(()),
                 },
             };
@@ -294,7 +318,10 @@ impl Pretransfer {
                 wire.add(o.negotiated.kind.is_resumed(), w);
             }
         }
-        out.wire = wire.summary();
+        // The load experiment's client, when it runs, is the one the variant's figures describe.
+        if !spec.experiments.contains(&ExperimentKind::Load) {
+            out.wire = wire.summary();
+        }
         let cpu_end = host::process_cpu_s();
         sampling(spec, false)?;
         let cpu = (cpu_end.0 - cpu_start.0) + (cpu_end.1 - cpu_start.1);
@@ -412,6 +439,132 @@ impl Engine {
         for mut n in negotiated {
             n.handshake = format!("{} (engine)", n.handshake);
             out.negotiated.push(n);
+        }
+        Ok(())
+    }
+}
+
+/// A closed loop of `connections` new connections to the server, made by the load engine
+/// bench uses (OpenSSL or rustls), handshake only: the rate, the client's and the server's
+/// CPU per handshake and the server's busy share, each as bench computes them over the
+/// measured window.
+struct Load {
+    openssl: ossl::Context,
+    rustls: Option<load::RustlsClient>,
+    target: SocketAddr,
+}
+
+/// Local addresses the load experiment connects from: a round of full handshakes leaves its
+/// ports in TIME_WAIT, and a long matrix would run out of one address's.
+const LOAD_SOURCE_IPS: u8 = 16;
+
+impl Load {
+    fn new(lib: &'static ossl::Library, spec: &WorkerSpec) -> Result<Load> {
+        let target = spec.target.context("no server to connect to")?;
+        let settings = settings(spec);
+        let openssl = client_context(lib, &settings, spec.cafile.as_deref())?;
+        let rustls = match spec.client_engine {
+            load::EngineKind::Openssl => None,
+            load::EngineKind::Rustls => {
+                let trust = load::rustls_client::Trust {
+                    verify: spec.cafile.as_deref().map(Some),
+                    credentials: None,
+                    keylog: None,
+                };
+                Some(load::RustlsClient::new(&settings, trust, Some(lib)).map_err(Error::msg)?)
+            }
+        };
+        Ok(Load {
+            openssl,
+            rustls,
+            target,
+        })
+    }
+
+    fn config(&self, spec: &WorkerSpec, count: u64) -> load::LoadConfig {
+        load::LoadConfig {
+            target: self.target,
+            server_name: Some("localhost".into()),
+            verify_host: spec.cafile.as_ref().map(|_| "localhost".into()),
+            threads: 1,
+            connections: spec.connections.max(1),
+            cpus: spec.cpu.into_iter().collect(),
+            duration: None,
+            count: Some(count),
+            warmup: Duration::ZERO,
+            mode: if spec.resume {
+                load::Mode::Resume {
+                    by: load::ResumeBy::Ticket,
+                    ratio: 1.0,
+                }
+            } else {
+                load::Mode::Full
+            },
+            request: None,
+            rate: None,
+            timeout: Duration::from_secs(10),
+            record_connections: false,
+            source_ips: crate::bench::source_ips(self.target, LOAD_SOURCE_IPS),
+            server_pid: spec.server_pid,
+        }
+    }
+
+    /// One run of `count` connections, checked as bench checks its runs; a warm-up only for
+    /// errors (its slots may end before they have a session to offer).
+    fn run(&self, spec: &WorkerSpec, count: u64, warm_up: bool) -> Result<load::RunResult> {
+        let client = match &self.rustls {
+            Some(r) => load::Client::Rustls(r),
+            None => load::Client::Openssl(&self.openssl),
+        };
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let (mut r, _) = crate::bench::run(client, self.config(spec, count), &never, &|_| {})?;
+        if warm_up {
+            r.resumption.problem = None;
+        }
+        crate::bench::check(&r).map_err(Error::msg)?;
+        Ok(r)
+    }
+
+    fn round(&self, spec: &WorkerSpec, out: &mut WorkerResult) -> Result<()> {
+        // The warm-up: one closed loop's worth of connections per warm-up operation.
+        if spec.warmup > 0 {
+            let warm = self.run(spec, (spec.warmup * spec.connections.max(1)) as u64, true)?;
+            out.load_handshakes += warm.handshakes.total;
+        }
+        sampling(spec, true)?;
+        let r = self.run(spec, spec.count as u64, false);
+        sampling(spec, false)?;
+        let r = r?;
+        out.load_handshakes += r.handshakes.total;
+        out.library = r.client.library.clone();
+        let mut add = |name: &str, v: f64| {
+            out.samples.insert(name.into(), vec![v]);
+        };
+        add(
+            "load_handshake_rate",
+            r.handshakes.total as f64 / r.duration_s,
+        );
+        add(
+            "load_client_cpu_per_handshake",
+            r.cpu.client_cpu_s_per_1000_handshakes * 1e3,
+        );
+        if let Some(s) = &r.cpu.server {
+            add("load_server_cpu_per_handshake", s.cpu_us_per_handshake);
+            add("load_server_busy", s.busy_pct);
+        }
+        // Resumed: each connection slot's first handshake in a run is full (it has no session
+        // yet), and load's own rule (99% of the offers resumed, as asked) was checked above.
+        let negotiated: Vec<Negotiated> = r.negotiated.clone();
+        if !spec.resume {
+            check_resumption(spec, &negotiated)?;
+        }
+        for mut n in negotiated {
+            n.handshake = format!("{} (load)", n.handshake);
+            Negotiated::tally(&mut out.negotiated, n);
+        }
+        // Bench's own wire figures (load::wire), taken over as they are.
+        if r.wire.is_some() {
+            out.wire = r.wire.clone();
         }
         Ok(())
     }

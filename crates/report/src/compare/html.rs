@@ -68,6 +68,16 @@ pub fn page_with_profiles(doc: &CompareDocument, profiles: &[ProfileLinks]) -> S
         body += &html_table(&mix);
         body += &figure(&mix_plot(doc), "handshakes obtained per variant, by kind");
     }
+    let wire = super::wire_table(doc);
+    if !wire.rows.is_empty() {
+        body += "<h2>On the wire, per handshake</h2>\n";
+        body += &html_table(&wire);
+    }
+    let servers = super::server_table(doc);
+    if !servers.rows.is_empty() {
+        body += "<h2>The servers' own counts</h2>\n<p>Handshakes the built-in server counted, or connections nginx handled (stub_status), against the connections the clients of every variant using that server made; and the libssl the server process mapped.</p>\n";
+        body += &html_table(&servers);
+    }
     if !profiles.is_empty() {
         body += "<h2>Where the CPU goes (compare --profile)</h2>\n<p>Flame graphs of each variant's measured operations (perf, DWARF stacks); the second of each pair is the difference from the first variant (red: more CPU per operation, blue: less). Open one for its interactive view.</p>\n";
         for p in profiles {
