@@ -606,3 +606,56 @@ fn compare_matrix_reports_each_client_librarys_key_shares_and_bytes() {
     assert!(stdout.contains("on the wire"), "{stdout}");
     assert!(stdout.contains("X25519MLKEM768, x25519"), "{stdout}");
 }
+
+#[test]
+fn compare_matrix_load_experiment_carries_bench_s_wire_figures_per_client_engine() {
+    let prefix = support::openssl_355().to_str().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("l.json");
+    let out = support::tlsscope(&[
+        "--openssl",
+        &format!("system,{prefix}"),
+        "compare",
+        "--matrix",
+        "--side",
+        "server",
+        "--experiment",
+        "load",
+        "--client-engine",
+        "rustls,openssl",
+        "-n",
+        "20",
+        "--repeat",
+        "2",
+        "-c",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    support::assert_matches_schema(&doc, "compare.v1");
+    let variants = doc["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 4, "{doc:#}");
+    for v in variants {
+        let full = &v["wire"]["full"];
+        // The load experiment's own handshakes, both rounds, as bench counted them.
+        let measured: u64 = v["negotiated"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["handshake"] == "full (load)")
+            .map(|n| n["count"].as_u64().unwrap())
+            .sum();
+        assert_eq!(full["handshakes"], measured, "{v:#}");
+        assert_eq!(full["round_trips"]["max"], 1, "{v:#}");
+        // Both clients here are on ring or the system's 3.0: one x25519 share.
+        assert_eq!(
+            full["key_shares"][0]["groups"],
+            serde_json::json!(["x25519"]),
+            "{v:#}"
+        );
+    }
+    assert!(stdout.contains("on the wire"), "{stdout}");
+}
