@@ -659,3 +659,28 @@ fn compare_matrix_load_experiment_carries_bench_s_wire_figures_per_client_engine
     }
     assert!(stdout.contains("on the wire"), "{stdout}");
 }
+
+#[test]
+fn an_openssl_1_1_1_client_counts_the_wire_as_tshark_does() {
+    let prefix = support::openssl_111w().to_str().unwrap().to_string();
+    let server = Serve::start(&[]);
+    let global = ["--openssl", prefix.as_str()];
+    for tls in ["1.3", "1.2"] {
+        let (wire, _) = run_and_compare(
+            &server,
+            &global,
+            &[
+                "--client-engine",
+                "openssl",
+                "--tls",
+                tls,
+                "-n",
+                "4",
+                "--mode",
+                "resume",
+            ],
+            &format!("OpenSSL 1.1.1w client, TLS {tls}"),
+        );
+        assert_eq!(wire["resumed"]["handshakes"], 3, "{wire}");
+    }
+}
