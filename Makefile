@@ -2,15 +2,16 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-# Debian packages: the build (gcc, make, perl also build OpenSSL versions; binutils' nm and
-# readelf check them), the real peers the tests and benchmarks use (openssl s_client/s_server/
-# s_time, curl, nginx, wrk), procps, util-linux and mount (taskset, setpriv, unshare, mount),
-# iproute2 (the tests' network namespaces), the BPF toolchain (clang, bpftool), perf
-# (linux-perf: `tlsscope profile` drives it) and Prometheus with promtool (prometheus: the
-# metrics tests scrape tlsscope with it; its service is not started).
-APT_PACKAGES := ca-certificates gcc make perl pkg-config binutils openssl curl nginx wrk procps \
-	util-linux mount iproute2 clang libelf-dev zlib1g-dev linux-libc-dev bpftrace gnutls-bin tshark \
-	python3 bpftool libnss3-tools chromium linux-perf prometheus
+# Debian packages: the build (gcc, make, perl also build OpenSSL versions; g++, cmake and
+# ninja-build build AWS-LC and BoringSSL; binutils' nm and readelf check them), the real peers
+# the tests and benchmarks use (openssl s_client/s_server/s_time, curl, nginx, wrk), procps,
+# util-linux and mount (taskset, setpriv, unshare, mount), iproute2 (the tests' network
+# namespaces), the BPF toolchain (clang, bpftool), perf (linux-perf: `tlsscope profile` drives
+# it) and Prometheus with promtool (prometheus: the metrics tests scrape tlsscope with it; its
+# service is not started).
+APT_PACKAGES := ca-certificates gcc g++ make perl cmake ninja-build pkg-config binutils openssl \
+	curl nginx wrk procps util-linux mount iproute2 clang libelf-dev zlib1g-dev linux-libc-dev \
+	bpftrace gnutls-bin tshark python3 bpftool libnss3-tools chromium linux-perf prometheus
 
 .PHONY: all deps build lab test lint fuzz bench clean
 all: build

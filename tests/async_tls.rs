@@ -214,3 +214,46 @@ fn issue_18_lab_on_1_1_1w_runs_the_async_experiment() {
         assert!(p >= 0.95, "at least one async retry per handshake: {row}");
     }
 }
+
+/// Issue 31: what a library lacks is refused in one line that names the flag, the library and
+/// its version: ENGINE (gone in OpenSSL 4.0, never in AWS-LC or BoringSSL), async jobs (AWS-LC,
+/// BoringSSL), and BoringSSL's fixed TLS 1.3 ciphersuites.
+#[test]
+fn features_a_library_lacks_are_refused_in_one_line_naming_it() {
+    let serve = |prefix: &std::path::Path, args: &[&str]| {
+        let mut all = vec!["--openssl", prefix.to_str().unwrap(), "serve"];
+        all.extend(["--listen", "127.0.0.1:0"]);
+        all.extend(args);
+        support::tlsscope(&all)
+    };
+    let engine = ["--async", "--async-engine", "dasync"];
+    for (prefix, name) in [
+        (support::openssl_403(), "OpenSSL 4.0.3"),
+        (support::openssl_aws_lc(), "AWS-LC 5."),
+        (support::openssl_boringssl(), "BoringSSL API "),
+    ] {
+        assert_one_line_error(
+            &serve(prefix, &engine),
+            &[
+                "serve --async-engine dasync: ",
+                name,
+                "has no ENGINE support",
+            ],
+        );
+    }
+    for (prefix, name) in [
+        (support::openssl_aws_lc(), "AWS-LC 5."),
+        (support::openssl_boringssl(), "BoringSSL API "),
+    ] {
+        let out = serve(prefix, &["--async"]);
+        // The warning that no engine was given comes first; the refusal ends it.
+        support::assert_error_line(&out, &["serve --async: ", name, "has no async job support"]);
+    }
+    assert_one_line_error(
+        &serve(
+            support::openssl_boringssl(),
+            &["--ciphersuites", "TLS_AES_128_GCM_SHA256"],
+        ),
+        &["BoringSSL API ", "has no TLS 1.3 ciphersuite setting"],
+    );
+}

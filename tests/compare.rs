@@ -931,3 +931,78 @@ fn clients_and_servers_the_experiments_cannot_use_are_refused() {
     ]);
     support::assert_one_line_error(&out, &["--server nginx", "--experiment load"]);
 }
+
+/// Issue 31: `compare --matrix` runs OpenSSL 4.0.3, AWS-LC and BoringSSL on the server side and
+/// on the client side; every variant resumes as asked, and each names the library and version
+/// that ran on each side.
+#[test]
+fn matrix_runs_4_0_3_aws_lc_and_boringssl_on_each_side_and_names_them() {
+    let libraries = [
+        (support::openssl_403(), "OpenSSL 4.0.3"),
+        (support::openssl_aws_lc(), "AWS-LC 5."),
+        (support::openssl_boringssl(), "BoringSSL API "),
+    ];
+    let list: Vec<&str> = libraries.iter().map(|(p, _)| p.to_str().unwrap()).collect();
+    let list = list.join(",");
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("m.json");
+    // The in-process engine runs both ends in one process, of the variant's library.
+    for (side, experiment) in [
+        ("server", "pretransfer"),
+        ("client", "pretransfer"),
+        ("both", "engine"),
+    ] {
+        let out = support::tlsscope(&[
+            "--openssl",
+            &list,
+            "compare",
+            "--matrix",
+            "--side",
+            side,
+            "--resume",
+            "resumed",
+            "--experiment",
+            experiment,
+            "-n",
+            "10",
+            "--repeat",
+            "1",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let stdout = support::text(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{side}: {}",
+            support::text(&out.stderr)
+        );
+        let doc = read_json(&json);
+        support::assert_matches_schema(&doc, "compare.v1");
+        let variants = doc["variants"].as_array().unwrap();
+        assert_eq!(variants.len(), 3, "{side}");
+        for (v, (_, name)) in variants.iter().zip(libraries) {
+            assert!(v["error"].is_null(), "{side}: {v:#}");
+            let (client, server) = (v["library"].as_str(), v["server_library"].as_str());
+            let (varied, fixed) = match side {
+                "server" => (server, client),
+                "client" => (client, server),
+                _ => (client, None),
+            };
+            assert!(varied.unwrap().starts_with(name), "{side}: {v:#}");
+            if side != "both" {
+                assert!(fixed.unwrap().starts_with("OpenSSL 3."), "{side}: {v:#}");
+            }
+            assert!(stdout.contains(varied.unwrap()), "{side}: {stdout}");
+            let mix = v["negotiated"].as_array().unwrap();
+            assert!(
+                mix.iter().all(|n| n["handshake"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("resumed_ticket")),
+                "{side}: {v:#}"
+            );
+            let total: u64 = mix.iter().map(|n| n["count"].as_u64().unwrap()).sum();
+            assert_eq!(total, 10, "{side}: {v:#}");
+        }
+    }
+}

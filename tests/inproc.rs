@@ -1135,3 +1135,79 @@ fn sniff_says_nothing_of_libraries_the_target_does_not_load() {
     let not_sniffed = stderr.iter().filter(|l| l.contains("not sniffed")).count();
     assert!(not_sniffed <= 1, "{stderr:#?}");
 }
+
+/// Issue 31: the built-in server on `prefix` (OpenSSL 4.0.3, AWS-LC or BoringSSL) started under
+/// the user backend, while bench makes full and resumed handshakes with a request each:
+/// SSL_do_handshake and SSL_write successes equal the server's own counts.
+fn a_flavour_server_under_the_user_backend_counts_exactly(prefix: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("trace.json");
+    let addr = SocketAddr::from(([127, 0, 0, 1], crate::trace::free_port()));
+    let listen = addr.to_string();
+    let exe = support::bin();
+    let server = [
+        exe.to_str().unwrap(),
+        "--openssl",
+        prefix.to_str().unwrap(),
+        "serve",
+        "--listen",
+        &listen,
+        "--threads",
+        "1",
+    ];
+    let mut trace = trace_command(
+        dir.path(),
+        &["--probes", "handshake,io", "--json", json.to_str().unwrap()],
+        &server,
+    );
+    crate::trace::wait_for_port(addr, &mut trace);
+    for mode in ["full", "resume"] {
+        bench(
+            addr,
+            &["--mode", mode, "-n", "40", "-c", "2", "--request", "/"],
+        );
+    }
+    signal(&trace, libc::SIGINT);
+    let status = trace.wait().unwrap();
+    let stdout = read(&dir.path().join("trace.out"));
+    let stderr = read(&dir.path().join("trace.err"));
+    assert_eq!(status.code(), Some(crate::EXIT_INTERRUPTED), "{stderr}");
+    let doc: Value = serde_json::from_str(&read(&json)).unwrap();
+    assert_eq!(doc["backend"], "user");
+    // "handshakes   full 43, resumed by session ID 0, resumed by ticket 38, failed 0 (...)"
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("handshakes"))
+        .unwrap_or_else(|| panic!("no handshakes in {stdout}"));
+    let of_handshakes = |label: &str| -> u64 {
+        let after = line.split(&format!("{label} ")).nth(1).unwrap();
+        after.split(',').next().unwrap().trim().parse().unwrap()
+    };
+    let resumed = of_handshakes("resumed by ticket") + of_handshakes("resumed by session ID");
+    let handshakes = of_handshakes("full") + resumed;
+    // 80 over 4 connections, and each bench run's check.
+    assert_eq!(handshakes, 82, "{stdout}");
+    assert!(resumed >= 36, "{stdout}");
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        handshakes,
+        "{stdout}"
+    );
+    let requests = served(&stdout, "requests");
+    assert_eq!(calls(&doc, "SSL_write", "success"), requests, "{stdout}");
+}
+
+#[test]
+fn an_openssl_403_server_under_the_user_backend_counts_exactly() {
+    a_flavour_server_under_the_user_backend_counts_exactly(support::openssl_403());
+}
+
+#[test]
+fn an_aws_lc_server_under_the_user_backend_counts_exactly() {
+    a_flavour_server_under_the_user_backend_counts_exactly(support::openssl_aws_lc());
+}
+
+#[test]
+fn a_boringssl_server_under_the_user_backend_counts_exactly() {
+    a_flavour_server_under_the_user_backend_counts_exactly(support::openssl_boringssl());
+}

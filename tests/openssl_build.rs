@@ -155,3 +155,142 @@ fn openssl_3_5_5_serves_full_handshakes_its_own_client_obtains() {
     );
     assert_eq!(stats["handshakes"]["failed"].as_u64(), Some(0), "{stats}");
 }
+
+/// The line of `tlsscope openssl list` whose first word is `name`.
+fn listed(name: &str) -> String {
+    let list = text(&support::tlsscope(&["openssl", "list"]).stdout);
+    list.lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("{name} not in `openssl list`: {list}"))
+        .to_string()
+}
+
+/// Checks a CMake build (AWS-LC, BoringSSL) at `prefix`: shared `libssl.so` and `libcrypto.so`
+/// exporting the OpenSSL names unprefixed, a symbol table kept, a RUNPATH to its own `lib/`, a
+/// second build that does nothing, and a listing with its flavour and `version`.
+fn assert_cmake_build(name: &str, prefix: &std::path::Path, flavour: &str, version: &str) {
+    let lib = prefix.join("lib");
+    let libssl = lib.join("libssl.so");
+    let libcrypto = lib.join("libcrypto.so");
+    assert!(libcrypto.is_file(), "{}", libcrypto.display());
+    let exported = exported_symbols(&libssl);
+    for wanted in ["SSL_do_handshake", "SSL_CTX_new", "SSL_read", "SSL_write"] {
+        assert!(
+            exported.iter().any(|s| s == wanted),
+            "{wanted} not exported unprefixed by {}",
+            libssl.display()
+        );
+    }
+    // `nm` without -D reads .symtab, which a stripped library lacks: internal (local)
+    // functions stay visible to probes and profiles.
+    let symbols = std::process::Command::new("nm")
+        .arg(&libssl)
+        .output()
+        .unwrap();
+    let symbols = text(&symbols.stdout);
+    assert!(symbols.contains(" T SSL_do_handshake\n"), "no symtab");
+    assert!(
+        symbols.lines().filter(|l| l.contains(" t ")).count() > 100,
+        "few local symbols in {}",
+        libssl.display()
+    );
+    for library in [&libssl, &libcrypto] {
+        let dynamic = std::process::Command::new("readelf")
+            .arg("-d")
+            .arg(library)
+            .output()
+            .unwrap();
+        let dynamic = text(&dynamic.stdout);
+        assert!(
+            dynamic
+                .lines()
+                .any(|l| l.contains("(RUNPATH)") && l.contains(&format!("[{}]", lib.display()))),
+            "no RUNPATH to {}: {dynamic}",
+            lib.display()
+        );
+    }
+    // Idempotent: a second build is a no-op that says so, naming the library and version.
+    let out = support::tlsscope(&["openssl", "build", name]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.contains(&format!(
+            "{flavour} {version} already built at {}",
+            prefix.display()
+        )),
+        "{said}"
+    );
+    let line = listed(name);
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[1], flavour, "{line}");
+    assert!(line.contains(&format!(" {version} ")), "{line}");
+    assert!(words.contains(&prefix.to_str().unwrap()), "{line}");
+}
+
+// Issue 31: AWS-LC from the aws-lc-sys crate's sources, its version from its own headers.
+#[test]
+fn aws_lc_builds_unprefixed_shared_libraries_with_symbols_and_a_runpath() {
+    let prefix = support::openssl_aws_lc();
+    let base_h = std::fs::read_to_string(prefix.join("include/openssl/base.h")).unwrap();
+    assert!(base_h.contains("#define AWSLC_VERSION_NUMBER_STRING \"5.12.0\""));
+    assert_cmake_build("aws-lc", prefix, "AWS-LC", "5.12.0");
+    assert!(listed("aws-lc").contains("aws-lc-sys 0.47.0"));
+}
+
+// Issue 31: BoringSSL from the boring-sys crate's sources (deps/boringssl), named by its API.
+#[test]
+fn boringssl_builds_unprefixed_shared_libraries_with_symbols_and_a_runpath() {
+    let prefix = support::openssl_boringssl();
+    let base_h = std::fs::read_to_string(prefix.join("include/openssl/base.h")).unwrap();
+    let api = base_h
+        .lines()
+        .find_map(|l| l.strip_prefix("#define BORINGSSL_API_VERSION "))
+        .expect("BORINGSSL_API_VERSION in base.h")
+        .trim();
+    assert_cmake_build("boringssl", prefix, "BoringSSL", &format!("API {api}"));
+    assert!(listed("boringssl").contains("boring-sys 5.4.0"));
+}
+
+#[test]
+fn openssl_4_0_3_is_listed_with_its_flavour_and_version() {
+    let prefix = support::openssl_403();
+    let line = listed("4.0.3");
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words[..3], ["4.0.3", "OpenSSL", "4.0.3"], "{line}");
+    assert!(line.contains("openssl-src 400.0.2+4.0.3"), "{line}");
+    assert!(words.contains(&prefix.to_str().unwrap()), "{line}");
+}
+
+#[test]
+fn a_cmake_build_without_cmake_fails_in_one_line_naming_it() {
+    // A PATH with every program of the real one except cmake, and a fresh cache.
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let path = std::env::var_os("PATH").unwrap();
+    for entry in std::env::split_paths(&path).filter_map(|d| std::fs::read_dir(d).ok()) {
+        for program in entry.filter_map(Result::ok) {
+            let name = program.file_name();
+            if name != "cmake" && !bin.join(&name).exists() {
+                std::os::unix::fs::symlink(program.path(), bin.join(&name)).unwrap();
+            }
+        }
+    }
+    assert!(bin.join("ninja").exists() && bin.join("cargo").exists());
+    for (name, flavour) in [("aws-lc", "AWS-LC"), ("boringssl", "BoringSSL")] {
+        let out = support::run_with_timeout(
+            support::command_in(&[])
+                .args(["openssl", "build", name])
+                .env("PATH", &bin)
+                .env("XDG_CACHE_HOME", dir.path().join("cache")),
+            std::time::Duration::from_secs(60),
+        );
+        let cannot = format!("cannot build {flavour}: 'cmake' is not installed");
+        assert_error_line(&out, &[&cannot, "apt-get install cmake"]);
+        assert!(!dir
+            .path()
+            .join("cache/tlsscope/openssl")
+            .join(name)
+            .exists());
+    }
+}

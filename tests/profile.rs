@@ -507,3 +507,65 @@ fn issue_15_profile_matrix_is_compare_profile_by_its_own_name() {
     let out = support::tlsscope(&["profile", "--matrix", "--out-dir", "x", "-d", "3s"]);
     support::assert_one_line_error(&out, &["--matrix", "--duration"]);
 }
+
+/// Issue 31: a profile of the built-in server on `prefix` (OpenSSL 4.0.3, AWS-LC or BoringSSL)
+/// under full handshakes finds the library's files in the process (`file`: `libssl.so.4`, or
+/// the unversioned CMake name) and names the library's own functions on the handshake's path.
+fn a_profile_names_the_flavour_s_own_functions(
+    prefix: &std::path::Path,
+    file: &str,
+    names: &[&str],
+) {
+    let serve = Serve::start_with(
+        &["--openssl", prefix.to_str().unwrap()],
+        &["--threads", "1"],
+    );
+    let (out, _dir, _out_dir) = profile_under_load(serve.pid(), serve.addr, &["--top", "80"]);
+    serve.stop();
+    let table = text(&out.stdout);
+    assert!(out.status.success(), "{}{table}", text(&out.stderr));
+    let environment = table.lines().next().unwrap();
+    assert!(
+        environment.contains(&format!("{}/lib/{file}", prefix.display())),
+        "{environment}"
+    );
+    for name in ["SSL_do_handshake (libssl)"].iter().chain(names) {
+        assert!(table.contains(name), "{name}:\n{table}");
+    }
+}
+
+#[test]
+fn a_profile_of_an_openssl_403_server_names_its_own_functions() {
+    a_profile_names_the_flavour_s_own_functions(
+        support::openssl_403(),
+        "libssl.so.4",
+        &[
+            "tls_construct_cert_verify (libssl)",
+            "rsa_ossl_private_encrypt (libcrypto)",
+        ],
+    );
+}
+
+#[test]
+fn a_profile_of_an_aws_lc_server_names_its_own_functions() {
+    a_profile_names_the_flavour_s_own_functions(
+        support::openssl_aws_lc(),
+        "libssl.so",
+        &[
+            "bssl::tls13_server_handshake (libssl)",
+            "RSA_sign_pss_mgf1 (libcrypto)",
+        ],
+    );
+}
+
+#[test]
+fn a_profile_of_a_boringssl_server_names_its_own_functions() {
+    a_profile_names_the_flavour_s_own_functions(
+        support::openssl_boringssl(),
+        "libssl.so",
+        &[
+            "bssl::tls13_server_handshake (libssl)",
+            "RSA_sign_pss_mgf1 (libcrypto)",
+        ],
+    );
+}

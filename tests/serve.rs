@@ -1,5 +1,7 @@
 //! `tlsscope serve` against real peers: openssl s_client, curl, and tlsscope's own client.
 
+use std::path::Path;
+
 use crate::support::{self, curl, s_client, text, Serve, GET_AND_CLOSE};
 
 /// s_client verifies the generated certificate and sees the key type asked for; curl fetches
@@ -400,4 +402,101 @@ fn a_long_response_is_written_without_waiting_between_turns() {
     );
     let stats = server.stop();
     assert_eq!(stats["requests"], 1, "{stats}");
+}
+
+/// Issue 31: a server on `prefix` (OpenSSL 4.0.3, AWS-LC or BoringSSL, named `name` and of
+/// flavour `flavour`) serves full and resumed handshakes, TLS 1.3 and 1.2, to bench's two
+/// engines (rustls, and the OpenSSL engine on the same library); every count bench reports is
+/// the server's own, and both name the library.
+fn flavour_serves_full_and_resumed_handshakes(prefix: &Path, name: &str, flavour: &str) {
+    let prefix = prefix.to_str().unwrap();
+    let serve = Serve::start_with(&["--openssl", prefix], &[]);
+    let addr = serve.addr.to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("bench.json");
+    let (mut full, mut resumed) = (0, 0);
+    for (engine, global) in [("rustls", vec![]), ("openssl", vec!["--openssl", prefix])] {
+        for tls in ["1.3", "1.2"] {
+            for mode in ["full", "resume"] {
+                let mut args = global.clone();
+                args.extend([
+                    "bench",
+                    &addr,
+                    "--client-engine",
+                    engine,
+                    "--tls",
+                    tls,
+                    "--mode",
+                    mode,
+                    "-n",
+                    "20",
+                    "-c",
+                    "2",
+                    "--json",
+                    json.to_str().unwrap(),
+                ]);
+                let out = support::tlsscope(&args);
+                let what = format!("{name} server, {engine} client, TLS {tls}, {mode}");
+                assert!(out.status.success(), "{what}: {}", text(&out.stderr));
+                let doc: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+                support::assert_matches_schema(&doc, "bench.v1");
+                let h = &doc["result"]["handshakes"];
+                let got_full = h["full"].as_u64().unwrap();
+                let got_resumed = h["resumed_ticket"].as_u64().unwrap()
+                    + h["resumed_session_id"].as_u64().unwrap();
+                if mode == "full" {
+                    assert_eq!((got_full, got_resumed), (20, 0), "{what}: {h}");
+                } else {
+                    // One full handshake per connection, then every offer resumed.
+                    assert_eq!((got_full, got_resumed), (2, 18), "{what}: {h}");
+                }
+                if engine == "openssl" {
+                    let client = doc["result"]["client"]["library"].as_str().unwrap();
+                    assert!(client.starts_with(name), "{what}: {client}");
+                    assert_eq!(doc["environment"]["library_flavour"], flavour, "{what}");
+                }
+                // The server also counts bench's check connection before each run.
+                full += got_full + 1;
+                resumed += got_resumed;
+            }
+        }
+    }
+    let stats = serve.stop();
+    assert!(
+        stats["library"].as_str().unwrap().starts_with(name),
+        "{stats}"
+    );
+    assert_eq!(stats["library_flavour"], flavour, "{stats}");
+    let h = &stats["handshakes"];
+    let server_resumed =
+        h["resumed_ticket"].as_u64().unwrap() + h["resumed_session_id"].as_u64().unwrap();
+    assert_eq!(
+        (
+            h["full"].as_u64().unwrap(),
+            server_resumed,
+            h["failed"].as_u64().unwrap()
+        ),
+        (full, resumed, 0),
+        "{stats}"
+    );
+}
+
+#[test]
+fn openssl_403_server_handshakes_are_counted_by_bench_and_server() {
+    flavour_serves_full_and_resumed_handshakes(support::openssl_403(), "OpenSSL 4.0.3", "OpenSSL");
+}
+
+#[test]
+fn aws_lc_server_handshakes_are_counted_by_bench_and_server() {
+    flavour_serves_full_and_resumed_handshakes(support::openssl_aws_lc(), "AWS-LC 5.", "AWS-LC");
+}
+
+#[test]
+fn boringssl_server_handshakes_are_counted_by_bench_and_server() {
+    flavour_serves_full_and_resumed_handshakes(
+        support::openssl_boringssl(),
+        "BoringSSL API ",
+        "BoringSSL",
+    );
 }

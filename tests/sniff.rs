@@ -900,3 +900,139 @@ fn bad_inputs_get_one_line_errors() {
     );
     support::assert_one_line_error(&out, &["needs root"]);
 }
+
+/// Issue 31: the built-in server on `prefix` (OpenSSL 4.0.3, AWS-LC or BoringSSL), sniffed by
+/// `backend` (kernel: attached to the running server; user: the server started under sniff)
+/// while bench makes five connections of one request each: every connection that carried a
+/// request shows that whole request read and one whole response written, and there are as
+/// many as the server counted requests.
+fn a_flavour_server_is_sniffed_whole(prefix: &std::path::Path, backend: &str) {
+    let _one = one_at_a_time();
+    let prefix = prefix.to_str().unwrap();
+    let path = "/bytes/1234";
+    let bench_args = ["--mode", "full", "-n", "5", "-c", "1", "--request", path];
+    let (calls, stderr, requests, handshakes) = if backend == "kernel" {
+        let serve = Serve::start_with(&["--openssl", prefix], &["--threads", "1"]);
+        let pid = serve.pid().to_string();
+        let sniff = Sniff::start(&["-p", &pid, "--backend", "kernel"]);
+        crate::trace::bench(serve.addr, &bench_args);
+        let (code, stderr, calls) = sniff.stop();
+        assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{stderr}");
+        let stats = serve.stop();
+        let h = &stats["handshakes"];
+        let handshakes = n(&h["full"]) + n(&h["resumed_ticket"]) + n(&h["resumed_session_id"]);
+        (calls, stderr, n(&stats["requests"]), handshakes)
+    } else {
+        let dir = tempfile::tempdir().unwrap();
+        let (out, stdout) = (dir.path().join("calls.jsonl"), dir.path().join("serve.out"));
+        let addr = SocketAddr::from(([127, 0, 0, 1], crate::trace::free_port()));
+        let exe = support::bin();
+        let mut child = Command::new(&exe)
+            .args(["sniff", "--backend", "user", "--json"])
+            .arg(&out)
+            .args(["--", exe.to_str().unwrap(), "--openssl", prefix, "serve"])
+            .args(["--listen", &addr.to_string(), "--threads", "1"])
+            .stdout(Stdio::from(std::fs::File::create(&stdout).unwrap()))
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        crate::trace::wait_for_port(addr, &mut child);
+        crate::trace::bench(addr, &bench_args);
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: kill signals a child we started and have not reaped.
+        unsafe { libc::kill(i32::try_from(child.id()).unwrap(), libc::SIGINT) };
+        let status = exits_within(&mut child, Duration::from_secs(60), "sniff");
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(crate::EXIT_INTERRUPTED), "{stderr}");
+        let calls: Vec<Value> = std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let stats = std::fs::read_to_string(&stdout).unwrap();
+        let count = |label: &str| -> u64 {
+            let line = stats
+                .lines()
+                .find(|l| l.trim_start().starts_with(label))
+                .unwrap_or_else(|| panic!("no {label:?} in {stats}"));
+            let words: Vec<&str> = line.split_whitespace().collect();
+            words[if label == "handshakes" { 2 } else { 1 }]
+                .trim_end_matches(',')
+                .parse()
+                .unwrap()
+        };
+        (calls, stderr, count("requests"), count("handshakes"))
+    };
+    // Every connection bench made (its check and five measured) was handshaken and sniffed.
+    let mut peers: Vec<&str> = calls.iter().filter_map(|c| c["peer"].as_str()).collect();
+    peers.sort_unstable();
+    peers.dedup();
+    assert_eq!(peers.len() as u64, handshakes, "{stderr}\n{calls:#?}");
+    let mut with_request = 0;
+    for peer in &peers {
+        let of = |direction: &str| -> Vec<Vec<u8>> {
+            calls
+                .iter()
+                .filter(|c| c["peer"] == *peer && c["direction"] == direction)
+                .map(data)
+                .filter(|d| !d.is_empty())
+                .collect()
+        };
+        let (reads, writes) = (of("read"), of("write"));
+        if reads.is_empty() {
+            continue;
+        }
+        with_request += 1;
+        assert_eq!(reads.len(), 1, "{peer}: one read holds the request");
+        let request = String::from_utf8_lossy(&reads[0]);
+        assert!(
+            request.starts_with(&format!("GET {path} HTTP/1.1\r\n"))
+                && request.ends_with("\r\n\r\n"),
+            "{peer}: {request:?}"
+        );
+        assert_eq!(writes.len(), 1, "{peer}: one write holds the response");
+        let response = String::from_utf8_lossy(&writes[0]);
+        assert!(
+            response.starts_with("HTTP/1.1 200 "),
+            "{peer}: {response:?}"
+        );
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length: ")
+                    .map(String::from)
+            })
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert_eq!(
+            (body.len(), length),
+            (1234, 1234),
+            "{peer}: the whole response body"
+        );
+    }
+    assert_eq!(with_request, requests, "{stderr}");
+    assert!(with_request >= 5, "{stderr}");
+}
+
+#[test]
+fn an_openssl_403_server_is_sniffed_whole_by_both_backends() {
+    a_flavour_server_is_sniffed_whole(support::openssl_403(), "kernel");
+    a_flavour_server_is_sniffed_whole(support::openssl_403(), "user");
+}
+
+#[test]
+fn an_aws_lc_server_is_sniffed_whole_by_both_backends() {
+    a_flavour_server_is_sniffed_whole(support::openssl_aws_lc(), "kernel");
+    a_flavour_server_is_sniffed_whole(support::openssl_aws_lc(), "user");
+}
+
+#[test]
+fn a_boringssl_server_is_sniffed_whole_by_both_backends() {
+    a_flavour_server_is_sniffed_whole(support::openssl_boringssl(), "kernel");
+    a_flavour_server_is_sniffed_whole(support::openssl_boringssl(), "user");
+}

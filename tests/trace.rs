@@ -166,18 +166,27 @@ fn assert_valid(doc: &Value) {
         let path = probe["path"].as_str().unwrap();
         assert_eq!(named.contains(&path), !user, "{path} in {env:#}");
     }
-    // Each OpenSSL libssl by its version, read from its files.
+    // Each libssl by its flavour and version, read from its files (only OpenSSL's own text
+    // gives a version number); the environment names the flavour too.
     for l in env["traced_libraries"].as_array().into_iter().flatten() {
         if l["path"].as_str().unwrap().contains("/libssl.so") {
-            assert!(
-                l["version"].as_str().unwrap().starts_with("OpenSSL "),
+            let version = l["version"].as_str().unwrap();
+            let flavour = ["OpenSSL", "AWS-LC", "BoringSSL"]
+                .into_iter()
+                .find(|f| version.starts_with(f))
+                .unwrap_or_else(|| panic!("{version:?} names no flavour: {env:#}"));
+            assert_eq!(
+                l["version_number"].as_u64().unwrap() > 0,
+                flavour == "OpenSSL",
                 "{env:#}"
             );
-            assert!(l["version_number"].as_u64().unwrap() > 0, "{env:#}");
             assert!(
-                env["library"].as_str().unwrap().starts_with("OpenSSL "),
+                ["OpenSSL ", "AWS-LC ", "BoringSSL"]
+                    .iter()
+                    .any(|f| env["library"].as_str().unwrap().starts_with(f)),
                 "{env:#}"
             );
+            assert!(env["library_flavour"].is_string(), "{env:#}");
             assert!(!env["library_path"].as_str().unwrap().is_empty(), "{env:#}");
         }
     }
@@ -1117,4 +1126,73 @@ fn every_interval_is_printed_including_the_last_and_a_partial_one() {
         );
     }
     serve.stop();
+}
+
+/// Issue 31: a built-in server on `prefix` (OpenSSL 4.0.3, AWS-LC or BoringSSL, whose unversioned
+/// `libssl.so` the kernel backend finds in /proc/PID/maps) traced while bench makes full and
+/// resumed handshakes with a request each: SSL_do_handshake and SSL_write successes equal the
+/// server's own handshakes and responses. AWS-LC's and BoringSSL's zero-byte write that sends
+/// their tickets returns 0, which is not a success.
+fn a_flavour_server_is_traced_with_exact_counts(prefix: &std::path::Path, file: &str) {
+    let _one = one_at_a_time();
+    let serve = Serve::start_with(
+        &["--openssl", prefix.to_str().unwrap()],
+        &["--threads", "1"],
+    );
+    let pid = serve.pid().to_string();
+    let trace = Trace::start(&["-p", &pid, "--probes", "handshake,io"]);
+    for mode in ["full", "resume"] {
+        bench(
+            serve.addr,
+            &["--mode", mode, "-n", "40", "-c", "2", "--request", "/"],
+        );
+    }
+    let (ok, stdout, stderr, doc) = trace.stop();
+    let stats = serve.stop();
+    assert!(ok, "{stderr}");
+    let paths: Vec<&str> = doc["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["path"].as_str())
+        .collect();
+    assert!(
+        paths.iter().any(|p| p.ends_with(&format!("/{file}"))),
+        "{paths:?}"
+    );
+    let env = &doc["environment"];
+    let flavour = env["library_flavour"].as_str().unwrap();
+    assert!(
+        stats["library"].as_str().unwrap().starts_with(flavour),
+        "{env:#} {stats}"
+    );
+    let h = &stats["handshakes"];
+    let handshakes = n(&h["full"]) + n(&h["resumed_ticket"]) + n(&h["resumed_session_id"]);
+    assert!(n(&h["resumed_ticket"]) >= 36, "{stats}");
+    assert_eq!(
+        calls(&doc, "SSL_do_handshake", "success"),
+        handshakes,
+        "{stdout}\n{stats}"
+    );
+    assert_eq!(calls(&doc, "SSL_do_handshake", "failure"), 0, "{stdout}");
+    assert_eq!(
+        calls(&doc, "SSL_write", "success") + calls(&doc, "SSL_write_ex", "success"),
+        n(&stats["requests"]),
+        "one write per response\n{stdout}\n{stats}"
+    );
+}
+
+#[test]
+fn an_openssl_403_server_is_traced_with_exact_counts() {
+    a_flavour_server_is_traced_with_exact_counts(support::openssl_403(), "libssl.so.4");
+}
+
+#[test]
+fn an_aws_lc_server_is_traced_with_exact_counts() {
+    a_flavour_server_is_traced_with_exact_counts(support::openssl_aws_lc(), "libssl.so");
+}
+
+#[test]
+fn a_boringssl_server_is_traced_with_exact_counts() {
+    a_flavour_server_is_traced_with_exact_counts(support::openssl_boringssl(), "libssl.so");
 }

@@ -367,12 +367,32 @@ pub fn openssl_355() -> &'static Path {
     PREFIX.get_or_init(|| openssl_build("3.5.5"))
 }
 
-/// The install prefix of OpenSSL `version`, built by `tlsscope openssl build` unless cached.
-fn openssl_build(version: &str) -> PathBuf {
-    let out = tlsscope(&["openssl", "build", version]);
+/// The OpenSSL 4.0.3 build (openssl-src 400.0.2, built `no-module` like 3.5.5), as
+/// [`openssl_111w`].
+pub fn openssl_403() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| openssl_build("4.0.3"))
+}
+
+/// The AWS-LC build (from the aws-lc-sys crate's sources, with CMake), as [`openssl_111w`].
+pub fn openssl_aws_lc() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| openssl_build("aws-lc"))
+}
+
+/// The BoringSSL build (from the boring-sys crate's sources, with CMake), as [`openssl_111w`].
+pub fn openssl_boringssl() -> &'static Path {
+    static PREFIX: OnceLock<PathBuf> = OnceLock::new();
+    PREFIX.get_or_init(|| openssl_build("boringssl"))
+}
+
+/// The install prefix of the build `name` (a version, or a flavour such as "aws-lc"), built by
+/// `tlsscope openssl build` unless cached.
+fn openssl_build(name: &str) -> PathBuf {
+    let out = tlsscope(&["openssl", "build", name]);
     assert!(
         out.status.success(),
-        "tlsscope openssl build {version} failed: {}{}",
+        "tlsscope openssl build {name} failed: {}{}",
         text(&out.stdout),
         text(&out.stderr)
     );
@@ -380,8 +400,8 @@ fn openssl_build(version: &str) -> PathBuf {
     let listing = text(&listing.stdout);
     let line = listing
         .lines()
-        .find(|l| l.split_whitespace().next() == Some(version))
-        .unwrap_or_else(|| panic!("{version} not in `openssl list`: {listing}"));
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("{name} not in `openssl list`: {listing}"));
     let prefix = line
         .split_whitespace()
         .find(|w| w.starts_with('/'))

@@ -102,8 +102,9 @@ pub struct ProfileArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum OpensslCommand {
-    /// Build OpenSSL versions as shared libraries (from the openssl-src crate's sources, or a
-    /// local tree or tarball) into the cache.
+    /// Build OpenSSL versions (from the openssl-src crate's sources, or a local tree or
+    /// tarball), AWS-LC or BoringSSL (from the aws-lc-sys and boring-sys crates' sources, with
+    /// CMake) as shared libraries into the cache.
     Build(BuildArgs),
     /// List the OpenSSL builds in the cache, and the system library.
     List,
@@ -111,7 +112,7 @@ pub enum OpensslCommand {
 
 #[derive(Debug, Args)]
 pub struct BuildArgs {
-    /// OpenSSL versions, e.g. 1.1.1w 3.0.2 3.1.3.
+    /// OpenSSL versions, e.g. 1.1.1w 3.0.2 3.5.5, or aws-lc, boringssl.
     #[arg(value_name = "VERSION", required_unless_present = "source")]
     pub versions: Vec<String>,
     /// Build from this OpenSSL source tree or .tar.gz instead of the crate's sources.
@@ -120,7 +121,7 @@ pub struct BuildArgs {
     /// Parallel compile jobs (default: the number of CPUs).
     #[arg(long, short = 'j', value_parser = at_least_1, allow_negative_numbers = true)]
     pub jobs: Option<usize>,
-    /// Rebuild even when the version is already built.
+    /// Rebuild even when it is already built.
     #[arg(long)]
     pub force: bool,
 }

@@ -219,7 +219,7 @@ fn engine(
         Err(why) if a.client_engine.is_none() => Ok(Engine {
             fallback: Some(format!(
                 "the client is {} rather than the default rustls: {why}",
-                lib.version().text
+                lib.name()
             )),
             ..openssl
         }),

@@ -111,7 +111,8 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
     }
     if let Some(html) = &a.html {
         let mut env = experiments::environment::host(std::env::args().collect());
-        env.library = lib.version().text.clone();
+        env.library = lib.name().to_string();
+        env.library_flavour = lib.flavour().name().to_string();
         env.library_version_number = lib.version().number;
         let page = report::lab_page::page(&heading, &env, &kept, &notes);
         html.write(page.as_bytes())?;

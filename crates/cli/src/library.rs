@@ -27,7 +27,7 @@ pub fn print_system_library() -> anyhow::Result<()> {
     let line = match Library::load(&LibrarySource::System) {
         Ok(lib) => format!(
             "system: {} (version number 0x{:08x}, {})\n",
-            lib.version().text,
+            lib.name(),
             lib.version().number,
             lib.ssl_path().display()
         ),

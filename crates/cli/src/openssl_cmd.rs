@@ -22,8 +22,9 @@ fn env(name: &str) -> Option<OsString> {
     std::env::var_os(name)
 }
 
-/// Builds each of `versions` from the openssl-src crate, or the one tree or tarball at `source`,
-/// with `make -j<jobs>`; `force` rebuilds installed versions. Progress goes to stderr and one
+/// Builds each of `versions` (OpenSSL versions from the openssl-src crate, or aws-lc and
+/// boringssl from their crates), or the one tree or tarball at `source`, with `-j<jobs>`;
+/// `force` rebuilds installed ones. Progress goes to stderr and one
 /// final line per version to stdout.
 pub fn build(
     versions: &[String],
@@ -39,7 +40,7 @@ pub fn build(
         }
         Some(path) => BuildRequest::Source(path.to_owned()),
         None if versions.is_empty() => {
-            bail!("name an OpenSSL version to build (e.g. tlsscope openssl build 3.0.2) or pass --source PATH")
+            bail!("name what to build (e.g. tlsscope openssl build 3.5.5 aws-lc boringssl) or pass --source PATH")
         }
         None => BuildRequest::Versions(versions.to_vec()),
     };

@@ -26,7 +26,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
     let engine = match &a.async_engine {
         Some(name) => Some(
             ossl::Engine::load_default(lib, name)
-                .with_context(|| format!("--async-engine {name}"))?,
+                .with_context(|| format!("serve --async-engine {name}"))?,
         ),
         None => None,
     };
@@ -57,7 +57,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         .credentials(&creds)?
         .refuse_renegotiation();
     if a.async_mode {
-        builder.async_mode();
+        builder.async_mode().context("serve --async")?;
     }
     if let Some(sink) = a.tls.keylog_sink() {
         builder.keylog(sink);
@@ -87,6 +87,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         let ready = experiments::servers::Ready {
             listening: server.local_addr(),
             pid: std::process::id(),
+            library: lib.name().to_string(),
         };
         // A server keeps serving whatever becomes of its stdout.
         let _ = writeln!(std::io::stdout(), "{}", serde_json::to_string(&ready)?);
@@ -103,7 +104,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
         "tlsscope serve: listening on https://{} ({}, {}, {}, session cache {}, tickets {}{})",
         server.local_addr(),
         cert_name,
-        lib.version().text,
+        lib.name(),
         report::count(a.threads, "thread"),
         on_off(a.session_cache.on()),
         on_off(a.tickets.on()),

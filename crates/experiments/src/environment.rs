@@ -8,7 +8,8 @@ use report::Environment;
 /// under test.
 pub fn collect(lib: &ossl::Library, command_line: Vec<String>) -> Environment {
     Environment {
-        library: lib.version().text.clone(),
+        library: lib.name().to_string(),
+        library_flavour: lib.flavour().name().to_string(),
         library_version_number: lib.version().number,
         library_path: lib.ssl_path().display().to_string(),
         ..host(command_line)
@@ -21,6 +22,7 @@ pub fn host(command_line: Vec<String>) -> Environment {
     Environment {
         tlsscope_version: env!("CARGO_PKG_VERSION").to_string(),
         library: String::new(),
+        library_flavour: String::new(),
         library_version_number: 0,
         library_path: String::new(),
         kernel: format!("{} {} {}", uname.0, uname.1, uname.3),
@@ -43,6 +45,9 @@ pub fn note_traced<'a>(environment: &mut Environment, paths: impl IntoIterator<I
         let version = ossl::version_of_file(std::path::Path::new(path));
         let (text, number) = version.map_or((String::new(), 0), |v| (v.text, v.number));
         if environment.library.is_empty() && !text.is_empty() {
+            environment.library_flavour = ossl::Flavour::from_version_text(&text)
+                .map(|f| f.name().to_string())
+                .unwrap_or_default();
             environment.library = text.clone();
             environment.library_version_number = number;
             environment.library_path = path.to_string();

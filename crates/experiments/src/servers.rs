@@ -18,12 +18,17 @@ use crate::fail;
 pub struct Ready {
     pub listening: SocketAddr,
     pub pid: u32,
+    /// The server's library and version ("AWS-LC 5.12.0"); absent before issue 31.
+    #[serde(default)]
+    pub library: String,
 }
 
 /// A server process we started.
 pub struct ServerProcess {
     child: Child,
     pub addr: SocketAddr,
+    /// The built-in server's library and version, as it said when ready (empty for nginx).
+    pub library: String,
     /// Files the server uses (nginx's configuration and certificate), removed after it stops.
     _dir: Option<tempfile::TempDir>,
     /// Set once the process has been stopped and reaped.
@@ -133,12 +138,14 @@ pub fn start_builtin(b: &Builtin<'_>) -> Result<ServerProcess> {
     let mut server = ServerProcess {
         child,
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        library: String::new(),
         _dir: None,
         stopped: false,
     };
     match serde_json::from_str::<Ready>(&first) {
         Ok(ready) => {
             server.addr = ready.listening;
+            server.library = ready.library;
             Ok(server)
         }
         Err(_) => {
@@ -229,6 +236,7 @@ pub fn start_nginx(n: &Nginx<'_>) -> Result<NginxServer> {
     let mut process = ServerProcess {
         child,
         addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        library: String::new(),
         _dir: None,
         stopped: false,
     };

@@ -24,7 +24,7 @@ impl Client<'_> {
         match self {
             Client::Openssl(ctx) => ClientInfo {
                 engine: EngineKind::Openssl,
-                library: ctx.library().version().text.clone(),
+                library: ctx.library().name().to_string(),
             },
             Client::Rustls(_) => ClientInfo {
                 engine: EngineKind::Rustls,

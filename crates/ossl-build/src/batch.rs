@@ -12,7 +12,8 @@ use crate::{BuildCache, BuildError, BuildOptions, BuildOutcome};
 /// What to build: versions from the openssl-src crate, or the one tree or tarball at a path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BuildRequest {
-    /// OpenSSL versions, e.g. "1.1.1w"; repetitions are built once.
+    /// OpenSSL versions, e.g. "1.1.1w", or CMake-built flavours ("aws-lc", "boringssl");
+    /// repetitions are built once.
     Versions(Vec<String>),
     /// A local OpenSSL source tree or `.tar.gz`/`.tgz` release tarball.
     Source(PathBuf),
@@ -23,7 +24,7 @@ pub enum BuildRequest {
 pub enum Listing {
     /// No builds yet: the sentence saying how to make one.
     Empty(String),
-    /// One row per installed build (version, source, prefix) under `header`.
+    /// One row per installed build (name, flavour, version, source, prefix) under `header`.
     Builds {
         /// The column names.
         header: Vec<String>,
@@ -78,9 +79,12 @@ impl BuildCache {
         };
         let mut failed = Vec::new();
         for version in &versions {
-            let label = format!("OpenSSL {version}");
+            let label = match crate::cmake::recipe(version) {
+                Some(recipe) => recipe.flavour.to_string(),
+                None => format!("OpenSSL {version}"),
+            };
             match status.run(&label, |progress| {
-                self.build_version(version, options, progress)
+                self.build_named(version, options, progress)
             }) {
                 Ok(outcome) => built(&outcome),
                 Err(error) if versions.len() == 1 => return Err(error),
@@ -111,12 +115,16 @@ impl BuildCache {
             )));
         }
         Ok(Listing::Builds {
-            header: ["VERSION", "SOURCE", "PREFIX"].map(String::from).to_vec(),
+            header: ["NAME", "FLAVOUR", "VERSION", "SOURCE", "PREFIX"]
+                .map(String::from)
+                .to_vec(),
             rows: builds
                 .iter()
                 .map(|b| {
                     vec![
                         b.version.clone(),
+                        b.flavour.to_string(),
+                        b.flavour_version.clone(),
                         b.source.clone(),
                         b.prefix.display().to_string(),
                     ]
@@ -127,22 +135,22 @@ impl BuildCache {
 }
 
 /// The one line that ends a build: "OpenSSL 3.0.2 ready at PREFIX (built in 3m12s)" or
-/// "OpenSSL 3.0.2 already built at PREFIX".
+/// "AWS-LC 5.12.0 already built at PREFIX".
 impl fmt::Display for BuildOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let build = self.installed();
         match self {
             BuildOutcome::Built(_) => write!(
                 f,
-                "OpenSSL {} ready at {} (built in {})",
-                build.version,
+                "{} ready at {} (built in {})",
+                build.library(),
                 build.prefix.display(),
                 format_duration(Duration::from_secs_f64(build.build_seconds))
             ),
             BuildOutcome::AlreadyInstalled(_) => write!(
                 f,
-                "OpenSSL {} already built at {}",
-                build.version,
+                "{} already built at {}",
+                build.library(),
                 build.prefix.display()
             ),
         }
@@ -170,6 +178,8 @@ mod tests {
     fn a_build_ends_with_one_line() {
         let build = InstalledBuild {
             version: "3.0.2".into(),
+            flavour: crate::Flavour::OpenSsl,
+            flavour_version: "3.0.2".into(),
             prefix: "/c/3.0.2".into(),
             source: "openssl-src 300.0.5+3.0.2".into(),
             log: "/c/3.0.2/build.log".into(),

@@ -9,7 +9,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     /// The version string is not shaped like an OpenSSL version.
-    #[error("'{version}' is not an OpenSSL version: pass one like 1.1.1w or 3.0.2")]
+    #[error(
+        "'{version}' is not an OpenSSL version or a library tlsscope builds: pass one like \
+         1.1.1w or 3.5.5, or aws-lc or boringssl"
+    )]
     InvalidVersion {
         /// The rejected version string.
         version: String,
@@ -106,13 +109,13 @@ pub enum BuildError {
 
     /// A cargo command (fetch, metadata, generate-lockfile) failed.
     #[error(
-        "'cargo {step}' failed for openssl-src {requirement}: {detail}: \
+        "'cargo {step}' failed for {requirement}: {detail}: \
          check network access and that 'cargo {step}' works in {dir}"
     )]
     Cargo {
         /// The cargo subcommand.
         step: &'static str,
-        /// The version requirement on openssl-src.
+        /// The crate and the version requirement on it, e.g. "openssl-src =300.5.5".
         requirement: String,
         /// The last line cargo printed.
         detail: String,
@@ -120,15 +123,17 @@ pub enum BuildError {
         dir: PathBuf,
     },
 
-    /// Cargo reported an openssl-src package that does not carry an OpenSSL tree.
+    /// Cargo reported a source crate that does not carry the library's tree where expected.
     #[error(
-        "openssl-src {crate_version} at {path} has no OpenSSL source tree: \
+        "{krate} at {path} has no {library} source tree: \
          delete that directory so cargo unpacks it again"
     )]
     CrateLayout {
-        /// The crate version cargo resolved.
-        crate_version: String,
-        /// The expected `openssl/` directory.
+        /// The crate and the version cargo resolved, e.g. "openssl-src 300.5.5+3.5.5".
+        krate: String,
+        /// The library whose tree is missing, e.g. "OpenSSL".
+        library: String,
+        /// The expected tree (`openssl/`, `aws-lc/`, `deps/boringssl/`).
         path: PathBuf,
     },
 
@@ -184,28 +189,42 @@ pub enum BuildError {
         log: PathBuf,
     },
 
-    /// Configure, make or make install failed.
-    #[error("{step} failed for OpenSSL {version}: see {log}; it ends: {tail}")]
+    /// Configure, make or make install (or cmake, ninja, cmake --install) failed.
+    #[error("{step} failed for {target}: see {log}; it ends: {tail}")]
     StepFailed {
         /// The failing step, e.g. "make -j2".
         step: String,
-        /// The OpenSSL version.
-        version: String,
+        /// What was being built, e.g. "OpenSSL 3.5.5" or "AWS-LC".
+        target: String,
         /// The kept build log.
         log: PathBuf,
         /// The last few lines of the log, joined with " | ".
         tail: String,
     },
 
-    /// `make install_sw` succeeded but the shared libraries are not where they belong.
-    #[error(
-        "OpenSSL {version} installed without {missing}: see {log} and build again with --force"
-    )]
+    /// The install step succeeded but the shared libraries are not where they belong.
+    #[error("{target} installed without {missing}: see {log} and build again with --force")]
     IncompleteInstall {
-        /// The OpenSSL version.
-        version: String,
+        /// What was being built, e.g. "OpenSSL 3.5.5" or "AWS-LC".
+        target: String,
         /// The missing file.
         missing: PathBuf,
+        /// The kept build log.
+        log: PathBuf,
+    },
+
+    /// An installed header does not give the library's version the way the flavour's do.
+    #[error(
+        "{path} does not define {macro_name}, which gives the {library} version: \
+         see {log} and build again with --force"
+    )]
+    HeaderVersion {
+        /// The installed header (`include/openssl/base.h`).
+        path: PathBuf,
+        /// The macro looked for, e.g. "AWSLC_VERSION_NUMBER_STRING".
+        macro_name: &'static str,
+        /// The flavour, e.g. "AWS-LC".
+        library: String,
         /// The kept build log.
         log: PathBuf,
     },
@@ -221,14 +240,14 @@ pub enum BuildError {
         detail: String,
     },
 
-    /// A version named as a library (`--openssl VERSION`) that the cache does not have.
+    /// A version or flavour named as a library (`--openssl NAME`) that the cache does not have.
     #[error(
-        "--openssl {version}: OpenSSL {version} is not built; run \
-         `tlsscope openssl build {version}` first, or pass an install prefix"
+        "--openssl {name}: {name} is not in the build cache; run \
+         `tlsscope openssl build {name}` first, or pass an install prefix"
     )]
     NotBuilt {
-        /// The version asked for.
-        version: String,
+        /// The version or flavour asked for, e.g. "3.5.5" or "aws-lc".
+        name: String,
     },
 
     /// Some builds of a batch of several versions failed (each was reported as it failed).

@@ -1,13 +1,14 @@
-//! `ossl-build`: building OpenSSL versions as shared libraries into a cache directory, beside
-//! `ossl`, which loads them. Nothing here calls into OpenSSL; it runs cargo, perl and make.
+//! `ossl-build`: building OpenSSL versions, AWS-LC and BoringSSL as shared libraries into a
+//! cache directory, beside `ossl`, which loads them. Nothing here calls into the libraries; it
+//! runs cargo, perl and make (OpenSSL), or cmake and ninja (AWS-LC, BoringSSL: see `cmake`).
 //!
-//! Layout of the cache root:
-//! - `<root>/<version>/` — an installed build (`make install_sw` prefix); it counts as installed
-//!   only once its manifest `tlsscope-build.json` exists (written last). Its build log is kept
-//!   in `<root>/<version>/build.log`.
-//! - `<root>/<version>.build-failed.log` — the log of the last failed build of that version.
-//! - `<root>/.<version>.lock` — flock serialising builds of one version across processes.
-//! - `<root>/.build-<version>/`, `<root>/.fetch-*`, ... — scratch space, removed after use.
+//! Layout of the cache root, where `<name>` is an OpenSSL version or "aws-lc", "boringssl":
+//! - `<root>/<name>/` — an installed build (the install prefix); it counts as installed only
+//!   once its manifest `tlsscope-build.json` exists (written last; it names the flavour and
+//!   the version). Its build log is kept in `<root>/<name>/build.log`.
+//! - `<root>/<name>.build-failed.log` — the log of the last failed build of that name.
+//! - `<root>/.<name>.lock` — flock serialising builds of one name across processes.
+//! - `<root>/.build-<name>/`, `<root>/.fetch-*`, ... — scratch space, removed after use.
 //!
 //! The libraries are built unstripped, with a RUNPATH to their own `lib/` directory, so that
 //! internal functions can be found in the symbol tables later. Trees without `util/mkdef.pl`
@@ -20,6 +21,7 @@
 //! [`ossl::LibrarySource`] through the cache.
 
 mod batch;
+mod cmake;
 mod error;
 mod index;
 mod locate;
@@ -36,6 +38,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 pub use batch::{effective_jobs, unique, BuildRequest, Listing};
+pub use cmake::cmake_build_names;
 pub use error::BuildError;
 pub use index::KNOWN_RELEASES;
 pub use locate::{default_cache_root, default_cargo_home, library_arg, library_source};
@@ -79,11 +82,50 @@ pub const LOG_FILE: &str = "build.log";
 /// How many log lines a failure message quotes.
 const TAIL_LINES: usize = 3;
 
-/// One finished OpenSSL build in the cache.
+/// The library family a build belongs to, as its manifest records it.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+pub enum Flavour {
+    /// OpenSSL itself (manifests from before issue 31 name no flavour: they are all OpenSSL).
+    #[default]
+    #[serde(rename = "OpenSSL")]
+    OpenSsl,
+    /// AWS-LC, built with CMake (see `cmake`).
+    #[serde(rename = "AWS-LC")]
+    AwsLc,
+    /// BoringSSL, built with CMake (see `cmake`).
+    #[serde(rename = "BoringSSL")]
+    BoringSsl,
+}
+
+impl Flavour {
+    /// The flavour's name as its makers write it: "OpenSSL", "AWS-LC", "BoringSSL".
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::OpenSsl => "OpenSSL",
+            Flavour::AwsLc => "AWS-LC",
+            Flavour::BoringSsl => "BoringSSL",
+        }
+    }
+}
+
+impl std::fmt::Display for Flavour {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One finished build in the cache.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct InstalledBuild {
-    /// The OpenSSL version, e.g. "1.1.1w".
+    /// The build's name in the cache and for `--openssl`: an OpenSSL version ("1.1.1w") or a
+    /// CMake-built flavour ("aws-lc", "boringssl").
     pub version: String,
+    /// The library family.
+    pub flavour: Flavour,
+    /// The library's version as its installed headers give it: "3.5.5", "5.12.0", "API 44".
+    pub flavour_version: String,
     /// The installation prefix (`lib/`, `include/`, `bin/` are below it).
     pub prefix: PathBuf,
     /// Where the source came from: "openssl-src 111.28.2+1.1.1w" or a local path.
@@ -94,10 +136,23 @@ pub struct InstalledBuild {
     pub build_seconds: f64,
 }
 
+impl InstalledBuild {
+    /// The library and its version in one phrase: "OpenSSL 3.5.5", "AWS-LC 5.12.0".
+    pub fn library(&self) -> String {
+        format!("{} {}", self.flavour, self.flavour_version)
+    }
+}
+
 /// What is stored in a build's manifest file.
 #[derive(Debug, Serialize, Deserialize)]
 struct Manifest {
+    /// The build's name (see [`InstalledBuild::version`]).
     version: String,
+    #[serde(default)]
+    flavour: Flavour,
+    /// Empty in manifests from before issue 31, whose name is their OpenSSL version.
+    #[serde(default)]
+    flavour_version: String,
     source: String,
     build_seconds: f64,
     configure_args: Vec<String>,
@@ -109,10 +164,10 @@ struct Manifest {
 pub enum Progress {
     /// Looking up which openssl-src release carries the requested version (via cargo's index).
     Resolving,
-    /// Getting the openssl-src crate through cargo (downloaded only if not cached yet).
+    /// Getting a source crate through cargo (downloaded only if not cached yet).
     Fetching {
-        /// The crate version, e.g. "300.0.5".
-        crate_version: String,
+        /// The crate and its version, e.g. "openssl-src 300.0.5".
+        krate: String,
     },
     /// Unpacking a source tarball.
     Extracting,
@@ -120,14 +175,14 @@ pub enum Progress {
     WaitingForLock,
     /// Copying the source tree into the scratch build directory.
     Copying,
-    /// Running OpenSSL's Configure.
+    /// Running OpenSSL's Configure (or CMake).
     Configuring,
-    /// Running make; `objects` counts the object files compiled so far.
+    /// Running make (or ninja); `objects` counts the object files compiled so far.
     Compiling {
         /// Object files compiled so far.
         objects: usize,
     },
-    /// Running `make install_sw`.
+    /// Running `make install_sw` (or `cmake --install`).
     Installing,
     /// The build is installed.
     Done,
@@ -138,7 +193,7 @@ impl Progress {
     pub fn describe(&self) -> String {
         match self {
             Progress::Resolving => "looking up the openssl-src release".to_owned(),
-            Progress::Fetching { crate_version } => format!("fetching openssl-src {crate_version}"),
+            Progress::Fetching { krate } => format!("fetching {krate}"),
             Progress::Extracting => "extracting".to_owned(),
             Progress::WaitingForLock => "waiting for another build of this version".to_owned(),
             Progress::Copying => "copying sources".to_owned(),
@@ -233,14 +288,20 @@ impl BuildCache {
                 builds.push(self.read_manifest(&name)?);
             }
         }
-        builds.sort_by(|a, b| index::compare_versions(&a.version, &b.version));
+        builds.sort_by(|a, b| {
+            (a.flavour.cmp(&b.flavour))
+                .then_with(|| index::compare_versions(&a.version, &b.version))
+        });
         Ok(builds)
     }
 
-    /// The installed build of `version`, if its manifest exists and is readable.
-    pub fn find(&self, version: &str) -> Option<InstalledBuild> {
-        index::validate_version(version).ok()?;
-        self.read_manifest(version).ok()
+    /// The installed build named `name` (an OpenSSL version or a CMake-built flavour such as
+    /// "aws-lc"), if its manifest exists and is readable.
+    pub fn find(&self, name: &str) -> Option<InstalledBuild> {
+        if cmake::recipe(name).is_none() {
+            index::validate_version(name).ok()?;
+        }
+        self.read_manifest(name).ok()
     }
 
     /// Reads the manifest of the build in `<root>/<dir_name>`.
@@ -254,13 +315,34 @@ impl BuildCache {
                 path: path.clone(),
                 detail: e.to_string(),
             })?;
+        let flavour_version = if manifest.flavour_version.is_empty() {
+            manifest.version.clone()
+        } else {
+            manifest.flavour_version
+        };
         Ok(InstalledBuild {
             version: manifest.version,
+            flavour: manifest.flavour,
+            flavour_version,
             log: prefix.join(LOG_FILE),
             prefix,
             source: manifest.source,
             build_seconds: manifest.build_seconds,
         })
+    }
+
+    /// Builds `name`: a CMake-built flavour ("aws-lc", "boringssl", see [`CMAKE_BUILDS`]) or
+    /// an OpenSSL version (see [`BuildCache::build_version`]).
+    pub fn build_named(
+        &self,
+        name: &str,
+        options: &BuildOptions,
+        progress: &mut dyn FnMut(Progress),
+    ) -> Result<BuildOutcome, BuildError> {
+        match cmake::recipe(name) {
+            Some(recipe) => self.build_cmake(recipe, options, progress),
+            None => self.build_version(name, options, progress),
+        }
     }
 
     /// Builds OpenSSL `version` from the openssl-src crate (fetched through cargo), unless it is
@@ -285,14 +367,14 @@ impl BuildCache {
         let crate_version =
             source::resolve_crate_version(version, &options.cargo_home, &self.root)?;
         progress(Progress::Fetching {
-            crate_version: crate_version.clone(),
+            krate: format!("{} {crate_version}", source::OPENSSL_SRC),
         });
         let fetched = source::fetch_crate(&crate_version, &options.cargo_home, &self.root)?;
         let prepared = PreparedSource {
             version: version.to_owned(),
             tree: fetched.tree,
             owned: false,
-            description: format!("openssl-src {}", fetched.crate_version),
+            description: format!("{} {}", source::OPENSSL_SRC, fetched.crate_version),
         };
         self.build_prepared(prepared, compiler, options, progress)
     }
@@ -424,7 +506,9 @@ impl BuildCache {
 /// dasync engine (those are built again, once). Builds without loadable modules have none.
 fn keeps(installed: &InstalledBuild, options: &BuildOptions) -> bool {
     !options.force
-        && (test_engine(&installed.prefix).is_some() || built_without_modules(&installed.prefix))
+        && (installed.flavour != Flavour::OpenSsl
+            || test_engine(&installed.prefix).is_some()
+            || built_without_modules(&installed.prefix))
 }
 
 /// Whether the build at `prefix` was configured `no-module` (its manifest says so).
@@ -474,12 +558,7 @@ impl BuildJob<'_> {
     /// Removes a partial install (no manifest), a forced rebuild's old install, and a stale
     /// scratch dir from an interrupted build.
     fn clear_leftovers(&self) -> Result<(), BuildError> {
-        ignore_absent(
-            std::fs::remove_file(self.prefix.join(MANIFEST_FILE)),
-            &self.prefix,
-        )?;
-        ignore_absent(std::fs::remove_dir_all(&self.prefix), &self.prefix)?;
-        ignore_absent(std::fs::remove_dir_all(&self.scratch), &self.scratch)
+        clear_leftovers(&self.prefix, &self.scratch)
     }
 
     /// Copies, configures, compiles and installs; returns the Configure arguments used.
@@ -627,7 +706,7 @@ impl BuildJob<'_> {
             let path = self.prefix.join("lib").join(library);
             if !path.exists() {
                 return Err(BuildError::IncompleteInstall {
-                    version: self.version.to_owned(),
+                    target: self.target(),
                     missing: path,
                     log: PathBuf::new(),
                 });
@@ -647,14 +726,14 @@ impl BuildJob<'_> {
         let built = self.scratch.join("engines").join(TEST_ENGINE_FILE);
         let Some(dir) = engines_dir(&self.prefix) else {
             return Err(BuildError::IncompleteInstall {
-                version: self.version.to_owned(),
+                target: self.target(),
                 missing: self.prefix.join("lib").join("engines-*"),
                 log: PathBuf::new(),
             });
         };
         if !built.exists() {
             return Err(BuildError::IncompleteInstall {
-                version: self.version.to_owned(),
+                target: self.target(),
                 missing: built,
                 log: PathBuf::new(),
             });
@@ -672,10 +751,15 @@ impl BuildJob<'_> {
     fn step_failed(&self, step: &str) -> BuildError {
         BuildError::StepFailed {
             step: step.to_owned(),
-            version: self.version.to_owned(),
+            target: self.target(),
             log: PathBuf::new(),
             tail: String::new(),
         }
+    }
+
+    /// What is being built, for messages: "OpenSSL 3.5.5".
+    fn target(&self) -> String {
+        format!("{} {}", Flavour::OpenSsl, self.version)
     }
 
     /// Moves the log into the install dir, writes the manifest (last), removes scratch space.
@@ -686,52 +770,92 @@ impl BuildJob<'_> {
         configure_args: Vec<String>,
         started: Instant,
     ) -> Result<InstalledBuild, BuildError> {
-        let kept_log = self.prefix.join(LOG_FILE);
-        move_file(&log, &kept_log)?;
-        let _ = std::fs::remove_file(self.cache.failed_log_path(self.version));
-        let build_seconds = started.elapsed().as_secs_f64();
         let manifest = Manifest {
             version: self.version.to_owned(),
+            flavour: Flavour::OpenSsl,
+            flavour_version: self.version.to_owned(),
             source: prepared.description.clone(),
-            build_seconds,
+            build_seconds: started.elapsed().as_secs_f64(),
             configure_args,
             built_unix_seconds: unix_now_seconds(),
         };
-        write_manifest(&self.prefix.join(MANIFEST_FILE), &manifest)?;
-        // Best effort: a leftover scratch dir is removed by the next build of this version.
-        let _ = std::fs::remove_dir_all(&self.scratch);
-        Ok(InstalledBuild {
-            version: manifest.version,
-            prefix: self.prefix.clone(),
-            source: manifest.source,
-            log: kept_log,
-            build_seconds,
-        })
+        self.cache
+            .keep_install(&self.prefix, &self.scratch, &log, manifest)
     }
 
     /// Keeps the log at `<root>/<version>.build-failed.log`, removes the partial install and
     /// scratch dir, and completes `error` with the log path and its last lines.
     fn fail(&self, log: BuildLog, error: BuildError) -> BuildError {
+        self.cache
+            .discard_install(self.version, &self.prefix, &self.scratch, log, error)
+    }
+}
+
+impl BuildCache {
+    /// Moves the finished build's `log` into `prefix`, writes its manifest (last: from then on
+    /// the build counts as installed) and removes the scratch space.
+    fn keep_install(
+        &self,
+        prefix: &Path,
+        scratch: &Path,
+        log: &Path,
+        manifest: Manifest,
+    ) -> Result<InstalledBuild, BuildError> {
+        let kept_log = prefix.join(LOG_FILE);
+        move_file(log, &kept_log)?;
+        let _ = std::fs::remove_file(self.failed_log_path(&manifest.version));
+        write_manifest(&prefix.join(MANIFEST_FILE), &manifest)?;
+        // Best effort: a leftover scratch dir is removed by the next build of this name.
+        let _ = std::fs::remove_dir_all(scratch);
+        Ok(InstalledBuild {
+            version: manifest.version,
+            flavour: manifest.flavour,
+            flavour_version: manifest.flavour_version,
+            prefix: prefix.to_owned(),
+            source: manifest.source,
+            log: kept_log,
+            build_seconds: manifest.build_seconds,
+        })
+    }
+
+    /// Keeps the log of the failed build `name` at `<root>/<name>.build-failed.log`, removes
+    /// the partial install and scratch dir, and completes `error` with the log path and tail.
+    fn discard_install(
+        &self,
+        name: &str,
+        prefix: &Path,
+        scratch: &Path,
+        log: BuildLog,
+        error: BuildError,
+    ) -> BuildError {
         let written = log.path.clone();
         drop(log);
-        let kept = self.cache.failed_log_path(self.version);
+        let kept = self.failed_log_path(name);
         let kept = if move_file(&written, &kept).is_ok() {
             kept
         } else {
             written
         };
-        let _ = std::fs::remove_dir_all(&self.scratch);
-        let _ = std::fs::remove_dir_all(&self.prefix);
+        let _ = std::fs::remove_dir_all(scratch);
+        let _ = std::fs::remove_dir_all(prefix);
         attach_log(error, &kept)
     }
+}
+
+/// Removes a partial install (no manifest), a forced rebuild's old install, and a stale
+/// scratch dir from an interrupted build.
+fn clear_leftovers(prefix: &Path, scratch: &Path) -> Result<(), BuildError> {
+    ignore_absent(std::fs::remove_file(prefix.join(MANIFEST_FILE)), prefix)?;
+    ignore_absent(std::fs::remove_dir_all(prefix), prefix)?;
+    ignore_absent(std::fs::remove_dir_all(scratch), scratch)
 }
 
 /// Fills the log path (and for step failures the log's tail) into `error`.
 fn attach_log(error: BuildError, kept: &Path) -> BuildError {
     match error {
-        BuildError::StepFailed { step, version, .. } => BuildError::StepFailed {
+        BuildError::StepFailed { step, target, .. } => BuildError::StepFailed {
             step,
-            version,
+            target,
             log: kept.to_owned(),
             tail: process::tail_of(kept, TAIL_LINES),
         },
@@ -743,10 +867,21 @@ fn attach_log(error: BuildError, kept: &Path) -> BuildError {
             log: kept.to_owned(),
         },
         BuildError::IncompleteInstall {
-            version, missing, ..
+            target, missing, ..
         } => BuildError::IncompleteInstall {
-            version,
+            target,
             missing,
+            log: kept.to_owned(),
+        },
+        BuildError::HeaderVersion {
+            path,
+            macro_name,
+            library,
+            ..
+        } => BuildError::HeaderVersion {
+            path,
+            macro_name,
+            library,
             log: kept.to_owned(),
         },
         other => other,
@@ -840,6 +975,8 @@ mod tests {
         std::fs::create_dir_all(root.join(".build-3.1.3")).unwrap();
         let manifest = Manifest {
             version: "1.1.1w".into(),
+            flavour: Flavour::OpenSsl,
+            flavour_version: "1.1.1w".into(),
             source: "openssl-src 111.28.2+1.1.1w".into(),
             build_seconds: 56.0,
             configure_args: vec![],
@@ -896,6 +1033,8 @@ mod tests {
         for (version, args) in [("3.5.5", vec![NO_MODULE]), ("3.0.2", vec!["shared"])] {
             let manifest = Manifest {
                 version: version.into(),
+                flavour: Flavour::OpenSsl,
+                flavour_version: version.into(),
                 source: "openssl-src".into(),
                 build_seconds: 1.0,
                 configure_args: args.into_iter().map(str::to_owned).collect(),
@@ -909,6 +1048,51 @@ mod tests {
         std::fs::remove_dir_all(&root).unwrap();
         // A `no-module` build has no engine to keep; an older build without one is rebuilt.
         assert_eq!(kept, [true, false]);
+    }
+
+    #[test]
+    fn build_manifests_name_their_flavour_and_old_ones_are_openssl() {
+        let root = temp_root("flavour");
+        let cache = BuildCache::new(root.clone());
+        std::fs::create_dir_all(root.join("3.0.2")).unwrap();
+        // A manifest from before issue 31: no flavour fields.
+        std::fs::write(
+            root.join("3.0.2").join(MANIFEST_FILE),
+            r#"{"version":"3.0.2","source":"openssl-src 300.0.5+3.0.2","build_seconds":1.0,
+               "configure_args":["shared"],"built_unix_seconds":0}"#,
+        )
+        .unwrap();
+        let manifest = Manifest {
+            version: "aws-lc".into(),
+            flavour: Flavour::AwsLc,
+            flavour_version: "5.12.0".into(),
+            source: "aws-lc-sys 0.47.0".into(),
+            build_seconds: 1.0,
+            configure_args: vec![],
+            built_unix_seconds: 0,
+        };
+        std::fs::create_dir_all(root.join("aws-lc")).unwrap();
+        write_manifest(&root.join("aws-lc").join(MANIFEST_FILE), &manifest).unwrap();
+        let old = cache.find("3.0.2").unwrap();
+        let aws_lc = cache.find("aws-lc").unwrap();
+        let listing = cache.listing().unwrap();
+        let options = BuildOptions {
+            jobs: 1,
+            force: false,
+            cargo_home: PathBuf::from("/x"),
+        };
+        let kept = keeps(&aws_lc, &options);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(old.library(), "OpenSSL 3.0.2");
+        assert_eq!(aws_lc.library(), "AWS-LC 5.12.0");
+        // A CMake build has no dasync engine and is kept without one.
+        assert!(kept);
+        let batch::Listing::Builds { header, rows } = listing else {
+            panic!("two builds expected");
+        };
+        assert_eq!(header, ["NAME", "FLAVOUR", "VERSION", "SOURCE", "PREFIX"]);
+        assert_eq!(rows[0][..3], ["3.0.2", "OpenSSL", "3.0.2"]);
+        assert_eq!(rows[1][..3], ["aws-lc", "AWS-LC", "5.12.0"]);
     }
 
     #[test]

@@ -37,8 +37,9 @@ fn non_empty(value: Option<OsString>) -> Option<OsString> {
     value.filter(|value| !value.is_empty())
 }
 
-/// The library a user named with `--openssl`: an install directory (a path), or a version in
-/// `cache`, which must be built (nothing is built here). None is the system's library.
+/// The library a user named with `--openssl`: an install directory (a path), or a version or
+/// flavour ("aws-lc", "boringssl") in `cache`, which must be built (nothing is built here).
+/// None is the system's library.
 pub fn library_source(name: Option<&str>, cache: &BuildCache) -> Result<LibrarySource, BuildError> {
     let Some(name) = name else {
         return Ok(LibrarySource::System);
@@ -51,7 +52,7 @@ pub fn library_source(name: Option<&str>, cache: &BuildCache) -> Result<LibraryS
         .find(name)
         .map(|build| LibrarySource::Dir(build.prefix))
         .ok_or_else(|| BuildError::NotBuilt {
-            version: name.to_string(),
+            name: name.to_string(),
         })
 }
 
@@ -83,6 +84,33 @@ mod tests {
         assert!(
             e.to_string().contains("tlsscope openssl build 9.9.9"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn a_cmake_flavour_resolves_to_its_prefix_in_the_cache() {
+        let root = std::env::temp_dir().join(format!("ossl-locate-{}", std::process::id()));
+        let cache = BuildCache::new(root.clone());
+        let missing = library_source(Some("boringssl"), &cache).unwrap_err();
+        let manifest = crate::Manifest {
+            version: "aws-lc".into(),
+            flavour: crate::Flavour::AwsLc,
+            flavour_version: "5.12.0".into(),
+            source: "aws-lc-sys 0.47.0".into(),
+            build_seconds: 1.0,
+            configure_args: vec![],
+            built_unix_seconds: 0,
+        };
+        std::fs::create_dir_all(root.join("aws-lc")).unwrap();
+        crate::write_manifest(&root.join("aws-lc").join(crate::MANIFEST_FILE), &manifest).unwrap();
+        let found = library_source(Some("aws-lc"), &cache).ok();
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(found, Some(LibrarySource::Dir(root.join("aws-lc"))));
+        assert!(
+            missing
+                .to_string()
+                .contains("run `tlsscope openssl build boringssl`"),
+            "{missing}"
         );
     }
 

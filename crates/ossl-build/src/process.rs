@@ -33,6 +33,16 @@ pub(crate) const CARGO: Tool = Tool {
     program: "cargo",
     hint: "install Rust with rustup",
 };
+/// CMake configures AWS-LC and BoringSSL.
+pub(crate) const CMAKE: Tool = Tool {
+    program: "cmake",
+    hint: "apt-get install cmake",
+};
+/// Ninja compiles what CMake configured.
+pub(crate) const NINJA: Tool = Tool {
+    program: "ninja",
+    hint: "apt-get install ninja-build",
+};
 /// Tar unpacks source tarballs.
 pub(crate) const TAR: Tool = Tool {
     program: "tar",
@@ -71,6 +81,18 @@ pub(crate) fn find_c_compiler(target: &str) -> Result<&'static str, BuildError> 
             target: target.to_owned(),
             tool: "cc",
             hint: "apt-get install gcc",
+        })
+}
+
+/// Picks the C++ compiler (BoringSSL's libssl, parts of AWS-LC): `g++`, else `c++`.
+pub(crate) fn find_cxx_compiler(target: &str) -> Result<&'static str, BuildError> {
+    ["g++", "c++"]
+        .into_iter()
+        .find(|compiler| is_installed(compiler))
+        .ok_or_else(|| BuildError::MissingTool {
+            target: target.to_owned(),
+            tool: "g++",
+            hint: "apt-get install g++",
         })
 }
 

@@ -1,4 +1,5 @@
-//! Where OpenSSL source trees come from: the openssl-src crate (through cargo only), or a local
+//! Where source trees come from: crates that carry them (openssl-src, and for the CMake-built
+//! flavours aws-lc-sys and boring-sys), fetched through cargo only, or a local OpenSSL
 //! directory or tarball.
 
 use std::path::{Path, PathBuf};
@@ -10,14 +11,17 @@ use super::index::{self, CrateRelease};
 use super::process::{last_line, run_captured};
 use super::BuildError;
 
+/// The crate carrying OpenSSL's sources.
+pub(crate) const OPENSSL_SRC: &str = "openssl-src";
+
 /// A throwaway cargo project, removed when dropped.
 struct ScratchProject {
     dir: PathBuf,
 }
 
 impl ScratchProject {
-    /// Creates a project in `dir` whose only dependency is `openssl-src = "<requirement>"`.
-    fn create(dir: PathBuf, requirement: &str) -> Result<Self, BuildError> {
+    /// Creates a project in `dir` whose only dependency is `<krate> = "<requirement>"`.
+    fn create(dir: PathBuf, krate: &str, requirement: &str) -> Result<Self, BuildError> {
         let _ = std::fs::remove_dir_all(&dir);
         let src = dir.join("src");
         std::fs::create_dir_all(&src).map_err(|e| BuildError::io("create directory", &src, e))?;
@@ -27,7 +31,7 @@ impl ScratchProject {
         let manifest = format!(
             "[package]\nname = \"tlsscope-openssl-fetch\"\nversion = \"0.0.0\"\n\
              edition = \"2021\"\npublish = false\n\n[dependencies]\n\
-             openssl-src = \"{requirement}\"\n\n[workspace]\n"
+             {krate} = \"{requirement}\"\n\n[workspace]\n"
         );
         write_file(&project.dir.join("Cargo.toml"), manifest.as_bytes())?;
         write_file(&src.join("lib.rs"), b"")?;
@@ -96,12 +100,12 @@ pub(crate) fn resolve_crate_version(
 
 /// Makes cargo update its local index cache entry for openssl-src.
 fn refresh_index_cache(cargo_home: &Path, scratch_root: &Path) -> Result<(), BuildError> {
-    let project = ScratchProject::create(scratch_dir(scratch_root, "index"), "*")?;
+    let project = ScratchProject::create(scratch_dir(scratch_root, "index"), OPENSSL_SRC, "*")?;
     project
         .run(cargo_home, "generate-lockfile", &[])
         .map_err(|detail| BuildError::Cargo {
             step: "generate-lockfile",
-            requirement: "*".to_owned(),
+            requirement: format!("{OPENSSL_SRC} *"),
             detail,
             dir: project.dir.clone(),
         })?;
@@ -131,18 +135,40 @@ pub(crate) struct CrateSource {
     pub tree: PathBuf,
 }
 
-/// Fetches openssl-src `=<crate_version>` with cargo and locates its OpenSSL tree. Tries offline
-/// first so an already downloaded crate needs no network.
+/// Fetches openssl-src `=<crate_version>` with cargo and locates its OpenSSL tree.
 pub(crate) fn fetch_crate(
     crate_version: &str,
     cargo_home: &Path,
     scratch_root: &Path,
 ) -> Result<CrateSource, BuildError> {
+    fetch_tree(
+        OPENSSL_SRC,
+        crate_version,
+        "openssl",
+        "Configure",
+        "OpenSSL",
+        cargo_home,
+        scratch_root,
+    )
+}
+
+/// Fetches crate `krate` `=<crate_version>` with cargo and returns the tree at `subdir` of the
+/// unpacked crate, which must hold `marker` (else it is not `library`'s tree). Tries offline
+/// first so an already downloaded crate needs no network.
+pub(crate) fn fetch_tree(
+    krate: &str,
+    crate_version: &str,
+    subdir: &str,
+    marker: &str,
+    library: &str,
+    cargo_home: &Path,
+    scratch_root: &Path,
+) -> Result<CrateSource, BuildError> {
     let requirement = format!("={crate_version}");
-    let project = ScratchProject::create(scratch_dir(scratch_root, "fetch"), &requirement)?;
+    let project = ScratchProject::create(scratch_dir(scratch_root, "fetch"), krate, &requirement)?;
     let cargo_error = |step: &'static str, detail: String| BuildError::Cargo {
         step,
-        requirement: requirement.clone(),
+        requirement: format!("{krate} {requirement}"),
         detail,
         dir: project.dir.clone(),
     };
@@ -158,15 +184,16 @@ pub(crate) fn fetch_crate(
             &["--format-version", "1", "--offline"],
         )
         .map_err(|detail| cargo_error("metadata", detail))?;
-    let package = openssl_src_package(&json).map_err(|detail| cargo_error("metadata", detail))?;
+    let package = find_package(&json, krate).map_err(|detail| cargo_error("metadata", detail))?;
     let tree = package
         .manifest_path
         .parent()
         .unwrap_or(Path::new("/"))
-        .join("openssl");
-    if !tree.join("Configure").is_file() {
+        .join(subdir);
+    if !tree.join(marker).is_file() {
         return Err(BuildError::CrateLayout {
-            crate_version: package.version,
+            krate: format!("{krate} {}", package.version),
+            library: library.to_owned(),
             path: tree,
         });
     }
@@ -176,9 +203,9 @@ pub(crate) fn fetch_crate(
     })
 }
 
-/// Picks the openssl-src package out of `cargo metadata` output. Cargo may print warnings before
+/// Picks the package `krate` out of `cargo metadata` output. Cargo may print warnings before
 /// the JSON, so the JSON is taken from the first line starting with '{'.
-fn openssl_src_package(output: &str) -> Result<MetadataPackage, String> {
+fn find_package(output: &str, krate: &str) -> Result<MetadataPackage, String> {
     let json = output
         .lines()
         .find(|line| line.starts_with('{'))
@@ -188,8 +215,8 @@ fn openssl_src_package(output: &str) -> Result<MetadataPackage, String> {
     metadata
         .packages
         .into_iter()
-        .find(|package| package.name == "openssl-src")
-        .ok_or_else(|| "no openssl-src package in its output".to_owned())
+        .find(|package| package.name == krate)
+        .ok_or_else(|| format!("no {krate} package in its output"))
 }
 
 /// Reads the OpenSSL version of the source tree at `tree` (3.x `VERSION.dat`, or 1.x
@@ -312,10 +339,10 @@ mod tests {
         let output = "warning: something\n{\"packages\":[{\"name\":\"cc\",\"version\":\"1.0.0\",\
                       \"manifest_path\":\"/r/cc/Cargo.toml\"},{\"name\":\"openssl-src\",\
                       \"version\":\"111.28.2+1.1.1w\",\"manifest_path\":\"/r/o/Cargo.toml\"}]}\n";
-        let package = openssl_src_package(output).unwrap();
+        let package = find_package(output, OPENSSL_SRC).unwrap();
         assert_eq!(package.version, "111.28.2+1.1.1w");
         assert_eq!(package.manifest_path, Path::new("/r/o/Cargo.toml"));
-        assert!(openssl_src_package("{\"packages\":[]}").is_err());
+        assert!(find_package("{\"packages\":[]}", OPENSSL_SRC).is_err());
     }
 
     #[test]

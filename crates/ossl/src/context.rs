@@ -174,23 +174,35 @@ impl ContextBuilder {
                 keylog: None,
             },
         };
-        builder.ctrl(
-            ffi::SSL_CTRL_MODE,
-            ffi::SSL_MODE_ENABLE_PARTIAL_WRITE | ffi::SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER,
-            ptr::null_mut(),
-        );
-        builder.ctrl(ffi::SSL_CTRL_SET_READ_AHEAD, 1, ptr::null_mut());
-        if role == Role::Server {
-            let id = b"tlsscope";
-            // SAFETY: the context is live and `id` outlives the call (OpenSSL copies it).
+        // SAFETY: the context is live (and freed by `builder` on the error paths).
+        unsafe {
+            lib.ctx_set_mode(
+                ptr,
+                ffi::SSL_MODE_ENABLE_PARTIAL_WRITE | ffi::SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER,
+            )?;
+            lib.ctx_set_read_ahead(ptr, true)?;
+        }
+        if let (Role::Client, Some(set_new_cb), Some(_)) =
+            (role, api.SSL_CTX_sess_set_new_cb, lib.session_index())
+        {
+            // SAFETY: live context; the callback only touches the connection it is given.
             unsafe {
-                (api.SSL_CTX_set_session_id_context)(ptr, id.as_ptr(), id.len() as _);
-                (api.SSL_CTX_set_session_ticket_cb)(
+                set_new_cb(ptr, Some(new_session));
+                lib.ctx_set_session_cache_mode(
                     ptr,
-                    None,
-                    Some(ticket_decrypted),
-                    ptr::null_mut(),
-                );
+                    ffi::SSL_SESS_CACHE_CLIENT | ffi::SSL_SESS_CACHE_NO_INTERNAL_STORE,
+                )?;
+            }
+        }
+        if role == Role::Server {
+            // SAFETY: the context is live and the id outlives the call (it is copied).
+            unsafe { lib.ctx_set_session_id_context(ptr, b"tlsscope") };
+            // AWS-LC and BoringSSL have no ticket hook: their TLS 1.2 ticket resumptions are
+            // counted as session-ID ones (TLS 1.3 resumption is by ticket either way).
+            if let Some(set_ticket_cb) = api.SSL_CTX_set_session_ticket_cb {
+                // SAFETY: live context; the hook is a plain function that only touches the
+                // connection it is given.
+                unsafe { set_ticket_cb(ptr, None, Some(ticket_decrypted), ptr::null_mut()) };
             }
         }
         Ok(builder)
@@ -200,10 +212,8 @@ impl ContextBuilder {
         self.inner.lib.api()
     }
 
-    fn ctrl(&self, cmd: c_int, larg: c_long, parg: *mut c_void) -> c_long {
-        // SAFETY: the context is live; every command used here takes an integer or a
-        // NUL-terminated string that outlives the call.
-        unsafe { (self.api().SSL_CTX_ctrl)(self.inner.ptr, cmd, larg, parg) }
+    fn lib(&self) -> &'static Library {
+        self.inner.lib
     }
 
     fn setting_error(&self, setting: &'static str, value: &str) -> Error {
@@ -234,7 +244,7 @@ impl ContextBuilder {
         if let Some(list) = &settings.sigalgs {
             self.sigalgs(list)?;
         }
-        self.session_cache(settings.session_cache);
+        self.session_cache(settings.session_cache)?;
         self.tickets(settings.tickets);
         if self.inner.role == Role::Server && !settings.session_cache && !settings.tickets {
             // Nothing could resume: do not send TLS 1.3 tickets nobody can use.
@@ -247,19 +257,19 @@ impl ContextBuilder {
     /// instead of each record's 5-byte header and then its body, halving the reads per
     /// handshake. nginx turns it on too. Callers must keep reading until OpenSSL asks for the
     /// socket (WantRead), since data can wait inside OpenSSL.
-    pub fn read_ahead(&mut self, on: bool) -> &mut Self {
-        self.ctrl(ffi::SSL_CTRL_SET_READ_AHEAD, on as c_long, ptr::null_mut());
-        self
+    pub fn read_ahead(&mut self, on: bool) -> Result<&mut Self, Error> {
+        // SAFETY: live context.
+        unsafe { self.lib().ctx_set_read_ahead(self.inner.ptr, on)? };
+        Ok(self)
     }
 
     /// The lowest protocol version to negotiate.
     pub fn min_version(&mut self, v: TlsVersion) -> Result<&mut Self, Error> {
-        if self.ctrl(
-            ffi::SSL_CTRL_SET_MIN_PROTO_VERSION,
-            v.raw(),
-            ptr::null_mut(),
-        ) != 1
-        {
+        // SAFETY: live context.
+        if !unsafe {
+            self.lib()
+                .ctx_set_proto_version(self.inner.ptr, false, v.raw() as u16)?
+        } {
             return Err(self.setting_error("minimum TLS version", v.name()));
         }
         Ok(self)
@@ -267,12 +277,11 @@ impl ContextBuilder {
 
     /// The highest protocol version to negotiate.
     pub fn max_version(&mut self, v: TlsVersion) -> Result<&mut Self, Error> {
-        if self.ctrl(
-            ffi::SSL_CTRL_SET_MAX_PROTO_VERSION,
-            v.raw(),
-            ptr::null_mut(),
-        ) != 1
-        {
+        // SAFETY: live context.
+        if !unsafe {
+            self.lib()
+                .ctx_set_proto_version(self.inner.ptr, true, v.raw() as u16)?
+        } {
             return Err(self.setting_error("maximum TLS version", v.name()));
         }
         Ok(self)
@@ -291,8 +300,13 @@ impl ContextBuilder {
     /// The TLS 1.3 ciphersuites ("TLS_AES_128_GCM_SHA256:TLS_CHACHA20_POLY1305_SHA256").
     pub fn ciphersuites(&mut self, list: &str) -> Result<&mut Self, Error> {
         let c = self.cstring("TLS 1.3 ciphersuites", list)?;
+        // BoringSSL fixes its TLS 1.3 ciphersuites.
+        let set = self.api().SSL_CTX_set_ciphersuites.ok_or_else(|| {
+            self.lib()
+                .not_in_library("TLS 1.3 ciphersuite setting", "SSL_CTX_set_ciphersuites")
+        })?;
         // SAFETY: live context, NUL-terminated string.
-        if unsafe { (self.api().SSL_CTX_set_ciphersuites)(self.inner.ptr, c.as_ptr()) } != 1 {
+        if unsafe { set(self.inner.ptr, c.as_ptr()) } != 1 {
             return Err(self.setting_error("TLS 1.3 ciphersuites", list));
         }
         Ok(self)
@@ -301,7 +315,8 @@ impl ContextBuilder {
     /// The key exchange groups, in preference order ("X25519:P-256").
     pub fn groups(&mut self, list: &str) -> Result<&mut Self, Error> {
         let c = self.cstring("groups", list)?;
-        if self.ctrl(ffi::SSL_CTRL_SET_GROUPS_LIST, 0, c.as_ptr() as *mut c_void) != 1 {
+        // SAFETY: live context.
+        if !unsafe { self.lib().ctx_set_groups(self.inner.ptr, &c)? } {
             return Err(self.setting_error("groups", list));
         }
         Ok(self)
@@ -310,7 +325,8 @@ impl ContextBuilder {
     /// The signature algorithms ("rsa_pss_rsae_sha256:ecdsa_secp256r1_sha256").
     pub fn sigalgs(&mut self, list: &str) -> Result<&mut Self, Error> {
         let c = self.cstring("signature algorithms", list)?;
-        if self.ctrl(ffi::SSL_CTRL_SET_SIGALGS_LIST, 0, c.as_ptr() as *mut c_void) != 1 {
+        // SAFETY: live context.
+        if !unsafe { self.lib().ctx_set_sigalgs(self.inner.ptr, &c)? } {
             return Err(self.setting_error("signature algorithms", list));
         }
         Ok(self)
@@ -339,16 +355,26 @@ impl ContextBuilder {
     /// keep none in the context: freeing a context marks the sessions in its store
     /// unresumable, which would stop a session outliving the context that made it (as with a
     /// context per connection, curl's way; curl sets the same mode).
-    pub fn session_cache(&mut self, on: bool) -> &mut Self {
+    pub fn session_cache(&mut self, on: bool) -> Result<&mut Self, Error> {
+        // An AWS-LC or BoringSSL client gets its sessions through the new-session callback
+        // (see `new_session`), which only a client cache mode calls; it stores none itself.
+        let keeps_via_callback = self.lib().session_index().is_some();
         let mode = match (self.inner.role, on) {
+            (Role::Client, false) if keeps_via_callback => {
+                ffi::SSL_SESS_CACHE_CLIENT | ffi::SSL_SESS_CACHE_NO_INTERNAL_STORE
+            }
             (_, false) => ffi::SSL_SESS_CACHE_OFF,
             (Role::Server, true) => ffi::SSL_SESS_CACHE_SERVER,
             (Role::Client, true) => {
                 ffi::SSL_SESS_CACHE_CLIENT | ffi::SSL_SESS_CACHE_NO_INTERNAL_STORE
             }
         };
-        self.ctrl(ffi::SSL_CTRL_SET_SESS_CACHE_MODE, mode, ptr::null_mut());
-        self
+        // SAFETY: live context.
+        unsafe {
+            self.lib()
+                .ctx_set_session_cache_mode(self.inner.ptr, mode)?
+        };
+        Ok(self)
     }
 
     /// Session tickets (RFC 5077 in TLS 1.2, stateless PSK tickets in TLS 1.3) on or off. With
@@ -357,7 +383,10 @@ impl ContextBuilder {
     pub fn tickets(&mut self, on: bool) -> &mut Self {
         if !on {
             // SAFETY: live context.
-            unsafe { (self.api().SSL_CTX_set_options)(self.inner.ptr, ffi::SSL_OP_NO_TICKET) };
+            unsafe {
+                self.lib()
+                    .ctx_set_options(self.inner.ptr, ffi::SSL_OP_NO_TICKET)
+            };
         }
         self
     }
@@ -371,7 +400,12 @@ impl ContextBuilder {
         // SAFETY: live context; the callback is a plain function that only touches the
         // connection it is given.
         unsafe {
-            (self.api().SSL_CTX_set_options)(self.inner.ptr, ffi::SSL_OP_NO_RENEGOTIATION);
+            // AWS-LC and BoringSSL never renegotiate unless asked to: no option to set (that
+            // bit means something else there).
+            if self.lib().flavour().is_openssl() {
+                self.lib()
+                    .ctx_set_options(self.inner.ptr, ffi::SSL_OP_NO_RENEGOTIATION);
+            }
             (self.api().SSL_CTX_set_info_callback)(self.inner.ptr, Some(alert_sent));
         }
         self
@@ -386,9 +420,19 @@ impl ContextBuilder {
 
     /// Lets TLS calls return `SSL_ERROR_WANT_ASYNC` while an async engine's job is paused
     /// (`SSL_MODE_ASYNC`), instead of waiting for it. Without an async engine nothing pauses.
-    pub fn async_mode(&mut self) -> &mut Self {
-        self.ctrl(ffi::SSL_CTRL_MODE, ffi::SSL_MODE_ASYNC, ptr::null_mut());
-        self
+    pub fn async_mode(&mut self) -> Result<&mut Self, Error> {
+        // AWS-LC and BoringSSL have no async jobs (their bit 0x100 means another mode).
+        if !self.lib().flavour().is_openssl() {
+            return Err(self
+                .lib()
+                .not_in_library("async job support", "SSL_MODE_ASYNC"));
+        }
+        // SAFETY: live context.
+        unsafe {
+            self.lib()
+                .ctx_set_mode(self.inner.ptr, ffi::SSL_MODE_ASYNC)?
+        };
+        Ok(self)
     }
 
     /// Sends every key log line to `sink` (the NSS key log format Wireshark reads).
@@ -525,6 +569,28 @@ unsafe extern "C" fn ticket_decrypted(
         ffi::SSL_TICKET_NONE => ffi::SSL_TICKET_RETURN_IGNORE,
         _ => ffi::SSL_TICKET_RETURN_ABORT,
     }
+}
+
+/// AWS-LC's and BoringSSL's new-session hook on clients: a TLS 1.3 client's resumable
+/// sessions (one per ticket) arrive only here, after the handshake, while `SSL_get_session`
+/// keeps returning the handshake's own, unresumable one. Keeps the newest in the connection's
+/// session slot, which [`crate::Ssl::session`] reads and `Ssl`'s drop frees.
+unsafe extern "C" fn new_session(ssl: *mut ffi::SSL, session: *mut ffi::SSL_SESSION) -> c_int {
+    let Some((lib, index)) = Library::loaded().and_then(|l| Some((l, l.session_index()?))) else {
+        return 0;
+    };
+    let api = lib.api();
+    // SAFETY: the library passes the live connection driving the handshake or read, in its
+    // thread, and a session reference we may keep (returning 1); the slot holds null or a
+    // reference this hook stored, released here when replaced.
+    unsafe {
+        let old = (api.SSL_get_ex_data)(ssl, index).cast::<ffi::SSL_SESSION>();
+        if !old.is_null() {
+            (api.SSL_SESSION_free)(old);
+        }
+        (api.SSL_set_ex_data)(ssl, index, session.cast());
+    }
+    1
 }
 
 /// OpenSSL's info hook, set by [`ContextBuilder::refuse_renegotiation`]: counts each

@@ -33,9 +33,8 @@ impl Engine {
             api.ENGINE_free,
             api.ENGINE_get_id,
         ) else {
-            return Err(Error::Engine(format!(
-                "--async-engine {name}: this OpenSSL was built without engine support"
-            )));
+            // OpenSSL 4.0 removed ENGINE; AWS-LC and BoringSSL never had it.
+            return Err(lib.not_in_library("ENGINE support", "ENGINE_by_id"));
         };
         let failed = |what: String| Error::OpenSsl {
             what,

@@ -15,15 +15,26 @@ pub enum Error {
     Load { path: PathBuf, reason: String },
     #[error("{} is not a directory: pass an OpenSSL install prefix (holding lib/libssl.so.*) or a version built by `tlsscope openssl build`", .0.display())]
     NotADirectory(PathBuf),
-    #[error("{} holds no libssl.so.3 or libssl.so.1.1 (looked in {}): pass an OpenSSL install prefix or a version built by `tlsscope openssl build`", dir.display(), looked_in.join(", "))]
+    #[error("{} holds no libssl.so.4, .so.3, .so.1.1 or unversioned libssl.so (looked in {}): pass an install prefix of OpenSSL, AWS-LC or BoringSSL, or a library built by `tlsscope openssl build`", dir.display(), looked_in.join(", "))]
     NoLibssl {
         dir: PathBuf,
         looked_in: Vec<String>,
     },
-    #[error("{} has no symbol {symbol}: it is not an OpenSSL 1.1.1 or 3.x library", path.display())]
+    #[error("{} has no symbol {symbol}: it is not OpenSSL 1.1.1 or later, AWS-LC or BoringSSL", path.display())]
     MissingSymbol { symbol: String, path: PathBuf },
-    #[error("{} is {version}: tlsscope supports OpenSSL 1.1.1 and 3.x", path.display())]
+    #[error("{} is {version:?}: tlsscope supports OpenSSL 1.1.1 and later, AWS-LC and BoringSSL", path.display())]
     Unsupported { path: PathBuf, version: String },
+    /// A feature that needs a function the loaded library does not have. The command layer
+    /// puts the flag in front ("serve --async-engine: OpenSSL 4.0.3 has no ENGINE support").
+    #[error("{library} has no {feature} ({missing})")]
+    NotInLibrary {
+        /// The library's display name ("OpenSSL 4.0.3", "BoringSSL API 44").
+        library: String,
+        /// What is missing, in words ("ENGINE support").
+        feature: &'static str,
+        /// The function(s) looked for.
+        missing: &'static str,
+    },
     #[error("this process already loaded {loaded}; it cannot also load {requested} (run each library in its own process)")]
     AlreadyLoaded { loaded: String, requested: String },
     #[error("{what} failed: {queue}")]
@@ -60,15 +71,13 @@ impl ErrorQueue {
         let api = lib.api();
         let mut entries = Vec::new();
         loop {
-            // SAFETY: ERR_get_error only touches the calling thread's queue.
-            let code = unsafe { (api.ERR_get_error)() };
+            let code = lib.err_get_error();
             if code == 0 || entries.len() >= 16 {
                 break;
             }
             let mut buf = [0 as c_char; 256];
-            // SAFETY: the buffer is writable for its full length, which is what we pass;
-            // ERR_error_string_n always NUL-terminates within it.
-            unsafe { (api.ERR_error_string_n)(code, buf.as_mut_ptr(), buf.len()) };
+            // ERR_error_string_n always NUL-terminates within the buffer.
+            lib.err_error_string(code, &mut buf);
             // SAFETY: NUL-terminated by ERR_error_string_n.
             entries.push(unsafe { ffi::string(buf.as_ptr()) }.unwrap_or_default());
         }
@@ -219,11 +228,19 @@ impl TlsError {
     }
 
     /// The TLS alert named in the error, if the failure was one ("handshake failure",
-    /// "protocol version", ...), with the "sslv3 alert"/"tlsv1 alert" prefix removed.
-    pub fn alert(&self) -> Option<&str> {
+    /// "protocol version", ...), with the "sslv3 alert"/"tlsv1 alert" prefix removed. AWS-LC
+    /// and BoringSSL spell the reason as a constant ("SSLV3_ALERT_HANDSHAKE_FAILURE").
+    pub fn alert(&self) -> Option<String> {
         let reason = self.queue.reason()?;
-        let idx = reason.find(" alert ")?;
-        Some(&reason[idx + " alert ".len()..])
+        if let Some(idx) = reason.find(" alert ") {
+            return Some(reason[idx + " alert ".len()..].to_string());
+        }
+        let idx = reason.find("_ALERT_")?;
+        Some(
+            reason[idx + "_ALERT_".len()..]
+                .to_ascii_lowercase()
+                .replace('_', " "),
+        )
     }
 }
 
@@ -259,7 +276,15 @@ mod tests {
             os_error: None,
             queue: q,
         };
-        assert_eq!(e.alert(), Some("handshake failure"));
+        assert_eq!(e.alert().as_deref(), Some("handshake failure"));
+        let bssl = TlsError {
+            code: ErrorCode::Ssl,
+            os_error: None,
+            queue: ErrorQueue(vec![
+                "error:10000410:SSL routines:OPENSSL_internal:SSLV3_ALERT_HANDSHAKE_FAILURE".into(),
+            ]),
+        };
+        assert_eq!(bssl.alert().as_deref(), Some("handshake failure"));
         assert!(e.to_string().starts_with("sslv3 alert handshake failure ("));
     }
 

@@ -3,10 +3,19 @@
 //!
 //! Only what tlsscope calls is listed. Names and signatures are OpenSSL's own; where 1.1.1 and
 //! 3.x export a function under different names, the entry lists both and the first one found wins.
-//! Constants are ones whose values are the same in 1.1.1 and 3.x (checked against both headers).
+//! Constants are ones whose values are the same in 1.1.1 and 3.x (checked against both headers);
+//! the `SSL_*` flags and modes used here have the same values in AWS-LC and BoringSSL.
+//!
+//! AWS-LC (5.12) and BoringSSL (API 44) keep most of OpenSSL's names but not all of its ABI:
+//! what OpenSSL writes as macros over `SSL_ctrl`/`SSL_CTX_ctrl` they export as functions, and a
+//! few shared functions take or return other types (`uint32_t` error codes and options,
+//! `size_t`/`ssize_t` lengths). Those live in the table's `bssl_only` section, read from their
+//! `include/openssl/*.h`; [`crate::Library`] calls them instead of the OpenSSL-typed entries.
 #![allow(non_camel_case_types, non_snake_case)]
 
 use std::ffi::{c_char, c_int, c_long, c_uchar, c_uint, c_ulong, c_void, CStr};
+
+use crate::library::Flavour;
 
 macro_rules! opaque {
     ($($name:ident),* $(,)?) => {
@@ -48,6 +57,9 @@ pub type KeylogCallback = unsafe extern "C" fn(ssl: *const SSL, line: *const c_c
 pub type VerifyCallback = unsafe extern "C" fn(ok: c_int, store: *mut X509_STORE_CTX) -> c_int;
 /// `SSL_CTX_set_info_callback`'s callback type.
 pub type InfoCallback = unsafe extern "C" fn(ssl: *const SSL, where_: c_int, ret: c_int);
+/// `SSL_CTX_sess_set_new_cb`'s callback type: 1 when it keeps the session's reference.
+pub type NewSessionCallback =
+    unsafe extern "C" fn(ssl: *mut SSL, session: *mut SSL_SESSION) -> c_int;
 /// `SSL_CTX_set_session_ticket_cb`'s generate callback type.
 pub type TicketGenerateCallback = unsafe extern "C" fn(ssl: *mut SSL, arg: *mut c_void) -> c_int;
 /// `SSL_CTX_set_session_ticket_cb`'s decrypt callback type.
@@ -193,6 +205,10 @@ pub const NID_X448: c_int = 1035;
 pub const NID_ED25519: c_int = 1087;
 pub const NID_ED448: c_int = 1088;
 pub const NID_KX_ECDHE: c_int = 1038;
+/// AWS-LC's and BoringSSL's numbers for the objects OpenSSL added after they forked (X25519,
+/// Ed25519 and the like are numbered differently there; the others above are the same).
+pub const BSSL_NID_ED25519: c_int = 949;
+pub const BSSL_NID_ED448: c_int = 960;
 
 /// Which of the two libraries a symbol comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,12 +251,22 @@ macro_rules! api {
         optional {
             $( $owhich:ident $oname:ident : fn($($oarg:ty),*) -> $oret:ty; )*
         }
+        openssl_only {
+            $( $xwhich:ident $xname:ident : fn($($xarg:ty),*) -> $xret:ty; )*
+        }
+        bssl_only {
+            $( $bwhich:ident $bname:ident $(= $bsym:literal)? : fn($($barg:ty),*) -> $bret:ty; )*
+        }
     ) => {
-        /// Every OpenSSL function tlsscope calls, resolved from the loaded library. Optional
-        /// entries are `None` where the version does not have them.
+        /// Every function tlsscope calls, resolved from the loaded library. Optional entries
+        /// are `None` where the library does not have them; `openssl_only` entries are kept for
+        /// OpenSSL alone and `bssl_only` ones for AWS-LC and BoringSSL alone (see
+        /// [`Api::keep_flavour`]).
         pub struct Api {
             $( pub $name: unsafe extern "C" fn($($arg),*) -> $ret, )*
             $( pub $oname: Option<unsafe extern "C" fn($($oarg),*) -> $oret>, )*
+            $( pub $xname: Option<unsafe extern "C" fn($($xarg),*) -> $xret>, )*
+            $( pub $bname: Option<unsafe extern "C" fn($($barg),*) -> $bret>, )*
         }
 
         impl Api {
@@ -287,7 +313,9 @@ macro_rules! api {
                                 return Err(MissingSymbol { names: NAMES, which: Which::$which });
                             }
                             // SAFETY: the symbol has this C signature in every OpenSSL version
-                            // the table names it for (checked against the 1.1.1 and 3.0 headers).
+                            // the table names it for (checked against the 1.1.1 and 3.0 headers);
+                            // where AWS-LC's or BoringSSL's differs, the `bssl_only` entry of the
+                            // same symbol is called on those instead.
                             unsafe {
                                 std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> $ret>(p)
                             }
@@ -307,9 +335,53 @@ macro_rules! api {
                             }
                         },
                     )*
+                    $(
+                        $xname: {
+                            // SAFETY: the caller guarantees the handles are live.
+                            let p = unsafe { lookup(handle(Which::$xwhich), &[stringify!($xname)]) };
+                            // SAFETY: the signature is OpenSSL's own; the entry is dropped for
+                            // other flavours by `keep_flavour`.
+                            (!p.is_null()).then(|| unsafe {
+                                std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($xarg),*) -> $xret>(p)
+                            })
+                        },
+                    )*
+                    $(
+                        $bname: {
+                            const NAME: &str = bssl_symbol!($bname $(, $bsym)?);
+                            // SAFETY: the caller guarantees the handles are live.
+                            let p = unsafe { lookup(handle(Which::$bwhich), &[NAME]) };
+                            // SAFETY: the signature is the one BoringSSL's and AWS-LC's headers
+                            // declare; the entry is dropped for OpenSSL by `keep_flavour`.
+                            (!p.is_null()).then(|| unsafe {
+                                std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($barg),*) -> $bret>(p)
+                            })
+                        },
+                    )*
                 })
             }
+
+            /// Drops the entries that do not belong to `flavour`: OpenSSL's `*_ctrl` entry
+            /// points take OpenSSL's command numbers (AWS-LC's differ), and a BoringSSL-family
+            /// function of the same name as an OpenSSL macro must never be called on OpenSSL.
+            pub fn keep_flavour(&mut self, flavour: Flavour) {
+                if flavour.is_openssl() {
+                    $( self.$bname = None; )*
+                } else {
+                    $( self.$xname = None; )*
+                }
+            }
         }
+    };
+}
+
+/// The symbol of a `bssl_only` entry: its own name, or the one given after `=`.
+macro_rules! bssl_symbol {
+    ($name:ident) => {
+        stringify!($name)
+    };
+    ($name:ident, $sym:literal) => {
+        $sym
     };
 }
 
@@ -335,7 +407,6 @@ api! {
         Crypto EVP_PKEY_CTX_free: fn(*mut EVP_PKEY_CTX) -> ();
         Crypto EVP_PKEY_keygen_init: fn(*mut EVP_PKEY_CTX) -> c_int;
         Crypto EVP_PKEY_keygen: fn(*mut EVP_PKEY_CTX, *mut *mut EVP_PKEY) -> c_int;
-        Crypto EVP_PKEY_CTX_ctrl: fn(*mut EVP_PKEY_CTX, c_int, c_int, c_int, c_int, *mut c_void) -> c_int;
         Crypto EVP_PKEY_free: fn(*mut EVP_PKEY) -> ();
         Crypto EVP_PKEY_get_id ["EVP_PKEY_id"]: fn(*const EVP_PKEY) -> c_int;
         Crypto EVP_PKEY_get_bits ["EVP_PKEY_bits"]: fn(*const EVP_PKEY) -> c_int;
@@ -353,7 +424,7 @@ api! {
         Crypto X509_set_issuer_name: fn(*mut X509, *const X509_NAME) -> c_int;
         Crypto X509_NAME_add_entry_by_txt: fn(*mut X509_NAME, *const c_char, c_int, *const c_uchar, c_int, c_int, c_int) -> c_int;
         Crypto X509_sign: fn(*mut X509, *mut EVP_PKEY, *const EVP_MD) -> c_int;
-        Crypto X509V3_EXT_conf_nid: fn(*mut c_void, *mut c_void, c_int, *const c_char) -> *mut X509_EXTENSION;
+        Crypto X509V3_EXT_conf_nid ["X509V3_EXT_nconf_nid"]: fn(*mut c_void, *mut c_void, c_int, *const c_char) -> *mut X509_EXTENSION;
         Crypto X509_add_ext: fn(*mut X509, *mut X509_EXTENSION, c_int) -> c_int;
         Crypto X509_EXTENSION_free: fn(*mut X509_EXTENSION) -> ();
         Crypto X509_get0_pubkey: fn(*const X509) -> *mut EVP_PKEY;
@@ -364,10 +435,8 @@ api! {
         Ssl TLS_server_method: fn() -> *const SSL_METHOD;
         Ssl SSL_CTX_new: fn(*const SSL_METHOD) -> *mut SSL_CTX;
         Ssl SSL_CTX_free: fn(*mut SSL_CTX) -> ();
-        Ssl SSL_CTX_ctrl: fn(*mut SSL_CTX, c_int, c_long, *mut c_void) -> c_long;
         Ssl SSL_CTX_set_options: fn(*mut SSL_CTX, u64) -> u64;
         Ssl SSL_CTX_set_cipher_list: fn(*mut SSL_CTX, *const c_char) -> c_int;
-        Ssl SSL_CTX_set_ciphersuites: fn(*mut SSL_CTX, *const c_char) -> c_int;
         Ssl SSL_CTX_use_certificate: fn(*mut SSL_CTX, *mut X509) -> c_int;
         Ssl SSL_CTX_use_PrivateKey: fn(*mut SSL_CTX, *mut EVP_PKEY) -> c_int;
         Ssl SSL_CTX_use_certificate_chain_file: fn(*mut SSL_CTX, *const c_char) -> c_int;
@@ -379,7 +448,6 @@ api! {
         Ssl SSL_CTX_set_session_id_context: fn(*mut SSL_CTX, *const c_uchar, c_uint) -> c_int;
         Ssl SSL_CTX_set_verify: fn(*mut SSL_CTX, c_int, Option<VerifyCallback>) -> ();
         Ssl SSL_CTX_load_verify_locations: fn(*mut SSL_CTX, *const c_char, *const c_char) -> c_int;
-        Ssl SSL_CTX_set_session_ticket_cb: fn(*mut SSL_CTX, Option<TicketGenerateCallback>, Option<TicketDecryptCallback>, *mut c_void) -> c_int;
         Ssl SSL_CTX_set_ex_data: fn(*mut SSL_CTX, c_int, *mut c_void) -> c_int;
         Ssl SSL_CTX_get_ex_data: fn(*const SSL_CTX, c_int) -> *mut c_void;
         Ssl SSL_new: fn(*mut SSL_CTX) -> *mut SSL;
@@ -394,7 +462,6 @@ api! {
         Ssl SSL_get_error: fn(*const SSL, c_int) -> c_int;
         Ssl SSL_shutdown: fn(*mut SSL) -> c_int;
         Ssl SSL_set_shutdown: fn(*mut SSL, c_int) -> ();
-        Ssl SSL_ctrl: fn(*mut SSL, c_int, c_long, *mut c_void) -> c_long;
         Ssl SSL_get_version: fn(*const SSL) -> *const c_char;
         Ssl SSL_version: fn(*const SSL) -> c_int;
         Ssl SSL_get_current_cipher: fn(*const SSL) -> *const SSL_CIPHER;
@@ -415,11 +482,17 @@ api! {
         Ssl SSL_set1_host: fn(*mut SSL, *const c_char) -> c_int;
         Ssl SSL_get_certificate: fn(*const SSL) -> *mut X509;
         Ssl SSL_get1_peer_certificate ["SSL_get_peer_certificate"]: fn(*const SSL) -> *mut X509;
-        Ssl SSL_get_peer_signature_type_nid: fn(*const SSL, *mut c_int) -> c_int;
         Ssl SSL_pending: fn(*const SSL) -> c_int;
-        Ssl SSL_get_state: fn(*const SSL) -> c_int;
     }
     optional {
+        // Missing from BoringSSL and/or AWS-LC (each has its own way, or none).
+        Crypto EVP_PKEY_CTX_ctrl: fn(*mut EVP_PKEY_CTX, c_int, c_int, c_int, c_int, *mut c_void) -> c_int;
+        Ssl SSL_CTX_set_ciphersuites: fn(*mut SSL_CTX, *const c_char) -> c_int;
+        Ssl SSL_CTX_set_session_ticket_cb: fn(*mut SSL_CTX, Option<TicketGenerateCallback>, Option<TicketDecryptCallback>, *mut c_void) -> c_int;
+        Ssl SSL_get_peer_signature_type_nid: fn(*const SSL, *mut c_int) -> c_int;
+        Ssl SSL_get_state: fn(*const SSL) -> c_int;
+        Crypto EVP_PKEY_CTX_set_rsa_keygen_bits: fn(*mut EVP_PKEY_CTX, c_int) -> c_int;
+        Crypto EVP_PKEY_CTX_set_ec_paramgen_curve_nid: fn(*mut EVP_PKEY_CTX, c_int) -> c_int;
         Ssl SSL_get_signature_type_nid: fn(*const SSL, *mut c_int) -> c_int;
         Ssl SSL_group_to_name: fn(*mut SSL, c_int) -> *const c_char;
         Crypto EVP_PKEY_get0_EC_KEY: fn(*const EVP_PKEY) -> *const EC_KEY;
@@ -440,6 +513,42 @@ api! {
         // BoringSSL, an SSL_ctrl in OpenSSL.
         Ssl SSL_set_msg_callback: fn(*mut SSL, Option<MsgCallback>) -> ();
         Ssl SSL_set_msg_callback_arg: fn(*mut SSL, *mut c_void) -> ();
+    }
+    openssl_only {
+        // OpenSSL's macros (SSL_CTX_set_mode, SSL_set_tlsext_host_name, ...) are these with a
+        // command number; AWS-LC numbers its commands differently and BoringSSL has none.
+        Ssl SSL_CTX_ctrl: fn(*mut SSL_CTX, c_int, c_long, *mut c_void) -> c_long;
+        Ssl SSL_ctrl: fn(*mut SSL, c_int, c_long, *mut c_void) -> c_long;
+    }
+    bssl_only {
+        // What OpenSSL writes as *_ctrl macros, BoringSSL and AWS-LC export as functions.
+        Ssl SSL_CTX_set_mode: fn(*mut SSL_CTX, u32) -> u32;
+        Ssl SSL_CTX_set_read_ahead: fn(*mut SSL_CTX, c_int) -> c_int;
+        Ssl SSL_CTX_set_session_cache_mode: fn(*mut SSL_CTX, c_int) -> c_int;
+        Ssl SSL_CTX_set_min_proto_version: fn(*mut SSL_CTX, u16) -> c_int;
+        Ssl SSL_CTX_set_max_proto_version: fn(*mut SSL_CTX, u16) -> c_int;
+        Ssl SSL_CTX_set1_groups_list: fn(*mut SSL_CTX, *const c_char) -> c_int;
+        Ssl SSL_CTX_set1_sigalgs_list: fn(*mut SSL_CTX, *const c_char) -> c_int;
+        Ssl SSL_set_tlsext_host_name: fn(*mut SSL, *const c_char) -> c_int;
+        Ssl SSL_get_negotiated_group: fn(*const SSL) -> c_int;
+        Ssl SSL_get_group_id: fn(*const SSL) -> u16;
+        Ssl SSL_get_group_name: fn(u16) -> *const c_char;
+        Ssl SSL_get_peer_signature_algorithm: fn(*const SSL) -> u16;
+        Ssl SSL_get_signature_algorithm_name: fn(u16, c_int) -> *const c_char;
+        Ssl SSL_in_init: fn(*const SSL) -> c_int;
+        // A TLS 1.3 client's ticketed sessions arrive only through this callback.
+        Ssl SSL_CTX_sess_set_new_cb: fn(*mut SSL_CTX, Option<NewSessionCallback>) -> ();
+        Ssl SSL_get_ex_new_index: fn(c_long, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int;
+        Ssl SSL_SESSION_up_ref: fn(*mut SSL_SESSION) -> c_int;
+        // The same symbols as required entries above, typed as these libraries declare them
+        // where that differs from OpenSSL (32-bit error codes and options, size_t and
+        // ssize_t lengths): called instead of those entries on these flavours.
+        Crypto ERR_get_error_bssl = "ERR_get_error": fn() -> u32;
+        Crypto ERR_error_string_n_bssl = "ERR_error_string_n": fn(u32, *mut c_char, usize) -> *mut c_char;
+        Crypto BIO_new_mem_buf_bssl = "BIO_new_mem_buf": fn(*const c_void, isize) -> *mut BIO;
+        Crypto X509_NAME_add_entry_by_txt_bssl = "X509_NAME_add_entry_by_txt": fn(*mut X509_NAME, *const c_char, c_int, *const c_uchar, isize, c_int, c_int) -> c_int;
+        Ssl SSL_CTX_set_options_bssl = "SSL_CTX_set_options": fn(*mut SSL_CTX, u32) -> u32;
+        Ssl SSL_CTX_set_session_id_context_bssl = "SSL_CTX_set_session_id_context": fn(*mut SSL_CTX, *const c_uchar, usize) -> c_int;
     }
 }
 

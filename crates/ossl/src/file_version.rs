@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 /// What a library file says of itself.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileVersion {
-    /// "OpenSSL 3.0.19 27 Jan 2026", "GnuTLS 3.7.9", "NSS 3.87.1".
+    /// "OpenSSL 3.0.19 27 Jan 2026", "AWS-LC 5.12.0", "BoringSSL", "GnuTLS 3.7.9", "NSS 3.87.1".
     pub text: String,
-    /// OpenSSL's `OPENSSL_VERSION_NUMBER`, as its version text gives it; 0 for the others.
+    /// OpenSSL's `OPENSSL_VERSION_NUMBER`, as its version text gives it; 0 for the others
+    /// (AWS-LC and BoringSSL included: they all claim 1.1.1's).
     pub number: u64,
 }
 
@@ -19,13 +20,38 @@ pub struct FileVersion {
 /// version string tlsscope knows.
 pub fn version_of_file(path: &Path) -> Option<FileVersion> {
     let bytes = std::fs::read(path).ok()?;
-    if let Some(v) = openssl_in(&bytes)
+    if let Some(v) = openssl_family_in(&bytes)
         .or_else(|| nss_in(&bytes))
         .or_else(|| gnutls_in(path, &bytes))
     {
         return Some(v);
     }
-    libcrypto_for(path).find_map(|crypto| openssl_in(&std::fs::read(crypto).ok()?))
+    libcrypto_for(path).find_map(|crypto| openssl_family_in(&std::fs::read(crypto).ok()?))
+}
+
+/// OpenSSL's version text, or AWS-LC's or BoringSSL's.
+fn openssl_family_in(bytes: &[u8]) -> Option<FileVersion> {
+    openssl_in(bytes).or_else(|| fork_in(bytes))
+}
+
+/// What `OpenSSL_version` answers in AWS-LC ("AWS-LC 5.12.0", "AWS-LC FIPS 3.0.0") and
+/// BoringSSL ("BoringSSL"), strings of their own in their libcrypto.
+fn fork_in(bytes: &[u8]) -> Option<FileVersion> {
+    let aws_lc = strings_after(bytes, b"AWS-LC ").find_map(|rest| {
+        let version = rest.strip_prefix("FIPS ").unwrap_or(rest);
+        dotted(version).then(|| FileVersion {
+            text: format!("AWS-LC {rest}"),
+            number: 0,
+        })
+    });
+    aws_lc.or_else(|| {
+        strings_after(bytes, b"BoringSSL")
+            .any(str::is_empty)
+            .then(|| FileVersion {
+                text: "BoringSSL".into(),
+                number: 0,
+            })
+    })
 }
 
 /// The NUL-terminated strings of `bytes` that start with `prefix`, without it.
@@ -178,6 +204,15 @@ mod tests {
         let v = openssl_in(text).unwrap();
         assert_eq!(v.text, "OpenSSL 1.1.1w  11 Sep 2023");
         assert_eq!(v.number, 0x1010_117f);
+    }
+
+    #[test]
+    fn aws_lc_and_boringssl_name_themselves() {
+        let v = fork_in(b"\0AWS-LC \0AWS-LC 5.12.0\0x").unwrap();
+        assert_eq!((v.text.as_str(), v.number), ("AWS-LC 5.12.0", 0));
+        let v = fork_in(b"\0compatible; BoringSSL\0BoringSSL\0").unwrap();
+        assert_eq!(v.text, "BoringSSL");
+        assert_eq!(fork_in(b"\0BoringSSL is great\0"), None);
     }
 
     #[test]

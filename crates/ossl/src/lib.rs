@@ -1,8 +1,9 @@
-//! `ossl`: the TLS library under test, OpenSSL 1.1.1 or 3.x, loaded at run time with `dlopen`.
+//! `ossl`: the TLS library under test, loaded at run time with `dlopen`: OpenSSL 1.1.1, 3.x or
+//! 4.x, AWS-LC or BoringSSL (a [`Flavour`]).
 //!
 //! This crate is the only place in tlsscope that calls into libssl or libcrypto. It hides the
-//! differences between 1.1.1 and 3.x (renamed functions, macros over `*_ctrl`, the group and
-//! signature getters) behind one safe API: load a [`Library`], build a [`Context`], make
+//! differences between them (renamed functions, macros over `*_ctrl` against real functions,
+//! integer widths, the group and signature getters) behind one safe API: load a [`Library`], build a [`Context`], make
 //! [`Ssl`] connections over non-blocking sockets, and ask what each handshake [`Negotiated`].
 
 mod context;
@@ -14,6 +15,7 @@ mod inproc;
 mod library;
 mod messages;
 mod pki;
+mod shim;
 mod ssl;
 
 pub use context::{
@@ -22,7 +24,7 @@ pub use context::{
 pub use engine::{engines_dir, test_engine_path, Engine, TEST_ENGINE};
 pub use error::{Error, ErrorCode, ErrorQueue, TlsError};
 pub use file_version::{version_of_file, FileVersion};
-pub use library::{Library, LibrarySource, Version};
+pub use library::{Flavour, Library, LibrarySource, Version};
 pub use messages::MessageObserver;
 pub use pki::{CertType, Certificate, Credentials, PrivateKey, UnknownCertType};
 pub use ssl::{HandshakeIds, HandshakeKind, Io, Negotiated, Session, Ssl};

@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 use crate::error::Error;
 use crate::ffi::{self, Api};
 
-/// Where to load OpenSSL from.
+/// Where to load the library from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LibrarySource {
     /// The system's default `libssl.so.3` / `libcrypto.so.3`, found by the dynamic loader.
@@ -57,6 +57,50 @@ impl Version {
     }
 }
 
+/// Which TLS library a `libssl`/`libcrypto` pair is: OpenSSL itself or one of the forks that
+/// keep its names. AWS-LC and BoringSSL both report OpenSSL 1.1.1's version number
+/// (`0x1010107f`), so the version number alone cannot tell them from OpenSSL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Flavour {
+    OpenSsl,
+    AwsLc,
+    BoringSsl,
+}
+
+impl Flavour {
+    /// The library's own name: "OpenSSL", "AWS-LC", "BoringSSL".
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavour::OpenSsl => "OpenSSL",
+            Flavour::AwsLc => "AWS-LC",
+            Flavour::BoringSsl => "BoringSSL",
+        }
+    }
+
+    /// True for OpenSSL itself.
+    pub fn is_openssl(self) -> bool {
+        self == Flavour::OpenSsl
+    }
+
+    /// The flavour `OpenSSL_version(OPENSSL_VERSION)` names: "OpenSSL 3.0.19 27 Jan 2026",
+    /// "AWS-LC 5.12.0" (or "AWS-LC FIPS ..."), "BoringSSL".
+    pub fn from_version_text(text: &str) -> Option<Flavour> {
+        let first = text.split_whitespace().next()?;
+        match first {
+            "OpenSSL" => Some(Flavour::OpenSsl),
+            "AWS-LC" => Some(Flavour::AwsLc),
+            "BoringSSL" => Some(Flavour::BoringSsl),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Flavour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A loaded OpenSSL: the two library handles, the resolved functions and the version.
 ///
 /// Libraries are loaded once and never unloaded (OpenSSL does not support being unloaded while
@@ -64,6 +108,11 @@ impl Version {
 pub struct Library {
     api: Api,
     version: Version,
+    flavour: Flavour,
+    name: String,
+    /// AWS-LC and BoringSSL: the connection ex data index that holds a client's newest session
+    /// (see `crate::context`).
+    session_index: Option<std::ffi::c_int>,
     ssl_path: PathBuf,
     crypto_path: PathBuf,
     source: LibrarySource,
@@ -117,6 +166,23 @@ impl Library {
         &self.version
     }
 
+    /// Which library this is: OpenSSL, AWS-LC or BoringSSL.
+    pub fn flavour(&self) -> Flavour {
+        self.flavour
+    }
+
+    /// The flavour and version as results name them: "OpenSSL 4.0.3", "AWS-LC 5.12.0",
+    /// "BoringSSL API 44" (BoringSSL has no releases; its API version is read from the headers
+    /// installed beside the library, and it is plain "BoringSSL" without them).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// AWS-LC and BoringSSL: where a client connection keeps its newest session.
+    pub(crate) fn session_index(&self) -> Option<std::ffi::c_int> {
+        self.session_index
+    }
+
     /// Where libssl was loaded from (a file name for the system library).
     pub fn ssl_path(&self) -> &Path {
         &self.ssl_path
@@ -136,6 +202,7 @@ impl Library {
 impl fmt::Debug for Library {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Library")
+            .field("name", &self.name)
             .field("version", &self.version)
             .field("ssl_path", &self.ssl_path)
             .field("crypto_path", &self.crypto_path)
@@ -178,20 +245,67 @@ fn open(source: &LibrarySource) -> Result<Library, Error> {
             text: ffi::string((api.OpenSSL_version)(ffi::OPENSSL_VERSION)).unwrap_or_default(),
         }
     };
-    if version.number < 0x1010_1000 {
-        return Err(Error::Unsupported {
-            path: files.ssl,
-            version: version.text,
-        });
-    }
+    let flavour = match Flavour::from_version_text(&version.text) {
+        Some(flavour) if version.number >= 0x1010_1000 => flavour,
+        _ => {
+            return Err(Error::Unsupported {
+                path: files.ssl,
+                version: version.text,
+            })
+        }
+    };
+    api.keep_flavour(flavour);
+    let name = display_name(flavour, &version, &files.ssl);
+    let session_index = api.SSL_get_ex_new_index.map(|new_index| {
+        // SAFETY: no argument is used (no callbacks); returns a fresh index.
+        unsafe {
+            new_index(
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        }
+    });
     Ok(Library {
         api,
         version,
+        flavour,
+        name,
+        session_index: session_index.filter(|&i| i >= 0),
         ssl_path: files.ssl,
         crypto_path: files.crypto,
         source: source.clone(),
     })
 }
+
+/// See [`Library::name`].
+fn display_name(flavour: Flavour, version: &Version, ssl: &Path) -> String {
+    match flavour {
+        Flavour::OpenSsl => format!("OpenSSL {}", version.short()),
+        Flavour::AwsLc => version.text.clone(),
+        Flavour::BoringSsl => match boringssl_api_version(ssl) {
+            Some(api) => format!("BoringSSL API {api}"),
+            None => "BoringSSL".into(),
+        },
+    }
+}
+
+/// `BORINGSSL_API_VERSION` from `include/openssl/base.h` beside the library's `lib` directory:
+/// BoringSSL exports no function that reports it.
+fn boringssl_api_version(ssl: &Path) -> Option<u32> {
+    let prefix = ssl.parent()?.parent()?;
+    let header = std::fs::read_to_string(prefix.join("include/openssl/base.h")).ok()?;
+    header.lines().find_map(|line| {
+        let rest = line.trim().strip_prefix("#define BORINGSSL_API_VERSION")?;
+        rest.trim().parse().ok()
+    })
+}
+
+/// The sonames looked for, newest first: OpenSSL 4 (`.so.4`), 3.x, 1.1.1, and the unversioned
+/// names CMake builds of AWS-LC and BoringSSL install.
+const SONAME_SUFFIXES: [&str; 4] = [".4", ".3", ".1.1", ""];
 
 /// Finds `libssl.so.<v>` and the matching `libcrypto.so.<v>` under an install prefix.
 fn find_in_dir(dir: &Path) -> Result<Files, Error> {
@@ -200,9 +314,9 @@ fn find_in_dir(dir: &Path) -> Result<Files, Error> {
     }
     let candidates = [dir.join("lib"), dir.join("lib64"), dir.to_path_buf()];
     for lib_dir in &candidates {
-        for suffix in ["3", "1.1"] {
-            let ssl = lib_dir.join(format!("libssl.so.{suffix}"));
-            let crypto = lib_dir.join(format!("libcrypto.so.{suffix}"));
+        for suffix in SONAME_SUFFIXES {
+            let ssl = lib_dir.join(format!("libssl.so{suffix}"));
+            let crypto = lib_dir.join(format!("libcrypto.so{suffix}"));
             if ssl.is_file() && crypto.is_file() {
                 return Ok(Files { crypto, ssl });
             }
@@ -251,6 +365,86 @@ mod tests {
         };
         assert_eq!((v.major(), v.minor(), v.short()), (3, 0, "3.0.19"));
         assert!(v.is_3x_or_later());
+    }
+
+    #[test]
+    fn the_flavour_is_read_from_the_version_text() {
+        let f = Flavour::from_version_text;
+        assert_eq!(f("OpenSSL 4.0.3 14 Apr 2026"), Some(Flavour::OpenSsl));
+        assert_eq!(f("AWS-LC 5.12.0"), Some(Flavour::AwsLc));
+        assert_eq!(f("AWS-LC FIPS 3.0.0"), Some(Flavour::AwsLc));
+        assert_eq!(f("BoringSSL"), Some(Flavour::BoringSsl));
+        assert_eq!(f("LibreSSL 3.9.2"), None);
+        assert_eq!(f(""), None);
+    }
+
+    #[test]
+    fn display_names_carry_flavour_and_version() {
+        let v = |number, text: &str| Version {
+            number,
+            text: text.into(),
+        };
+        let nowhere = Path::new("/nonexistent/lib/libssl.so");
+        assert_eq!(
+            display_name(
+                Flavour::OpenSsl,
+                &v(0x4000_0030, "OpenSSL 4.0.3 14 Apr 2026"),
+                nowhere
+            ),
+            "OpenSSL 4.0.3"
+        );
+        assert_eq!(
+            display_name(Flavour::AwsLc, &v(0x1010_107f, "AWS-LC 5.12.0"), nowhere),
+            "AWS-LC 5.12.0"
+        );
+        assert_eq!(
+            display_name(Flavour::BoringSsl, &v(0x1010_107f, "BoringSSL"), nowhere),
+            "BoringSSL"
+        );
+        let prefix = std::env::temp_dir().join(format!("ossl-bssl-{}", std::process::id()));
+        std::fs::create_dir_all(prefix.join("include/openssl")).unwrap();
+        std::fs::create_dir_all(prefix.join("lib")).unwrap();
+        std::fs::write(
+            prefix.join("include/openssl/base.h"),
+            "// x\n#define BORINGSSL_API_VERSION 44\n",
+        )
+        .unwrap();
+        let name = display_name(
+            Flavour::BoringSsl,
+            &v(0x1010_107f, "BoringSSL"),
+            &prefix.join("lib/libssl.so"),
+        );
+        std::fs::remove_dir_all(&prefix).unwrap();
+        assert_eq!(name, "BoringSSL API 44");
+    }
+
+    #[test]
+    fn openssl_4_and_unversioned_cmake_names_are_found() {
+        let root = std::env::temp_dir().join(format!("ossl-names-{}", std::process::id()));
+        for (dir, suffix) in [("four", ".so.4"), ("cmake", ".so")] {
+            let lib = root.join(dir).join("lib");
+            std::fs::create_dir_all(&lib).unwrap();
+            for name in ["libssl", "libcrypto"] {
+                std::fs::write(lib.join(format!("{name}{suffix}")), b"").unwrap();
+            }
+        }
+        let four = find_in_dir(&root.join("four")).map(|f| f.ssl);
+        let cmake = find_in_dir(&root.join("cmake")).map(|f| f.crypto);
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(four.unwrap(), root.join("four/lib/libssl.so.4"));
+        assert_eq!(cmake.unwrap(), root.join("cmake/lib/libcrypto.so"));
+    }
+
+    #[test]
+    fn openssl_keeps_none_of_the_boringssl_family_entries() {
+        let lib = Library::load(&LibrarySource::System).unwrap();
+        assert_eq!(lib.flavour(), Flavour::OpenSsl);
+        let api = lib.api();
+        // OpenSSL exports these names too; they are dropped, and its ctrl entry points kept.
+        assert!(api.ERR_get_error_bssl.is_none() && api.SSL_SESSION_up_ref.is_none());
+        assert!(api.SSL_in_init.is_none() && lib.session_index().is_none());
+        assert!(api.SSL_CTX_ctrl.is_some() && api.SSL_ctrl.is_some());
+        assert!(lib.name().starts_with("OpenSSL 3."), "{}", lib.name());
     }
 
     #[test]

@@ -42,12 +42,14 @@ pub(crate) unsafe fn install(lib: &Library, ssl: *mut ffi::SSL, observer: &mut O
     };
     let arg = (&mut **observer as *mut Box<dyn MessageObserver>).cast::<c_void>();
     // SAFETY: live connection (caller); `arg` stays valid as long as the connection (caller).
+    // OpenSSL sets the argument with a ctrl (its macro), AWS-LC and BoringSSL with a function.
     unsafe {
-        match api.SSL_set_msg_callback_arg {
-            Some(set_arg) => set_arg(ssl, arg),
-            None => {
-                (api.SSL_ctrl)(ssl, ffi::SSL_CTRL_SET_MSG_CALLBACK_ARG, 0, arg);
+        match (api.SSL_set_msg_callback_arg, api.SSL_ctrl) {
+            (Some(set_arg), _) => set_arg(ssl, arg),
+            (None, Some(ctrl)) => {
+                ctrl(ssl, ffi::SSL_CTRL_SET_MSG_CALLBACK_ARG, 0, arg);
             }
+            (None, None) => return false,
         }
         set_callback(ssl, Some(on_message));
     }

@@ -120,7 +120,7 @@ impl PrivateKey {
             CertType::Rsa4096 => (ffi::NID_RSA_ENCRYPTION, Some(rsa_bits(4096))),
             CertType::EcdsaP256 => (ffi::NID_EC_PUBLIC_KEY, Some(ec_curve(ffi::NID_PRIME256V1))),
             CertType::EcdsaP384 => (ffi::NID_EC_PUBLIC_KEY, Some(ec_curve(ffi::NID_SECP384R1))),
-            CertType::Ed25519 => (ffi::NID_ED25519, None),
+            CertType::Ed25519 => (lib.nid_ed().0, None),
         };
         let failed = |step: &str| Error::OpenSsl {
             what: format!("generating a {kind} key ({step})"),
@@ -135,9 +135,7 @@ impl PrivateKey {
             }
             let mut key: *mut ffi::EVP_PKEY = ptr::null_mut();
             let ok = (api.EVP_PKEY_keygen_init)(ctx) > 0
-                && ctrl.is_none_or(|c| {
-                    (api.EVP_PKEY_CTX_ctrl)(ctx, pkey_id, c.op, c.cmd, c.p1, ptr::null_mut()) > 0
-                })
+                && ctrl.is_none_or(|c| keygen_ctrl(lib, ctx, pkey_id, c))
                 && (api.EVP_PKEY_keygen)(ctx, &mut key) > 0;
             (api.EVP_PKEY_CTX_free)(ctx);
             if !ok || key.is_null() {
@@ -204,6 +202,33 @@ impl PrivateKey {
     }
 }
 
+/// Applies a key generation parameter: through `EVP_PKEY_CTX_set_rsa_keygen_bits` or
+/// `..._set_ec_paramgen_curve_nid` where they are functions (3.x, AWS-LC, BoringSSL), else
+/// through `EVP_PKEY_CTX_ctrl`, which those macros stand for in 1.1.1.
+///
+/// # Safety
+/// `ctx` must be a live key generation context of `lib`, set up for `pkey_id`.
+unsafe fn keygen_ctrl(
+    lib: &Library,
+    ctx: *mut ffi::EVP_PKEY_CTX,
+    pkey_id: c_int,
+    c: KeygenCtrl,
+) -> bool {
+    let api = lib.api();
+    let function = match c.cmd {
+        ffi::EVP_PKEY_CTRL_RSA_KEYGEN_BITS => api.EVP_PKEY_CTX_set_rsa_keygen_bits,
+        _ => api.EVP_PKEY_CTX_set_ec_paramgen_curve_nid,
+    };
+    // SAFETY: the caller vouches for `ctx`; both functions take an int.
+    unsafe {
+        match (function, api.EVP_PKEY_CTX_ctrl) {
+            (Some(set), _) => set(ctx, c.p1) > 0,
+            (None, Some(ctrl)) => ctrl(ctx, pkey_id, c.op, c.cmd, c.p1, ptr::null_mut()) > 0,
+            (None, None) => false,
+        }
+    }
+}
+
 struct KeygenCtrl {
     op: c_int,
     cmd: c_int,
@@ -259,15 +284,7 @@ impl Certificate {
                 && !(api.X509_gmtime_adj)((api.X509_getm_notAfter)(x), days as c_long * 86_400)
                     .is_null()
                 && (api.X509_set_pubkey)(x, key.ptr) == 1
-                && (api.X509_NAME_add_entry_by_txt)(
-                    name,
-                    c"CN".as_ptr(),
-                    ffi::MBSTRING_ASC,
-                    cn_c.as_ptr().cast(),
-                    -1,
-                    -1,
-                    0,
-                ) == 1
+                && lib.x509_name_add_text(name, c"CN", &cn_c)
                 && (api.X509_set_issuer_name)(x, name) == 1;
             if !ok {
                 return Err(failed("setting fields"));
@@ -289,7 +306,7 @@ impl Certificate {
                 }
             }
             // Ed25519 signs without a separate digest; everything else uses SHA-256.
-            let md = if (api.EVP_PKEY_get_id)(key.ptr) == ffi::NID_ED25519 {
+            let md = if (api.EVP_PKEY_get_id)(key.ptr) == lib.nid_ed().0 {
                 ptr::null()
             } else {
                 (api.EVP_sha256)()
@@ -408,6 +425,7 @@ pub(crate) fn describe_pkey(lib: &Library, key: *const ffi::EVP_PKEY) -> String 
     let api = lib.api();
     // SAFETY: `key` is a live key owned by the caller.
     let (id, bits) = unsafe { ((api.EVP_PKEY_get_id)(key), (api.EVP_PKEY_get_bits)(key)) };
+    let (ed25519, ed448) = lib.nid_ed();
     match id {
         ffi::NID_RSA_ENCRYPTION => format!("RSA-{bits}"),
         ffi::NID_RSASSA_PSS => format!("RSA-PSS-{bits}"),
@@ -417,8 +435,8 @@ pub(crate) fn describe_pkey(lib: &Library, key: *const ffi::EVP_PKEY) -> String 
             521 => "ECDSA-P521".into(),
             _ => format!("ECDSA-{bits}"),
         },
-        ffi::NID_ED25519 => "Ed25519".into(),
-        ffi::NID_ED448 => "Ed448".into(),
+        id if id == ed25519 => "Ed25519".into(),
+        id if id == ed448 => "Ed448".into(),
         // SAFETY: OBJ_nid2sn returns a static string or null.
         other => unsafe { ffi::string((api.OBJ_nid2sn)(other)) }
             .map(|n| format!("{n}-{bits}"))
@@ -449,13 +467,15 @@ impl MemBio {
     }
 
     fn from_bytes(lib: &'static Library, bytes: &[u8]) -> Result<MemBio, Error> {
-        let len = c_int::try_from(bytes.len()).map_err(|_| Error::OpenSsl {
-            what: "reading PEM (file over 2 GiB)".into(),
-            queue: ErrorQueue::default(),
-        })?;
+        if c_int::try_from(bytes.len()).is_err() {
+            return Err(Error::OpenSsl {
+                what: "reading PEM (file over 2 GiB)".into(),
+                queue: ErrorQueue::default(),
+            });
+        }
         // SAFETY: the read-only BIO borrows `bytes`, which outlives it (dropped in this scope's
         // callers before `bytes`).
-        let ptr = unsafe { (lib.api().BIO_new_mem_buf)(bytes.as_ptr().cast(), len) };
+        let ptr = unsafe { lib.bio_new_mem_buf(bytes) };
         Self::wrap(lib, ptr)
     }
 

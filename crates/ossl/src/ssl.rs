@@ -128,8 +128,15 @@ unsafe impl Send for Ssl {}
 
 impl Drop for Ssl {
     fn drop(&mut self) {
-        // SAFETY: we own the connection; the context outlives it through `self.ctx`.
-        unsafe { (self.api().SSL_free)(self.ptr) };
+        let kept = self.kept_session();
+        // SAFETY: we own the connection; the context outlives it through `self.ctx`. A session
+        // the new-session hook kept is one reference of ours.
+        unsafe {
+            if !kept.is_null() {
+                (self.api().SSL_SESSION_free)(kept);
+            }
+            (self.api().SSL_free)(self.ptr)
+        };
     }
 }
 
@@ -212,16 +219,8 @@ impl Ssl {
     /// Sends `name` as SNI (clients).
     pub fn set_server_name(&mut self, name: &str) -> Result<(), Error> {
         let c = CString::new(name).map_err(|_| self.setting_error("SNI name", name))?;
-        // SAFETY: SSL_set_tlsext_host_name is this ctrl; OpenSSL copies the string.
-        let ok = unsafe {
-            (self.api().SSL_ctrl)(
-                self.ptr,
-                ffi::SSL_CTRL_SET_TLSEXT_HOSTNAME,
-                ffi::TLSEXT_NAMETYPE_HOST_NAME,
-                c.as_ptr() as *mut c_void,
-            )
-        };
-        if ok != 1 {
+        // SAFETY: live connection; the library copies the string.
+        if !unsafe { self.lib().ssl_set_host_name(self.ptr, &c)? } {
             return Err(self.setting_error("SNI name", name));
         }
         Ok(())
@@ -261,12 +260,32 @@ impl Ssl {
     /// resumable session once it has read the server's NewSessionTicket, which arrives after the
     /// handshake: read application data (or wait for it) first.
     pub fn session(&self) -> Option<Session> {
+        let kept = self.kept_session();
+        if let (false, Some(up_ref)) = (kept.is_null(), self.api().SSL_SESSION_up_ref) {
+            // SAFETY: the kept session is live while the connection holds it; the new
+            // reference is the returned Session's.
+            unsafe { up_ref(kept) };
+            return Some(Session {
+                lib: self.lib(),
+                ptr: kept,
+            });
+        }
         // SAFETY: live connection; get1 returns a new reference or null.
         let ptr = unsafe { (self.api().SSL_get1_session)(self.ptr) };
         (!ptr.is_null()).then(|| Session {
             lib: self.lib(),
             ptr,
         })
+    }
+
+    /// The newest session AWS-LC's or BoringSSL's new-session hook kept for this client
+    /// connection (borrowed); null elsewhere.
+    fn kept_session(&self) -> *mut ffi::SSL_SESSION {
+        let Some(index) = self.lib().session_index() else {
+            return ptr::null_mut();
+        };
+        // SAFETY: live connection; the slot holds null or a session the hook stored.
+        unsafe { (self.api().SSL_get_ex_data)(self.ptr, index).cast() }
     }
 
     /// Runs the handshake as far as the socket allows.
@@ -311,6 +330,25 @@ impl Ssl {
     /// The observer given to [`Ssl::observe_messages`], if any.
     pub fn message_observer(&self) -> Option<&dyn crate::MessageObserver> {
         self.observer.as_deref().map(|b| &**b)
+    }
+
+    /// Sends what the library holds until its next write. AWS-LC and BoringSSL queue a TLS 1.3
+    /// server's NewSessionTickets behind the handshake and send them with the next write, so a
+    /// client that only handshakes would never get one and could never resume; a zero-byte
+    /// `SSL_write` flushes them (BoringSSL's own way to flush a queued message). OpenSSL sends
+    /// its tickets with the handshake's last flight: nothing to do, and nothing is called.
+    pub fn flush_held_writes(&mut self) -> Io {
+        if self.lib().flavour().is_openssl() {
+            return Io::Done(0);
+        }
+        self.clear_errors();
+        // SAFETY: live connection; a zero length reads nothing from the (static) buffer.
+        let ret = unsafe { (self.api().SSL_write)(self.ptr, c"".as_ptr().cast(), 0) };
+        if ret >= 0 {
+            // 0 is success here: zero bytes of application data written.
+            return Io::Done(0);
+        }
+        self.classify(ret)
     }
 
     /// Sends close_notify (and, called again, waits for the peer's).
@@ -402,10 +440,14 @@ impl Ssl {
     /// True once the handshake got past its first message: a server accepted a ClientHello
     /// (or any first message it could act on), a client sent its own. A server's handshake
     /// that failed while this is still false never received anything that looked like a TLS
-    /// handshake: garbage, plain HTTP, another protocol.
+    /// handshake: garbage, plain HTTP, another protocol. AWS-LC and BoringSSL have no such
+    /// state (their `SSL_get_state` says only "in a handshake" or not): always true there.
     pub fn handshake_started(&self) -> bool {
+        let Some(get_state) = self.api().SSL_get_state else {
+            return true;
+        };
         // SAFETY: live connection; this reads the state machine's current state.
-        unsafe { (self.api().SSL_get_state)(self.ptr) != ffi::TLS_ST_BEFORE }
+        unsafe { get_state(self.ptr) != ffi::TLS_ST_BEFORE }
     }
 
     /// The renegotiations this connection refused since the last call (see
@@ -576,7 +618,8 @@ impl Ssl {
         }
     }
 
-    /// The key exchange group's NID (0 when there was none, as in a TLS 1.2 resumption).
+    /// The key exchange group's NID (0 when there was none, as in a TLS 1.2 resumption); on
+    /// AWS-LC and BoringSSL, the group's TLS code point instead, which they name.
     fn group_nid(&self) -> c_int {
         let api = self.api();
         // A TLS 1.2 (or older) resumption exchanges no key: 3.x still answers with the group of
@@ -586,10 +629,17 @@ impl Ssl {
         if unsafe { (api.SSL_version)(self.ptr) } < 0x0304 && self.session_reused() {
             return 0;
         }
+        if let Some(group_id) = api.SSL_get_group_id {
+            // SAFETY: live connection; returns the code point or 0.
+            return unsafe { group_id(self.ptr) }.into();
+        }
+        let Some(ssl_ctrl) = api.SSL_ctrl else {
+            return 0;
+        };
         if self.lib().version().is_3x_or_later() {
             // SAFETY: SSL_get_negotiated_group is this ctrl on 3.x; it returns a NID or 0.
             return unsafe {
-                (api.SSL_ctrl)(
+                ssl_ctrl(
                     self.ptr,
                     ffi::SSL_CTRL_GET_NEGOTIATED_GROUP,
                     0,
@@ -605,7 +655,7 @@ impl Ssl {
         let mut key: *mut ffi::EVP_PKEY = ptr::null_mut();
         // SAFETY: these ctrls store a new reference to the key (or nothing) in `key`.
         let ok = unsafe {
-            (api.SSL_ctrl)(
+            ssl_ctrl(
                 self.ptr,
                 cmd,
                 0,
@@ -625,6 +675,9 @@ impl Ssl {
     /// group it would pick: the first shared group, which is how 1.1.1 chooses (outside Suite B).
     fn server_tls12_group_nid_111(&self) -> c_int {
         let api = self.api();
+        let Some(ssl_ctrl) = api.SSL_ctrl else {
+            return 0;
+        };
         if self.ctx.role() != Role::Server || self.session_reused() {
             return 0;
         }
@@ -634,8 +687,7 @@ impl Ssl {
             if cipher.is_null() || (api.SSL_CIPHER_get_kx_nid)(cipher) != ffi::NID_KX_ECDHE {
                 return 0;
             }
-            ((api.SSL_ctrl)(self.ptr, ffi::SSL_CTRL_GET_SHARED_GROUP, 0, ptr::null_mut()) as c_int)
-                .max(0)
+            (ssl_ctrl(self.ptr, ffi::SSL_CTRL_GET_SHARED_GROUP, 0, ptr::null_mut()) as c_int).max(0)
         }
     }
 
@@ -665,6 +717,10 @@ impl Ssl {
             return None;
         }
         let api = self.api();
+        if let Some(group_name) = api.SSL_get_group_name {
+            // SAFETY: returns a static name or null for a code point.
+            return unsafe { ffi::string(group_name(nid as u16)) }.map(|n| normalize_group(&n));
+        }
         if nid == ffi::NID_DH_KEY_AGREEMENT {
             return Some("ffdhe".into());
         }
@@ -679,17 +735,31 @@ impl Ssl {
     }
 
     /// The server's handshake signature as (signature type NID, digest NID); (0, 0) when
-    /// there was none.
+    /// there was none. On AWS-LC and BoringSSL, (TLS SignatureScheme code point, 0) as the
+    /// client saw it; their servers have no getter for their own signature.
     fn signature_nids(&self, role: Role) -> (c_int, c_int) {
         let api = self.api();
+        if let Some(peer_sigalg) = api.SSL_get_peer_signature_algorithm {
+            // A resumed session answers with the signature of the handshake that made it.
+            if role == Role::Server || self.session_reused() {
+                return (0, 0);
+            }
+            // SAFETY: live connection; returns the code point or 0.
+            return (unsafe { peer_sigalg(self.ptr) }.into(), 0);
+        }
+        let (Some(ssl_ctrl), Some(get_peer_type)) =
+            (api.SSL_ctrl, api.SSL_get_peer_signature_type_nid)
+        else {
+            return (0, 0);
+        };
         let mut type_nid: c_int = 0;
         let mut md_nid: c_int = 0;
         // SAFETY: the getters write an int through the pointer and return 1 on success.
         let ok = unsafe {
             match (role, api.SSL_get_signature_type_nid) {
                 (Role::Client, _) => {
-                    (api.SSL_get_peer_signature_type_nid)(self.ptr, &mut type_nid) == 1
-                        && (api.SSL_ctrl)(
+                    get_peer_type(self.ptr, &mut type_nid) == 1
+                        && ssl_ctrl(
                             self.ptr,
                             ffi::SSL_CTRL_GET_PEER_SIGNATURE_NID,
                             0,
@@ -698,7 +768,7 @@ impl Ssl {
                 }
                 (Role::Server, Some(get_type)) => {
                     get_type(self.ptr, &mut type_nid) == 1
-                        && (api.SSL_ctrl)(
+                        && ssl_ctrl(
                             self.ptr,
                             ffi::SSL_CTRL_GET_SIGNATURE_NID,
                             0,
@@ -719,6 +789,11 @@ impl Ssl {
         let (type_nid, md_nid) = self.signature_nids(role);
         if type_nid == 0 {
             return None;
+        }
+        if let Some(sigalg_name) = self.api().SSL_get_signature_algorithm_name {
+            // SAFETY: returns a static name or null; 1 asks for the curve in ECDSA names
+            // ("ecdsa_secp256r1_sha256"), as TLS 1.3 names them.
+            return unsafe { ffi::string(sigalg_name(type_nid as u16, 1)) };
         }
         sigalg_name(type_nid, md_nid, server_key)
     }
@@ -749,9 +824,14 @@ impl Ssl {
     /// True when the connection holds a session that can be offered for resumption: in TLS
     /// 1.3 only once the server's NewSessionTicket has been read.
     pub fn has_resumable_session(&self) -> bool {
-        // SAFETY: live connection; get_session borrows.
+        let kept = self.kept_session();
+        // SAFETY: live connection; get_session borrows, as does the kept session.
         unsafe {
-            let s = (self.api().SSL_get_session)(self.ptr);
+            let s = if kept.is_null() {
+                (self.api().SSL_get_session)(self.ptr)
+            } else {
+                kept
+            };
             !s.is_null() && (self.api().SSL_SESSION_is_resumable)(s) == 1
         }
     }

@@ -150,6 +150,13 @@ mod tests {
         let k = |p: &str| LibraryKind::of(Path::new(p));
         assert_eq!(k("/usr/lib/libssl.so.3"), Some(LibraryKind::OpensslSsl));
         assert_eq!(k("/x/lib/libssl.so.1.1"), Some(LibraryKind::OpensslSsl));
+        // OpenSSL 4.0, and the unversioned names of AWS-LC's and BoringSSL's CMake builds.
+        assert_eq!(k("/x/lib/libssl.so.4"), Some(LibraryKind::OpensslSsl));
+        assert_eq!(k("/x/aws-lc/lib/libssl.so"), Some(LibraryKind::OpensslSsl));
+        assert_eq!(
+            k("/x/boringssl/lib/libcrypto.so"),
+            Some(LibraryKind::OpensslCrypto)
+        );
         assert_eq!(k("/usr/lib/libssl3.so"), Some(LibraryKind::Nss));
         assert_eq!(
             k("/usr/lib/libcrypto.so.3"),

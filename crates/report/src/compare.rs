@@ -74,8 +74,13 @@ pub struct Variant {
     pub label: String,
     /// Every setting (openssl, cert, tls, group, resume, ctx, ...).
     pub settings: BTreeMap<String, String>,
-    /// The library as it names itself, e.g. "OpenSSL 3.0.2 15 Mar 2022".
+    /// The client's library and version, e.g. "OpenSSL 3.0.2", "AWS-LC 5.12.0" (saved before
+    /// issue 31: OpenSSL's own text, "OpenSSL 3.0.2 15 Mar 2022").
     pub library: Option<String>,
+    /// The server's library and version, where tlsscope started the server ("BoringSSL API
+    /// 44"); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_library: Option<String>,
     /// Set when the variant failed (to build, load, or handshake); its metrics are then empty.
     pub error: Option<String>,
     pub metrics: Vec<Metric>,
@@ -553,6 +558,10 @@ fn variants_table(doc: &CompareDocument) -> Table {
     let mut header = vec!["variant".to_string()];
     header.extend(keys.iter().map(|k| k.to_string()));
     header.push("library".into());
+    let servers = doc.variants.iter().any(|v| v.server_library.is_some());
+    if servers {
+        header.push("server library".into());
+    }
     header.push("status".into());
     let rows = doc
         .variants
@@ -564,6 +573,9 @@ fn variants_table(doc: &CompareDocument) -> Table {
                     .map(|k| v.settings.get(*k).cloned().unwrap_or_else(|| "-".into())),
             );
             row.push(v.library.clone().unwrap_or_else(|| "-".into()));
+            if servers {
+                row.push(v.server_library.clone().unwrap_or_else(|| "-".into()));
+            }
             row.push(match (&v.error, &v.not_run) {
                 (Some(e), _) => format!("FAILED: {e}"),
                 (None, Some(why)) => format!("not run: {why}"),

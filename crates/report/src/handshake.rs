@@ -58,7 +58,8 @@ pub fn json(c: &Connection<'_>, lib: &ossl::Library) -> serde_json::Value {
     let n = c.negotiated;
     serde_json::json!({
         "connection": c.index,
-        "library": lib.version().text,
+        "library": lib.name(),
+        "library_flavour": lib.flavour().name(),
         "library_version_number": lib.version().number,
         "version": n.version,
         "cipher": n.cipher,

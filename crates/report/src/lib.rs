@@ -31,8 +31,13 @@ pub const BENCH_SCHEMA_VERSION: u32 = 1;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Environment {
     pub tlsscope_version: String,
-    /// The client's OpenSSL, as it reports itself.
+    /// The client's library and version ("OpenSSL 3.5.5", "AWS-LC 5.12.0", "BoringSSL API
+    /// 44"); in trace and sniff, the traced library as its file names itself.
     pub library: String,
+    /// Its flavour: "OpenSSL", "AWS-LC" or "BoringSSL"; empty where none was loaded or the
+    /// traced file does not say (absent in documents from before issue 31).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub library_flavour: String,
     pub library_version_number: u64,
     pub library_path: String,
     pub kernel: String,

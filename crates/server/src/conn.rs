@@ -283,6 +283,10 @@ impl Conn {
             Io::Done(_) => {
                 w.counters
                     .handshake(self.ssl.handshake_kind(), self.ssl.protocol_version());
+                // AWS-LC and BoringSSL send TLS 1.3 tickets only with a write: send them now,
+                // for clients that resume without a request. A write that would block leaves
+                // them queued for the response; a failure shows on the next read.
+                let _ = self.ssl.flush_held_writes();
                 self.phase = Phase::Read;
                 self.await_request(&w.clock);
                 Step::Continue

@@ -132,9 +132,10 @@ impl Server {
         for _ in 1..threads {
             listeners.push(listen(local_addr, true, false)?);
         }
-        let library = ctx.library().version().text.clone();
+        let lib = ctx.library();
+        let (library, flavour) = (lib.name().to_string(), lib.flavour().name().to_string());
         Ok(Server {
-            counters: Arc::new(ServerCounters::new(threads, library)),
+            counters: Arc::new(ServerCounters::new(threads, library, flavour)),
             shutdown: Arc::new(AtomicBool::new(false)),
             listeners,
             local_addr,

@@ -183,13 +183,18 @@ pub struct ServerCounters {
     pub workers: Vec<WorkerCounters>,
     pub started: Instant,
     pub library: String,
+    pub library_flavour: String,
 }
 
 /// A point-in-time sum of all workers' counters: what `/.well-known/tlsscope/stats` serves and
 /// `tlsscope serve` prints at exit.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct StatsSnapshot {
+    /// The server's library and version: "OpenSSL 3.5.5", "AWS-LC 5.12.0", "BoringSSL API 44".
     pub library: String,
+    /// Its flavour: "OpenSSL", "AWS-LC" or "BoringSSL" (absent before issue 31).
+    #[serde(default)]
+    pub library_flavour: String,
     pub uptime_ms: u64,
     pub connections: ConnectionStats,
     pub handshakes: HandshakeStats,
@@ -315,11 +320,12 @@ pub struct ByteStats {
 
 impl ServerCounters {
     /// Counters for `workers` workers.
-    pub fn new(workers: usize, library: String) -> ServerCounters {
+    pub fn new(workers: usize, library: String, library_flavour: String) -> ServerCounters {
         ServerCounters {
             workers: (0..workers).map(|_| WorkerCounters::default()).collect(),
             started: Instant::now(),
             library,
+            library_flavour,
         }
     }
 
@@ -340,6 +346,7 @@ impl ServerCounters {
         }
         StatsSnapshot {
             library: self.library.clone(),
+            library_flavour: self.library_flavour.clone(),
             uptime_ms: self.started.elapsed().as_millis() as u64,
             connections: ConnectionStats {
                 accepted: sum(|w| &w.connections_accepted),
@@ -403,7 +410,7 @@ mod tests {
 
     #[test]
     fn snapshot_sums_workers_and_classifies() {
-        let c = ServerCounters::new(2, "test".into());
+        let c = ServerCounters::new(2, "test".into(), "OpenSSL".into());
         c.workers[0].handshake(HandshakeKind::Full, Some(TlsVersion::Tls1_3));
         c.workers[1].handshake(HandshakeKind::ResumedTicket, Some(TlsVersion::Tls1_3));
         c.workers[1].handshake(HandshakeKind::ResumedSessionId, Some(TlsVersion::Tls1_2));

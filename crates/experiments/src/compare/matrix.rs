@@ -145,6 +145,8 @@ struct Plan {
 #[derive(Default)]
 struct Gathered {
     library: Option<String>,
+    /// The library of the server the variant's client connected to, when tlsscope started it.
+    server_library: Option<String>,
     samples: BTreeMap<String, Vec<f64>>,
     /// Per metric, one value per completed round: the replicates.
     rounds: BTreeMap<String, Vec<f64>>,
@@ -636,7 +638,11 @@ pub fn run(
                 workers.push(None);
                 continue;
             }
-            Some(Ok(s)) => Some(s),
+            Some(Ok(s)) => {
+                gathered[i].server_library =
+                    Some(s.process().library.clone()).filter(|l| !l.is_empty());
+                Some(s)
+            }
             None => None,
         };
         let spec = WorkerSpec {
@@ -1147,6 +1153,7 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
                 label: p.label.clone(),
                 settings,
                 library: g.library,
+                server_library: g.server_library,
                 error: g.error,
                 metrics,
                 negotiated: g.negotiated,

@@ -256,6 +256,7 @@ fn bench_variant(r: &Run, level: f64, warnings: &mut Vec<String>) -> Variant {
             .as_str()
             .or(r.doc["environment"]["library"].as_str())
             .map(String::from),
+        server_library: None,
         error: None,
         metrics,
         negotiated,

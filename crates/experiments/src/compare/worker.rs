@@ -137,7 +137,7 @@ impl Worker {
     /// reported in the result (with what was measured before it), not as an error.
     pub fn batch(&mut self) -> WorkerResult {
         let mut result = WorkerResult {
-            library: self.lib.version().text.clone(),
+            library: self.lib.name().to_string(),
             ..WorkerResult::default()
         };
         for experiment in self.spec.experiments.clone() {
@@ -355,7 +355,7 @@ impl Engine {
         let creds = Credentials::generate(lib, spec.cert_type)?;
         let mut sb = ContextBuilder::new(lib, Role::Server)?;
         sb.credentials(&creds)?;
-        sb.session_cache(true).tickets(true);
+        sb.session_cache(true)?.tickets(true);
         let server = sb.build();
         // The client verifies against the same bundle as in pretransfer, plus this certificate.
         let dir = tempfile::tempdir()?;
