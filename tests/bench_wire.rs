@@ -684,3 +684,23 @@ fn an_openssl_1_1_1_client_counts_the_wire_as_tshark_does() {
         assert_eq!(wire["resumed"]["handshakes"], 3, "{wire}");
     }
 }
+
+#[test]
+fn openssl_4_0_aws_lc_and_boringssl_clients_count_the_wire_as_tshark_does() {
+    let server = Serve::start(&[]);
+    for prefix in [
+        support::openssl_403(),
+        support::openssl_aws_lc(),
+        support::openssl_boringssl(),
+    ] {
+        let prefix = prefix.to_str().unwrap();
+        let (wire, _) = run_and_compare(
+            &server,
+            &["--openssl", prefix],
+            &["--client-engine", "openssl", "-n", "4", "--mode", "resume"],
+            &format!("client on {prefix}"),
+        );
+        assert_eq!(wire["full"]["handshakes"], 1, "{prefix}: {wire}");
+        assert_eq!(wire["resumed"]["handshakes"], 3, "{prefix}: {wire}");
+    }
+}

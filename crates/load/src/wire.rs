@@ -20,6 +20,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::client_hello::{self, ClientHello, KeyShares, RECORD_HEADER_BYTES};
 
+/// A change_cipher_spec record's type.
+const CHANGE_CIPHER_SPEC: u8 = 20;
+
 /// What one handshake put on the wire (a snapshot taken when the handshake is done).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WireCounts {
@@ -122,7 +125,14 @@ impl ossl::MessageObserver for WireTap {
             return;
         };
         let bytes = RECORD_HEADER_BYTES + usize::from(u16::from_be_bytes([len[0], len[1]]));
-        if sent {
+        if sent && header[0] == CHANGE_CIPHER_SPEC {
+            // The callback reports a record when the library seals it, which is not always
+            // when it goes out: AWS-LC and BoringSSL seal TLS 1.3's compatibility
+            // change_cipher_spec as the ServerHello arrives and send it with their Finished.
+            // It never asks for an answer on its own (in TLS 1.2 a Finished follows it), so
+            // it does not start a round trip.
+            self.counts.client_bytes += bytes as u64;
+        } else if sent {
             self.sent(bytes);
         } else {
             self.received(bytes);
@@ -412,6 +422,21 @@ mod tests {
         assert_eq!(c.client_bytes, 105 + 42 + 6);
         assert_eq!(c.server_bytes, 55 + 261 + 6);
         assert_eq!(c.round_trips, 2);
+    }
+
+    #[test]
+    fn a_change_cipher_spec_sealed_early_does_not_count_a_round_trip() {
+        // AWS-LC's order of callbacks in a TLS 1.3 handshake: ClientHello, ServerHello, its
+        // compatibility CCS, the rest of the server's flight, then the Finished.
+        let mut tap = WireTap::default();
+        tap.record_header(true, &[22, 3, 1, 5, 0]);
+        tap.record_header(false, &[22, 3, 3, 0, 90]);
+        tap.record_header(true, &[20, 3, 3, 0, 1]);
+        tap.record_header(false, &[23, 3, 3, 4, 0]);
+        tap.record_header(true, &[23, 3, 3, 0, 53]);
+        let c = tap.counts();
+        assert_eq!(c.round_trips, 1);
+        assert_eq!(c.client_bytes, 1285 + 6 + 58);
     }
 
     #[test]
