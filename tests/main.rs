@@ -5,6 +5,7 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 
 mod async_tls;
 mod bench;
+mod bench_wire;
 mod cli;
 mod compare;
 mod fresh_machine;

@@ -31,10 +31,17 @@ pub enum Command {
     /// Run the built-in TLS/HTTP server (the default target of every experiment).
     Serve(ServeArgs),
     /// Load a TLS server: full or resumed handshakes, or keep-alive requests; report rates,
-    /// per-phase latency, the handshakes obtained, and both sides' CPU.
+    /// per-phase latency, the handshakes obtained, both sides' CPU, and what each kind of
+    /// handshake put on the wire.
+    ///
+    /// On the wire, per kind of handshake: bytes each way (every TLS record with its 5-byte
+    /// header that each side sent from the first ClientHello up to its Finished, i.e. until the
+    /// client's handshake is done; later tickets, data and alerts are not counted), the
+    /// ClientHello's record(s), its key shares by group, HelloRetryRequests, and round trips to
+    /// the client's first application byte (TCP's handshake not included).
     Bench(Box<BenchArgs>),
     /// Connect, handshake, and report what was negotiated (version, cipher, group, signature,
-    /// full or resumed).
+    /// full or resumed) and what the handshake put on the wire (as bench counts it).
     Handshake(HandshakeArgs),
     /// Trace TLS library calls with eBPF uprobes: latency histograms per function and outcome
     /// (success, retry, failure), aggregated in the kernel.

@@ -7,6 +7,7 @@ use std::os::fd::AsFd;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use load::wire::{WireCounts, WireTap};
 use ossl::{
     Context, ContextBuilder, Credentials, Io, Negotiated, Role, Session, Ssl, TlsError, TlsVersion,
 };
@@ -95,6 +96,8 @@ pub struct Outcome {
     /// HTTP status and body bytes, when a request was sent.
     pub response: Option<(u16, usize)>,
     pub session: Option<Session>,
+    /// What the handshake put on the wire (see `load::wire`).
+    pub wire: Option<WireCounts>,
 }
 
 impl Outcome {
@@ -106,6 +109,7 @@ impl Outcome {
             connect: self.connect,
             handshake: self.handshake,
             response: self.response,
+            wire: self.wire,
         }
     }
 }
@@ -153,6 +157,8 @@ pub fn connect_once(ctx: &Context, a: &Probe<'_>, offer: Option<&Session>) -> Re
     stream.set_nodelay(true)?;
 
     let mut ssl = Ssl::new(ctx)?;
+    // The wire figures (load::wire); none where the library lacks the message callback.
+    ssl.observe_messages(Box::new(WireTap::default()));
     ssl.set_fd(stream.as_fd())?;
     if let Some(name) = a.sni {
         ssl.set_server_name(name)?;
@@ -190,6 +196,10 @@ pub fn connect_once(ctx: &Context, a: &Probe<'_>, offer: Option<&Session>) -> Re
         }
     }
     let handshake = started.elapsed();
+    let wire = ssl
+        .message_observer()
+        .and_then(|o| o.as_any().downcast_ref::<WireTap>())
+        .map(WireTap::counts);
     let negotiated = ssl.negotiated();
     let response = match a.request {
         Some(path) => Some(http_get(&mut ssl, path, a.sni)?),
@@ -208,6 +218,7 @@ pub fn connect_once(ctx: &Context, a: &Probe<'_>, offer: Option<&Session>) -> Re
         handshake,
         response,
         session,
+        wire,
     })
 }
 

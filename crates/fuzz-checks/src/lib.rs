@@ -1,6 +1,7 @@
 //! The properties tlsscope's fuzz targets check, one module per parser of bytes that other
 //! programs wrote: HTTP requests (the built-in server), HTTP responses (the load engine), ELF
-//! files (the probes' symbol reader), `/proc/PID/maps` text, and saved runs (`compare`).
+//! files (the probes' symbol reader), `/proc/PID/maps` text, saved runs (`compare`), and
+//! ClientHellos and server flights (the load engine's wire figures).
 //!
 //! Each `check` takes any bytes and panics when the parser breaks a property, which is what a
 //! fuzzer reports as a crash. The fuzz targets in `fuzz/` (built with cargo-fuzz on nightly)
@@ -8,6 +9,7 @@
 //! committed corpus (`fuzz/corpus/<target>/`), so a plain `cargo test` replays what the fuzzers
 //! found without a fuzzer.
 
+pub mod client_hello;
 pub mod elf_symbols;
 pub mod http_request;
 pub mod http_response;
@@ -19,12 +21,13 @@ pub type Check = fn(&[u8]);
 
 /// Every fuzz target: its name (the file in `fuzz/fuzz_targets/` and the folder in
 /// `fuzz/corpus/`) and its check.
-pub const TARGETS: [(&str, Check); 5] = [
+pub const TARGETS: [(&str, Check); 6] = [
     ("http_request", http_request::check),
     ("http_response", http_response::check),
     ("elf_symbols", elf_symbols::check),
     ("proc_maps", proc_maps::check),
     ("saved_runs", saved_runs::check),
+    ("client_hello", client_hello::check),
 ];
 
 #[cfg(test)]

@@ -61,6 +61,11 @@ fn corpus_proc_maps() {
 }
 
 #[test]
+fn corpus_client_hello() {
+    replay("client_hello");
+}
+
+#[test]
 fn corpus_saved_runs() {
     replay("saved_runs");
 }

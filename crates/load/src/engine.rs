@@ -9,6 +9,7 @@ use ossl::{HandshakeIds, Negotiated, Session, Ssl, TlsError};
 use serde::{Deserialize, Serialize};
 
 use crate::rustls_client::{RustlsClient, RustlsConn, SlotClient};
+use crate::wire::{WireCounts, WireTap};
 
 /// What a run's connections are made with.
 #[derive(Clone, Copy)]
@@ -125,6 +126,9 @@ impl Tls {
             (Client::Openssl(ctx), SlotSession::Openssl(session)) => {
                 let setup = || -> Result<Ssl, ossl::Error> {
                     let mut ssl = Ssl::new(ctx)?;
+                    // Where the library lacks the message callback the run has no wire
+                    // figures (`Tls::wire` is None), and says so.
+                    ssl.observe_messages(Box::new(WireTap::default()));
                     ssl.set_fd(stream.as_fd())?;
                     if let Some(name) = peer.server_name {
                         ssl.set_server_name(name)?;
@@ -198,6 +202,18 @@ impl Tls {
         match self {
             Tls::Openssl(ssl) => ssl.handshake_ids(),
             Tls::Rustls(r) => r.handshake_ids(),
+        }
+    }
+
+    /// The connection's wire figures so far (see `crate::wire`); None when its library could
+    /// not count them.
+    pub fn wire(&self) -> Option<WireCounts> {
+        match self {
+            Tls::Openssl(ssl) => ssl
+                .message_observer()
+                .and_then(|o| o.as_any().downcast_ref::<WireTap>())
+                .map(WireTap::counts),
+            Tls::Rustls(r) => Some(r.wire()),
         }
     }
 

@@ -3,6 +3,7 @@
 //! CPU accounting. It never prints: progress is read from [`Progress`], results returned as
 //! [`RunResult`].
 
+pub mod client_hello;
 pub mod engine;
 mod http;
 pub mod memory;
@@ -10,6 +11,7 @@ mod pacer;
 mod record;
 pub mod result;
 pub mod rustls_client;
+pub mod wire;
 mod worker;
 
 use std::net::{IpAddr, SocketAddr};
@@ -321,6 +323,14 @@ impl Run {
                 up as f64 / at as f64
             ));
         }
+        let wire = all.wire.summary();
+        if wire.is_none() && handshakes > 0 {
+            warnings.push(format!(
+                "no wire figures: the client's library ({}) has no message callback \
+                 (SSL_set_msg_callback)",
+                client.library
+            ));
+        }
         let errors_total = all.errors.values().sum();
         let mut rows = std::mem::take(&mut all.rows);
         rows.sort_by_key(|r| r.start_us);
@@ -372,6 +382,7 @@ impl Run {
             target_lost_at_s: lost.map(|at| at as f64),
             ops_per_s_while_up: lost
                 .map(|at| all.per_second[..at].iter().map(|s| s.0).sum::<u64>() as f64 / at as f64),
+            wire,
             warnings,
             interrupted: self.shared.stop.load(Relaxed),
         };

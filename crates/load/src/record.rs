@@ -7,6 +7,7 @@ use ossl::{HandshakeIds, HandshakeKind, Negotiated};
 use stats::LatencyHistogram;
 
 use crate::result::ConnectionRow;
+use crate::wire::WireByKind;
 
 /// Latency histograms per phase.
 #[derive(Clone, Debug, Default)]
@@ -63,6 +64,8 @@ pub struct Recorder {
     pub window_s: f64,
     /// Per second of the measured window (from its start): operations completed and errors.
     pub per_second: Vec<(u64, u64)>,
+    /// Wire figures per kind of handshake.
+    pub wire: WireByKind,
 }
 
 impl Recorder {
@@ -131,6 +134,7 @@ impl Recorder {
             *self.status.entry(k).or_insert(0) += n;
         }
         self.rows.extend(o.rows);
+        self.wire.merge(&o.wire);
         if o.per_second.len() > self.per_second.len() {
             self.per_second.resize(o.per_second.len(), (0, 0));
         }

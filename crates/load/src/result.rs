@@ -78,6 +78,11 @@ pub struct RunResult {
     /// Operations per second before the target stopped answering (with `target_lost_at_s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ops_per_s_while_up: Option<f64>,
+    /// Bytes on the wire, the ClientHello, key shares, HelloRetryRequests and round trips,
+    /// per kind of handshake (`wire.counted` says what is counted). Absent when the client's
+    /// library could not count them, and in results written before they existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<crate::wire::WireSummary>,
     /// Things the reader should know (the client was the bottleneck, ...).
     pub warnings: Vec<String>,
     /// True when the run stopped early (Ctrl-C): the figures cover what ran.

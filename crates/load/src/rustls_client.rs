@@ -30,7 +30,9 @@ use rustls::{
     SignatureScheme,
 };
 
+use crate::client_hello;
 use crate::engine::Io;
+use crate::wire::{WireCounts, WireTap};
 
 /// The rustls release linked in (pinned in Cargo.toml; a unit test checks Cargo.lock).
 pub const RUSTLS_VERSION: &str = "0.23.46";
@@ -765,6 +767,7 @@ impl SlotClient {
             lib: self.lib,
             hello_checked: false,
             hello_has_ticket: false,
+            wire: WireTap::default(),
         }))
     }
 }
@@ -777,6 +780,8 @@ pub struct RustlsConn {
     /// The ClientHello has been looked at: did it carry a TLS 1.2 session ticket?
     hello_checked: bool,
     hello_has_ticket: bool,
+    /// The connection's wire figures, counted at the socket (see `crate::wire`).
+    wire: WireTap,
 }
 
 impl RustlsConn {
@@ -838,6 +843,11 @@ impl RustlsConn {
     /// True when the slot received a session on this connection.
     pub fn has_resumable_session(&self) -> bool {
         self.state.sessions().received
+    }
+
+    /// The wire figures so far (taken when the handshake is done).
+    pub fn wire(&self) -> WireCounts {
+        self.wire.counts()
     }
 
     /// What the handshake obtained, as numbers (IANA code points).
@@ -915,7 +925,9 @@ impl RustlsConn {
             let mut tap = HelloTap {
                 stream,
                 check: !self.hello_checked,
+                looked: false,
                 has_ticket: false,
+                wire: &mut self.wire,
             };
             let result = self.conn.write_tls(&mut tap);
             if tap.check {
@@ -933,7 +945,11 @@ impl RustlsConn {
 
     /// Reads what the socket has and processes it. None when there may be more to do.
     fn receive(&mut self, stream: &mut TcpStream, phase: &str) -> Option<Io> {
-        match self.conn.read_tls(stream) {
+        let mut tap = ReadTap {
+            stream,
+            wire: &mut self.wire,
+        };
+        match self.conn.read_tls(&mut tap) {
             Ok(0) => {
                 // The peer closed: what it sent before is still processed.
                 if let Err(e) = self.conn.process_new_packets() {
@@ -967,25 +983,32 @@ impl RustlsConn {
     }
 }
 
-/// Passes rustls's writes to the socket; the first one (the ClientHello) is looked at for a
-/// TLS 1.2 session ticket.
+/// Passes rustls's writes to the socket, counting what the socket took; the first one (the
+/// ClientHello, a whole record) is read for its size, its key shares and a TLS 1.2 session
+/// ticket. Counting here, where the engine does its own I/O, costs an addition per write.
 struct HelloTap<'a> {
     stream: &'a mut TcpStream,
     check: bool,
+    looked: bool,
     has_ticket: bool,
+    wire: &'a mut WireTap,
 }
 
 impl Write for HelloTap<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.look(buf);
-        self.stream.write(buf)
+        let n = self.stream.write(buf)?;
+        self.wire.sent(n);
+        Ok(n)
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
         if let Some(first) = bufs.first() {
             self.look(first);
         }
-        self.stream.write_vectored(bufs)
+        let n = self.stream.write_vectored(bufs)?;
+        self.wire.sent(n);
+        Ok(n)
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -995,55 +1018,29 @@ impl Write for HelloTap<'_> {
 
 impl HelloTap<'_> {
     fn look(&mut self, buf: &[u8]) {
-        if self.check && !self.has_ticket {
-            self.has_ticket = offers_session_ticket(buf);
+        // Only the connection's first write is the ClientHello (`check`), and it is read once.
+        if self.check && !self.looked {
+            self.looked = true;
+            let hello = client_hello::parse_record(buf);
+            self.has_ticket = hello.is_some_and(|h| h.offers_ticket);
+            self.wire.client_hello(hello);
         }
     }
 }
 
-/// True when `record` is a TLS record holding a ClientHello whose session_ticket extension
-/// carries a ticket (an empty one only asks for a new ticket).
-fn offers_session_ticket(record: &[u8]) -> bool {
-    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-        let (head, tail) = (b.get(..n)?, b.get(n..)?);
-        *b = tail;
-        Some(head)
+/// Passes the socket's bytes to rustls, counting them (and reading the server's first
+/// message for a HelloRetryRequest).
+struct ReadTap<'a> {
+    stream: &'a mut TcpStream,
+    wire: &'a mut WireTap,
+}
+
+impl Read for ReadTap<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.stream.read(buf)?;
+        self.wire.received_stream(&buf[..n]);
+        Ok(n)
     }
-    fn len(b: &mut &[u8], width: usize) -> Option<usize> {
-        Some(
-            take(b, width)?
-                .iter()
-                .fold(0, |a, &x| a << 8 | usize::from(x)),
-        )
-    }
-    let parse = || -> Option<bool> {
-        let mut b = record;
-        // Record header: handshake (22), version, length; handshake header: ClientHello (1).
-        let header = take(&mut b, 5)?;
-        if header[0] != 22 || take(&mut b, 1)? != [1] {
-            return None;
-        }
-        let _hello_len = len(&mut b, 3)?;
-        take(&mut b, 2 + 32)?;
-        let n = len(&mut b, 1)?;
-        take(&mut b, n)?;
-        let n = len(&mut b, 2)?;
-        take(&mut b, n)?;
-        let n = len(&mut b, 1)?;
-        take(&mut b, n)?;
-        let n = len(&mut b, 2)?;
-        let mut ext = take(&mut b, n)?;
-        while !ext.is_empty() {
-            let kind = len(&mut ext, 2)?;
-            let n = len(&mut ext, 2)?;
-            take(&mut ext, n)?;
-            if kind == 35 {
-                return Some(n > 0);
-            }
-        }
-        Some(false)
-    };
-    parse().unwrap_or(false)
 }
 
 fn scheme_name(n: u16) -> Option<&'static str> {
@@ -1129,50 +1126,6 @@ mod tests {
         assert_eq!(words("HandshakeFailure"), "handshake failure");
         assert_eq!(words("UnknownCA"), "unknown ca");
         assert_eq!(words("ProtocolVersion"), "protocol version");
-    }
-
-    /// A ClientHello record with the given extensions (type, body).
-    fn hello(extensions: &[(u16, &[u8])]) -> Vec<u8> {
-        let mut ext = Vec::new();
-        for (t, body) in extensions {
-            ext.extend(t.to_be_bytes());
-            ext.extend((body.len() as u16).to_be_bytes());
-            ext.extend(*body);
-        }
-        let mut body = vec![3, 3];
-        body.extend([7u8; 32]);
-        body.push(32);
-        body.extend([9u8; 32]);
-        body.extend([0, 2, 0xc0, 0x2b]);
-        body.extend([1, 0]);
-        body.extend((ext.len() as u16).to_be_bytes());
-        body.extend(ext);
-        let mut hs = vec![1];
-        hs.extend(&(body.len() as u32).to_be_bytes()[1..]);
-        hs.extend(body);
-        let mut rec = vec![22, 3, 1];
-        rec.extend((hs.len() as u16).to_be_bytes());
-        rec.extend(hs);
-        rec
-    }
-
-    #[test]
-    fn a_client_hello_offers_a_ticket_only_when_the_extension_carries_one() {
-        assert!(offers_session_ticket(&hello(&[
-            (10, &[0, 2, 0, 29]),
-            (35, &[1, 2, 3])
-        ])));
-        assert!(!offers_session_ticket(&hello(&[
-            (10, &[0, 2, 0, 29]),
-            (35, &[])
-        ])));
-        assert!(!offers_session_ticket(&hello(&[(10, &[0, 2, 0, 29])])));
-        // Not a ClientHello record at all.
-        let mut app = hello(&[(35, &[1])]);
-        app[0] = 23;
-        assert!(!offers_session_ticket(&app));
-        // Cut short.
-        assert!(!offers_session_ticket(&hello(&[(35, &[1, 2])])[..50]));
     }
 
     #[test]

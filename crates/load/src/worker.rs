@@ -662,6 +662,9 @@ impl<'a> State<'a> {
         self.rec.hist.handshake.record(now - connected);
         let tls = &conn.tls;
         self.rec.handshake(ids, || tls.negotiated());
+        if let Some(wire) = tls.wire() {
+            self.rec.wire.add(ids.kind.is_resumed(), &wire);
+        }
         let r = &mut self.rec.resumption;
         match mode {
             Mode::Resume { by, .. } if offered => {

@@ -72,6 +72,23 @@ pub type TicketDecryptCallback = unsafe extern "C" fn(
     arg: *mut c_void,
 ) -> c_int;
 
+/// `SSL_set_msg_callback`'s callback type: (write_p, version, content_type, buf, len, ssl, arg).
+pub type MsgCallback = unsafe extern "C" fn(
+    write_p: c_int,
+    version: c_int,
+    content_type: c_int,
+    buf: *const c_void,
+    len: usize,
+    ssl: *mut SSL,
+    arg: *mut c_void,
+);
+/// The message callback's content type for a record's 5-byte header.
+pub const SSL3_RT_HEADER: c_int = 256;
+/// The message callback's content type for a handshake message.
+pub const SSL3_RT_HANDSHAKE: c_int = 22;
+/// `SSL_set_msg_callback_arg`, a macro over `SSL_ctrl` in OpenSSL.
+pub const SSL_CTRL_SET_MSG_CALLBACK_ARG: c_int = 16;
+
 pub const OPENSSL_VERSION: c_int = 0;
 
 pub const SSL_CTRL_MODE: c_int = 33;
@@ -499,6 +516,10 @@ api! {
         Crypto OPENSSL_init_crypto: fn(u64, *const c_void) -> c_int;
         Ssl SSL_get_changed_async_fds: fn(*mut SSL, *mut c_int, *mut usize, *mut c_int, *mut usize) -> c_int;
         Ssl SSL_get_all_async_fds: fn(*mut SSL, *mut c_int, *mut usize) -> c_int;
+        // The message callback (wire figures); the arg setter is a function in AWS-LC and
+        // BoringSSL, an SSL_ctrl in OpenSSL.
+        Ssl SSL_set_msg_callback: fn(*mut SSL, Option<MsgCallback>) -> ();
+        Ssl SSL_set_msg_callback_arg: fn(*mut SSL, *mut c_void) -> ();
     }
     openssl_only {
         // OpenSSL's macros (SSL_CTX_set_mode, SSL_set_tlsext_host_name, ...) are these with a

@@ -14,6 +14,7 @@ mod file_version;
 mod group;
 mod inproc;
 mod library;
+mod messages;
 mod pki;
 mod shim;
 mod ssl;
@@ -26,6 +27,7 @@ pub use error::{Error, ErrorCode, ErrorQueue, TlsError};
 pub use file_version::{version_of_file, FileVersion};
 pub use group::{Group, GroupList, UnknownGroup};
 pub use library::{Flavour, Library, LibrarySource, Version};
+pub use messages::MessageObserver;
 pub use pki::{CertType, Certificate, Credentials, PrivateKey, UnknownCertType};
 pub use ssl::{HandshakeIds, HandshakeKind, Io, Negotiated, Session, Ssl};
 

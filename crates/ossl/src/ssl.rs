@@ -119,6 +119,8 @@ impl Drop for Session {
 pub struct Ssl {
     ctx: Context,
     ptr: *mut ffi::SSL,
+    /// The message callback's observer; dropped after the connection is freed.
+    observer: Option<crate::messages::Observer>,
 }
 
 // SAFETY: an SSL object may move between threads as long as only one uses it at a time, which
@@ -161,6 +163,7 @@ impl Ssl {
         Ok(Ssl {
             ctx: ctx.clone(),
             ptr,
+            observer: None,
         })
     }
 
@@ -310,6 +313,24 @@ impl Ssl {
         let p = buf.as_ptr().cast::<c_void>();
         // SAFETY: `p` is readable for `len` bytes for the duration of the call.
         self.io(|api, ssl| unsafe { (api.SSL_write)(ssl, p, len) }, false)
+    }
+
+    /// Hands every record header and handshake message this connection sends or receives
+    /// to `observer` (see [`crate::MessageObserver`]). False where the library lacks the
+    /// message callback; the observer is then dropped.
+    pub fn observe_messages(&mut self, observer: Box<dyn crate::MessageObserver>) -> bool {
+        let mut boxed: crate::messages::Observer = Box::new(observer);
+        // SAFETY: live connection; the box is kept in `self` until after SSL_free.
+        let installed = unsafe { crate::messages::install(self.lib(), self.ptr, &mut boxed) };
+        if installed {
+            self.observer = Some(boxed);
+        }
+        installed
+    }
+
+    /// The observer given to [`Ssl::observe_messages`], if any.
+    pub fn message_observer(&self) -> Option<&dyn crate::MessageObserver> {
+        self.observer.as_deref().map(|b| &**b)
     }
 
     /// Sends what the library holds until its next write. AWS-LC and BoringSSL queue a TLS 1.3

@@ -86,6 +86,10 @@ pub struct Variant {
     pub metrics: Vec<Metric>,
     /// The handshakes actually obtained.
     pub negotiated: Vec<Negotiated>,
+    /// Bytes on the wire, the ClientHello, key shares, HelloRetryRequests and round trips
+    /// per kind of handshake, where the variant's client counted them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<load::wire::WireSummary>,
     /// Why the variant was not run, when it cannot be (a library nginx cannot load); it is
     /// then neither measured nor a failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,9 +98,6 @@ pub struct Variant {
     /// to map (matrix runs against a server).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_check: Option<ServerCheck>,
-    /// Bytes and messages on the wire per handshake, one entry per kind of handshake.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub wire: Vec<WireByKind>,
 }
 
 impl Variant {
@@ -119,14 +120,6 @@ pub struct ServerCheck {
     pub server_count: u64,
     /// Connections the clients of every variant using it made, warm-ups included.
     pub client_count: u64,
-}
-
-/// The wire figures of one kind of handshake ("full", "resumed_ticket"): bytes each way,
-/// ClientHello size, key shares, HelloRetryRequests, round trips, by name, per handshake.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct WireByKind {
-    pub handshake: String,
-    pub figures: BTreeMap<String, f64>,
 }
 
 /// One metric of one variant, with every sample.
@@ -530,6 +523,29 @@ pub fn negotiated_table(doc: &CompareDocument) -> Table {
     Table { header, rows }
 }
 
+/// Each variant's wire figures, a row per kind of handshake.
+pub fn wire_table(doc: &CompareDocument) -> Table {
+    let header = ["variant", "handshake", "wire per handshake"]
+        .map(String::from)
+        .to_vec();
+    let mut rows = Vec::new();
+    for v in &doc.variants {
+        let Some(wire) = &v.wire else {
+            continue;
+        };
+        for (name, kind) in [("full", &wire.full), ("resumed", &wire.resumed)] {
+            if let Some(k) = kind {
+                rows.push(vec![
+                    v.label.clone(),
+                    name.to_string(),
+                    crate::wire_words(k),
+                ]);
+            }
+        }
+    }
+    Table { header, rows }
+}
+
 fn variants_table(doc: &CompareDocument) -> Table {
     let mut keys: Vec<&String> = Vec::new();
     for v in &doc.variants {
@@ -660,33 +676,6 @@ pub fn server_table(doc: &CompareDocument) -> Table {
     Table { header, rows }
 }
 
-/// The wire figures per variant and kind of handshake (one column per figure).
-pub fn wire_table(doc: &CompareDocument) -> Table {
-    let mut names: Vec<&String> = Vec::new();
-    for w in doc.variants.iter().flat_map(|v| &v.wire) {
-        for k in w.figures.keys() {
-            if !names.contains(&k) {
-                names.push(k);
-            }
-        }
-    }
-    let mut header = vec!["variant".to_string(), "handshake".into()];
-    header.extend(names.iter().map(|n| n.to_string()));
-    let mut rows = Vec::new();
-    for v in &doc.variants {
-        for w in &v.wire {
-            let mut row = vec![v.label.clone(), w.handshake.clone()];
-            row.extend(names.iter().map(|n| {
-                w.figures
-                    .get(*n)
-                    .map_or_else(|| "-".into(), |x| format!("{x:.1}"))
-            }));
-            rows.push(row);
-        }
-    }
-    Table { header, rows }
-}
-
 /// The terminal report.
 pub fn text(doc: &CompareDocument) -> String {
     let mut out = describe_experiment(doc) + "\n\n";
@@ -710,7 +699,7 @@ pub fn text(doc: &CompareDocument) -> String {
     }
     let wire = wire_table(doc);
     if !wire.rows.is_empty() {
-        out += "\non the wire, per handshake\n";
+        out += &format!("\non the wire ({})\n", load::wire::COUNTED);
         out += &wire.aligned();
     }
     let servers = server_table(doc);
@@ -752,6 +741,11 @@ pub fn markdown(doc: &CompareDocument) -> String {
     if !mix.rows.is_empty() {
         out += "\n## Handshakes obtained\n\n";
         out += &mix.markdown();
+    }
+    let wire = wire_table(doc);
+    if !wire.rows.is_empty() {
+        out += &format!("\n## On the wire\n\n{}.\n\n", load::wire::COUNTED);
+        out += &wire.markdown();
     }
     if !doc.warnings.is_empty() {
         out += "\n## Warnings\n\n";

@@ -12,6 +12,8 @@ pub struct Connection<'a> {
     pub handshake: Duration,
     /// HTTP status and body bytes, when a request was sent.
     pub response: Option<(u16, usize)>,
+    /// What the handshake put on the wire (see `load::wire` for what is counted).
+    pub wire: Option<load::wire::WireCounts>,
 }
 
 /// "#1 127.0.0.1:4433 TLSv1.3 ... full connect=0.79ms handshake=1.86ms GET / -> 200".
@@ -31,6 +33,17 @@ pub fn line(c: &Connection<'_>, addr: SocketAddr, request: Option<&str>) -> Stri
         ms(c.connect),
         ms(c.handshake),
     );
+    if let Some(w) = &c.wire {
+        line.push_str(&format!(
+            " wire client={}B server={}B hello={}B shares={} hrr={} round_trips={}",
+            w.client_bytes,
+            w.server_bytes,
+            w.client_hello_bytes,
+            share_names(w).join(","),
+            if w.hello_retry { "yes" } else { "no" },
+            w.round_trips
+        ));
+    }
     if let (Some(path), Some((status, bytes))) = (request, c.response) {
         line.push_str(&format!(
             " GET {path} -> {status} ({})",
@@ -60,7 +73,25 @@ pub fn json(c: &Connection<'_>, lib: &ossl::Library) -> serde_json::Value {
         "handshake_ms": ms(c.handshake),
         "status": c.response.map(|r| r.0),
         "body_bytes": c.response.map(|r| r.1),
+        "wire": c.wire.as_ref().map(|w| serde_json::json!({
+            "client_bytes": w.client_bytes,
+            "server_bytes": w.server_bytes,
+            "client_hello_bytes": w.client_hello_bytes,
+            "key_shares": w.key_shares.count(),
+            "key_share_groups": share_names(w),
+            "hello_retry_request": w.hello_retry,
+            "round_trips": w.round_trips,
+        })),
     })
+}
+
+/// The ClientHello's key share groups by TLS name.
+fn share_names(w: &load::wire::WireCounts) -> Vec<String> {
+    w.key_shares
+        .groups()
+        .iter()
+        .map(|&g| load::client_hello::group_label(g))
+        .collect()
 }
 
 fn ms(d: Duration) -> f64 {

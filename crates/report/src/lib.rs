@@ -20,6 +20,7 @@ pub mod trace_page;
 use std::io::{self, Write};
 
 use load::result::{ConnectionRow, RunMode, RunResult};
+use load::wire::{FigureSummary, WireKind, WireSummary};
 use serde::{Deserialize, Serialize};
 use stats::LatencySummary;
 
@@ -182,6 +183,9 @@ pub fn bench_text(w: &mut impl Write, env: &Environment, r: &RunResult) -> io::R
             n.handshake
         )?;
     }
+    if let Some(wire) = &r.wire {
+        wire_text(w, wire)?;
+    }
     if r.requests > 0 {
         let statuses: Vec<String> = r
             .http_status
@@ -276,6 +280,52 @@ pub fn bench_text(w: &mut impl Write, env: &Environment, r: &RunResult) -> io::R
         writeln!(w, "  warning: {warning}")?;
     }
     Ok(())
+}
+
+/// The wire figures, a line per kind of handshake ("  wire full     client 290 B, ...").
+pub fn wire_text(w: &mut impl Write, wire: &WireSummary) -> io::Result<()> {
+    for (name, kind) in [("full", &wire.full), ("resumed", &wire.resumed)] {
+        if let Some(k) = kind {
+            writeln!(w, "  wire {name:<8}{}", wire_words(k))?;
+        }
+    }
+    Ok(())
+}
+
+/// One kind of handshake's wire figures in words: bytes each way and the ClientHello per
+/// handshake (a mean and its range when handshakes differed), key shares, round trips and
+/// HelloRetryRequests.
+pub fn wire_words(k: &WireKind) -> String {
+    let shares: Vec<String> = k
+        .key_shares
+        .iter()
+        .map(|s| {
+            if k.key_shares.len() == 1 {
+                s.words()
+            } else {
+                format!("{} in {}", s.words(), s.handshakes)
+            }
+        })
+        .collect();
+    format!(
+        "client {} B, server {} B per handshake; ClientHello {} B, key shares {}; round trips \
+         {}; HelloRetryRequests {}",
+        figure(&k.client_bytes),
+        figure(&k.server_bytes),
+        figure(&k.client_hello_bytes),
+        shares.join(", "),
+        figure(&k.round_trips),
+        k.hello_retry_requests
+    )
+}
+
+/// "290", or "295 (290-300)" when handshakes differed.
+fn figure(f: &FigureSummary) -> String {
+    if f.min == f.max {
+        f.min.to_string()
+    } else {
+        format!("{:.0} ({}-{})", f.per_handshake, f.min, f.max)
+    }
 }
 
 fn plural(n: usize) -> &'static str {

@@ -151,6 +151,9 @@ struct Gathered {
     /// Per metric, one value per completed round: the replicates.
     rounds: BTreeMap<String, Vec<f64>>,
     negotiated: Vec<Negotiated>,
+    /// The client's wire figures over the rounds (the load experiment's client when it runs,
+    /// else pretransfer's).
+    wire: Option<load::wire::WireSummary>,
     error: Option<String>,
     /// Rounds that completed: those before a failure are still reported.
     rounds_done: usize,
@@ -163,8 +166,6 @@ struct Gathered {
     /// Connections its client made to its server, warm-ups included.
     client_count: u64,
     server_check: Option<report::compare::ServerCheck>,
-    /// The load experiment's wire figures (the last round's).
-    wire: Vec<report::compare::WireByKind>,
 }
 
 /// Why a variant stopped at `round` (from 0), with what is still reported: a library
@@ -1078,9 +1079,6 @@ fn one_line(r: &WorkerResult) -> String {
 /// Adds a round's result: its samples, and per metric the round's one value (its median).
 fn merge(g: &mut Gathered, r: WorkerResult) {
     g.library = Some(r.library);
-    if !r.wire.is_empty() {
-        g.wire = r.wire;
-    }
     for (name, values) in r.samples {
         if !values.is_empty() {
             let round = stats::compare::describe(&values).median;
@@ -1090,6 +1088,12 @@ fn merge(g: &mut Gathered, r: WorkerResult) {
     }
     for n in r.negotiated {
         Negotiated::tally(&mut g.negotiated, n);
+    }
+    if let Some(w) = r.wire {
+        match &mut g.wire {
+            Some(mine) => mine.merge(&w),
+            None => g.wire = Some(w),
+        }
     }
 }
 

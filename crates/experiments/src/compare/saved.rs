@@ -260,6 +260,8 @@ fn bench_variant(r: &Run, level: f64, warnings: &mut Vec<String>) -> Variant {
         error: None,
         metrics,
         negotiated,
+        // Runs saved before bench counted the wire have none.
+        wire: serde_json::from_value(result["wire"].clone()).ok(),
         ..Variant::default()
     }
 }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use load::memory::{ClientContext, EngineError};
 use ossl::{ContextBuilder, Credentials, Role, Session, Settings};
-use report::compare::{Negotiated, WireByKind};
+use report::compare::Negotiated;
 use serde::{Deserialize, Serialize};
 
 use super::{cert_type_serde, ExperimentKind, Tls};
@@ -76,14 +76,15 @@ pub struct WorkerResult {
     /// Per metric name, microseconds.
     pub samples: BTreeMap<String, Vec<f64>>,
     pub negotiated: Vec<Negotiated>,
+    /// The client's wire figures over the round's measured handshakes: the load experiment's
+    /// when it runs (its engine is the client the variant names), else pretransfer's.
+    #[serde(default)]
+    pub wire: Option<load::wire::WireSummary>,
     /// Connections the pretransfer experiment made, warm-up included (for the server's CPU).
     pub connections: usize,
     /// Handshakes the load experiment made, warm-up included (for the server's own count).
     #[serde(default)]
     pub load_handshakes: u64,
-    /// The load experiment's bytes and messages on the wire, per kind of handshake.
-    #[serde(default)]
-    pub wire: Vec<WireByKind>,
     pub error: Option<String>,
 }
 
@@ -277,6 +278,7 @@ impl Pretransfer {
         let cafile = spec.cafile.as_deref();
         let (mut pre, mut total) = (Vec::new(), Vec::new());
         let mut negotiated = Vec::new();
+        let mut wire = load::wire::WireByKind::default();
         let mut cpu_start = (0.0, 0.0);
         for i in 0..spec.warmup + spec.count {
             if i == spec.warmup {
@@ -313,6 +315,13 @@ impl Pretransfer {
             pre.push(us(pre_time + extra));
             total.push(us(done));
             record(&mut negotiated, &o.negotiated);
+            if let Some(w) = &o.wire {
+                wire.add(o.negotiated.kind.is_resumed(), w);
+            }
+        }
+        // The load experiment's client, when it runs, is the one the variant's figures describe.
+        if !spec.experiments.contains(&ExperimentKind::Load) {
+            out.wire = wire.summary();
         }
         let cpu_end = host::process_cpu_s();
         sampling(spec, false)?;
@@ -557,16 +566,12 @@ impl Load {
             n.handshake = format!("{} (load)", n.handshake);
             Negotiated::tally(&mut out.negotiated, n);
         }
-        out.wire = wire(&r);
+        // Bench's own wire figures (load::wire), taken over as they are.
+        if r.wire.is_some() {
+            out.wire = r.wire.clone();
+        }
         Ok(())
     }
-}
-
-/// The bytes each way, ClientHello size, key shares, HelloRetryRequests and round trips per
-/// kind of handshake, from a load run's result. Empty until the load engine's result carries
-/// them (bench's wire figures): this is where they are taken over, once.
-fn wire(_r: &load::RunResult) -> Vec<WireByKind> {
-    Vec::new()
 }
 
 /// Resumption asked for must be what was obtained (all but none of the measured handshakes);
