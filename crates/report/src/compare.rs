@@ -311,7 +311,7 @@ pub fn verdict_text(c: &Comparison, lower_is_better: bool) -> String {
 pub fn method_words(m: Method) -> &'static str {
     match m {
         Method::PairedRounds => {
-            "rounds as replicates, paired (Student's t over each round's ratio)"
+            "rounds as replicates, paired (signed-rank test and Hodges-Lehmann estimate over the rounds' log ratios)"
         }
         Method::Samples => "every operation a sample (rank test, bootstrap interval)",
         Method::Histograms => {
