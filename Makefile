@@ -52,6 +52,7 @@ bench: build
 	bench/compare-openssl
 	bench/pacing
 	bench/hostile-clients
+	bench/stacks
 
 clean:
 	$(CARGO) clean
