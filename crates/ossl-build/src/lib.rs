@@ -946,6 +946,22 @@ fn copy_tree(from: &Path, to: &Path) -> Result<(), BuildError> {
 mod tests {
     use super::*;
 
+    /// Writes the manifest of an AWS-LC 5.12.0 build under `root/aws-lc` (no libraries): what
+    /// the cache finds for a CMake-built flavour.
+    pub(crate) fn place_aws_lc_manifest(root: &Path) {
+        let manifest = Manifest {
+            version: "aws-lc".into(),
+            flavour: Flavour::AwsLc,
+            flavour_version: "5.12.0".into(),
+            source: "aws-lc-sys 0.47.0".into(),
+            build_seconds: 1.0,
+            configure_args: vec![],
+            built_unix_seconds: 0,
+        };
+        std::fs::create_dir_all(root.join("aws-lc")).unwrap();
+        write_manifest(&root.join("aws-lc").join(MANIFEST_FILE), &manifest).unwrap();
+    }
+
     /// A fresh cache root under the system temp dir.
     fn temp_root(name: &str) -> PathBuf {
         let root = std::env::temp_dir().join(format!("ossl-cache-{name}-{}", std::process::id()));
@@ -1053,17 +1069,7 @@ mod tests {
                "configure_args":["shared"],"built_unix_seconds":0}"#,
         )
         .unwrap();
-        let manifest = Manifest {
-            version: "aws-lc".into(),
-            flavour: Flavour::AwsLc,
-            flavour_version: "5.12.0".into(),
-            source: "aws-lc-sys 0.47.0".into(),
-            build_seconds: 1.0,
-            configure_args: vec![],
-            built_unix_seconds: 0,
-        };
-        std::fs::create_dir_all(root.join("aws-lc")).unwrap();
-        write_manifest(&root.join("aws-lc").join(MANIFEST_FILE), &manifest).unwrap();
+        place_aws_lc_manifest(&root);
         let old = cache.find("3.0.2").unwrap();
         let aws_lc = cache.find("aws-lc").unwrap();
         let listing = cache.listing().unwrap();

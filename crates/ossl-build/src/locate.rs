@@ -92,17 +92,7 @@ mod tests {
         let root = std::env::temp_dir().join(format!("ossl-locate-{}", std::process::id()));
         let cache = BuildCache::new(root.clone());
         let missing = library_source(Some("boringssl"), &cache).unwrap_err();
-        let manifest = crate::Manifest {
-            version: "aws-lc".into(),
-            flavour: crate::Flavour::AwsLc,
-            flavour_version: "5.12.0".into(),
-            source: "aws-lc-sys 0.47.0".into(),
-            build_seconds: 1.0,
-            configure_args: vec![],
-            built_unix_seconds: 0,
-        };
-        std::fs::create_dir_all(root.join("aws-lc")).unwrap();
-        crate::write_manifest(&root.join("aws-lc").join(crate::MANIFEST_FILE), &manifest).unwrap();
+        crate::tests::place_aws_lc_manifest(&root);
         let found = library_source(Some("aws-lc"), &cache).ok();
         std::fs::remove_dir_all(&root).unwrap();
         assert_eq!(found, Some(LibrarySource::Dir(root.join("aws-lc"))));
