@@ -825,7 +825,7 @@ fn served(stdout: &str, label: &str) -> u64 {
 fn issue_13_the_built_in_server_under_the_user_backend_counts_its_own_calls() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
-    let (addr, mut trace) = built_in_server_under_trace(dir.path(), &json, &[]);
+    let (addr, mut trace) = built_in_server_under_trace(dir.path(), &json, &[], &[]);
     bench(
         addr,
         &["--mode", "full", "-n", "60", "-c", "2", "--request", "/"],
@@ -852,20 +852,21 @@ fn issue_13_the_built_in_server_under_the_user_backend_counts_its_own_calls() {
 }
 
 /// `tlsscope serve` on a free port under `trace --backend user --probes handshake,io`, its
-/// command line after `prefix` (e.g. `env NAME=VALUE`); returns once it accepts connections.
-fn built_in_server_under_trace(dir: &Path, json: &Path, prefix: &[&str]) -> (SocketAddr, Child) {
+/// command line after `prefix` (e.g. `env NAME=VALUE`), with tlsscope's `global` options
+/// (e.g. `--openssl DIR`) before `serve`; returns once it accepts connections.
+fn built_in_server_under_trace(
+    dir: &Path,
+    json: &Path,
+    prefix: &[&str],
+    global: &[&str],
+) -> (SocketAddr, Child) {
     let addr = SocketAddr::from(([127, 0, 0, 1], crate::trace::free_port()));
     let listen = addr.to_string();
     let exe = support::bin();
     let mut server = prefix.to_vec();
-    server.extend([
-        exe.to_str().unwrap(),
-        "serve",
-        "--listen",
-        &listen,
-        "--threads",
-        "1",
-    ]);
+    server.push(exe.to_str().unwrap());
+    server.extend_from_slice(global);
+    server.extend(["serve", "--listen", &listen, "--threads", "1"]);
     let mut trace = trace_command(
         dir,
         &["--probes", "handshake,io", "--json", json.to_str().unwrap()],
@@ -886,7 +887,7 @@ fn issue_13_a_failing_wrapper_is_disabled_and_counted_and_the_program_keeps_serv
         "{}=SSL_write",
         inproc_abi::ENV_INJECT_FAILURE.to_str().unwrap()
     );
-    let (addr, trace) = built_in_server_under_trace(dir.path(), &json, &["env", &inject]);
+    let (addr, trace) = built_in_server_under_trace(dir.path(), &json, &["env", &inject], &[]);
     bench(addr, &["--mode", "keepalive", "-n", "300", "-c", "2"]);
     signal(&trace, libc::SIGINT);
     let status = trace.wait_with_output().unwrap().status;
@@ -1142,25 +1143,12 @@ fn sniff_says_nothing_of_libraries_the_target_does_not_load() {
 fn a_flavour_server_under_the_user_backend_counts_exactly(prefix: &Path) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
-    let addr = SocketAddr::from(([127, 0, 0, 1], crate::trace::free_port()));
-    let listen = addr.to_string();
-    let exe = support::bin();
-    let server = [
-        exe.to_str().unwrap(),
-        "--openssl",
-        prefix.to_str().unwrap(),
-        "serve",
-        "--listen",
-        &listen,
-        "--threads",
-        "1",
-    ];
-    let mut trace = trace_command(
+    let (addr, mut trace) = built_in_server_under_trace(
         dir.path(),
-        &["--probes", "handshake,io", "--json", json.to_str().unwrap()],
-        &server,
+        &json,
+        &[],
+        &["--openssl", prefix.to_str().unwrap()],
     );
-    crate::trace::wait_for_port(addr, &mut trace);
     for mode in ["full", "resume"] {
         bench(
             addr,
