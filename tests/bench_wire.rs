@@ -77,6 +77,8 @@ struct Connection {
     server_bytes: u64,
     client_hello_bytes: u64,
     key_shares: Vec<String>,
+    /// The key shares' bytes (hex, as tshark gives them), in the ClientHello's order.
+    key_exchange: Vec<String>,
     hello_retry: bool,
     round_trips: u64,
 }
@@ -234,8 +236,13 @@ fn connection(records: &[Record]) -> Connection {
     .iter()
     .map(|g| group_name(g.parse().unwrap()))
     .collect();
+    let key_exchange = strings(
+        &Value::Array(hello_record.messages.clone()),
+        "tls.handshake.extensions_key_share_key_exchange",
+    );
     Connection {
         resumed,
+        key_exchange,
         client_bytes: sum(true),
         server_bytes: sum(false),
         client_hello_bytes: hello_record.bytes,
@@ -702,5 +709,56 @@ fn openssl_4_0_aws_lc_and_boringssl_clients_count_the_wire_as_tshark_does() {
         );
         assert_eq!(wire["full"]["handshakes"], 1, "{prefix}: {wire}");
         assert_eq!(wire["resumed"]["handshakes"], 3, "{prefix}: {wire}");
+    }
+}
+
+#[test]
+fn a_lean_client_offers_one_key_share_for_the_whole_run_and_a_full_client_a_new_one_each_time() {
+    let prefix = support::openssl_355().to_str().unwrap().to_string();
+    let server = Serve::start_with(&["--openssl", &prefix], &[]);
+    for (work, groups) in [
+        ("lean", "x25519"),
+        ("full", "x25519"),
+        ("lean", "X25519MLKEM768:x25519"),
+        ("full", "X25519MLKEM768:x25519"),
+    ] {
+        let what = format!("{work} client, groups {groups}");
+        let (wire, conns) = run_and_compare(
+            &server,
+            &[],
+            &[
+                "--client-work",
+                work,
+                "--groups",
+                groups,
+                "-n",
+                "6",
+                "--mode",
+                "resume",
+            ],
+            &what,
+        );
+        assert_eq!(conns.len(), 6, "{what}");
+        let shares = groups.split(':').count();
+        assert!(
+            conns.iter().all(|c| c.key_exchange.len() == shares),
+            "{what}: {conns:?}"
+        );
+        let distinct: std::collections::BTreeSet<&Vec<String>> =
+            conns.iter().map(|c| &c.key_exchange).collect();
+        match work {
+            // Full and resumed handshakes alike carry the same share.
+            "lean" => assert_eq!(distinct.len(), 1, "{what}: {distinct:?}"),
+            _ => assert_eq!(distinct.len(), conns.len(), "{what}: {distinct:?}"),
+        }
+        if shares == 2 {
+            // The hybrid's X25519 half is the standalone share, as rustls sends it fresh.
+            for c in &conns {
+                let hybrid = c.key_exchange[0].replace(':', "");
+                let alone = c.key_exchange[1].replace(':', "");
+                assert!(hybrid.ends_with(&alone), "{what}: {c:?}");
+            }
+        }
+        assert_eq!(wire["full"]["hello_retry_requests"], 0, "{what}");
     }
 }

@@ -260,3 +260,139 @@ fn compare_runs_a_hybrid_group_where_the_library_has_it_and_says_why_not_elsewhe
         .collect();
     assert_eq!(groups, ["X25519MLKEM768"], "{v355}");
 }
+
+#[test]
+fn a_lean_client_completes_every_group_it_reuses_and_the_server_counts_each_handshake() {
+    let p = prefix_355();
+    let all = "x25519:secp256r1:secp384r1:X25519MLKEM768:SecP256r1MLKEM768:MLKEM768:MLKEM1024";
+    let server = Serve::start_with(&["--openssl", &p], &["--groups", all]);
+    let groups: Vec<&str> = all.split(':').collect();
+    for group in &groups {
+        let doc = bench(
+            &[],
+            server.addr,
+            &["--groups", group, "--client-work", "lean"],
+        );
+        let client = &doc["result"]["client"];
+        assert_eq!(client["work"], "lean", "{group}: {client}");
+        assert!(
+            client["library"]
+                .as_str()
+                .unwrap()
+                .contains("key share reused"),
+            "{client}"
+        );
+        assert_eq!(negotiated_groups(&doc), [*group], "{doc}");
+        assert_eq!(doc["result"]["handshakes"]["full"], 20, "{group}: {doc}");
+        assert_eq!(doc["result"]["errors_total"], 0, "{group}: {doc}");
+    }
+    // Each run's 20 handshakes, per group, and bench's own check of the target (on the
+    // system's 3.0: the run's group where it has it, else x25519): the server completed
+    // every exchange with the reused shares.
+    let stats = server.stop();
+    let by_group = &stats["handshakes"]["by_group"];
+    for group in &groups {
+        let lean = by_group[group].as_u64().unwrap_or(0);
+        assert!(lean >= 20, "{group}: {stats}");
+    }
+    assert_eq!(stats["handshakes"]["full"], 7 * 21, "{stats}");
+    assert_eq!(stats["handshakes"]["failed"], 0, "{stats}");
+}
+
+#[test]
+fn a_lean_hybrid_offer_completes_on_its_classical_half_when_the_server_takes_only_that() {
+    let p = prefix_355();
+    let server = Serve::start_with(&["--openssl", &p], &["--groups", "x25519"]);
+    let doc = bench(
+        &[],
+        server.addr,
+        &["--groups", "X25519MLKEM768:x25519", "--client-work", "lean"],
+    );
+    assert_eq!(negotiated_groups(&doc), ["x25519"], "{doc}");
+    let full = &doc["result"]["wire"]["full"];
+    // Both shares were offered (the hybrid's X25519 half also stands alone), so the server
+    // took the second without a HelloRetryRequest.
+    assert_eq!(
+        full["key_shares"][0]["groups"],
+        serde_json::json!(["X25519MLKEM768", "x25519"]),
+        "{full}"
+    );
+    assert_eq!(full["hello_retry_requests"], 0, "{full}");
+    assert_eq!(server.stop()["handshakes"]["by_group"]["x25519"], 21);
+}
+
+#[test]
+fn bench_runs_lean_by_default_and_full_when_it_verifies_the_server() {
+    let server = Serve::start(&["--cert-type", "ecdsa-p256"]);
+    let doc = bench(&[], server.addr, &[]);
+    assert_eq!(doc["result"]["client"]["work"], "lean", "{doc}");
+    let ca = server.cert();
+    let doc = bench(
+        &[],
+        server.addr,
+        &[
+            "--verify",
+            "--cafile",
+            ca.to_str().unwrap(),
+            "--sni",
+            "localhost",
+        ],
+    );
+    assert_eq!(doc["result"]["client"]["work"], "full", "{doc}");
+    let doc = bench(&[], server.addr, &["--client-work", "full"]);
+    assert_eq!(doc["result"]["client"]["work"], "full", "{doc}");
+    let doc = bench(&[], server.addr, &["--client-engine", "openssl"]);
+    assert!(doc["result"]["client"].get("work").is_none(), "{doc}");
+}
+
+#[test]
+fn lean_is_refused_with_verification_and_with_an_openssl_client() {
+    let server = Serve::start(&[]);
+    let url = format!("https://{}", server.addr);
+    for (args, says) in [
+        (
+            vec![
+                "bench",
+                &url,
+                "-n",
+                "5",
+                "--client-work",
+                "lean",
+                "--verify",
+            ],
+            "--client-work lean",
+        ),
+        (
+            vec![
+                "bench",
+                &url,
+                "-n",
+                "5",
+                "--client-work",
+                "lean",
+                "--client-engine",
+                "openssl",
+            ],
+            "--client-work",
+        ),
+        (
+            vec![
+                "compare",
+                "--matrix",
+                "--experiment",
+                "load",
+                "--client-engine",
+                "rustls",
+                "--client-work",
+                "lean",
+            ],
+            "--verify off",
+        ),
+    ] {
+        let out = support::tlsscope(&args);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{args:?} ran");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}

@@ -30,6 +30,11 @@ def main():
     out.append(f"{doc['experiment']['count']} handshakes x {doc['experiment']['repeat']} rounds "
                f"per variant; medians [{doc['level'] * 100:.0f}% interval]; verdicts against "
                "the first library under the same settings.")
+    rustls = sorted({v.get("library", "") for v in doc["variants"]
+                     if v["settings"].get("client") == "rustls" and v.get("library")})
+    if rustls:
+        out.append("")
+        out.append("The rustls client: " + "; ".join(rustls) + ".")
     out.append("")
     keys = ["openssl", "cert", "group", "client", "server"]
     head = keys + [h for _, h, _ in METRICS] + ["server CPU vs baseline", "status"]

@@ -330,6 +330,25 @@ impl RustlsProvider {
     }
 }
 
+/// How much of a real client's work the rustls client does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ClientWork {
+    /// A real client's: a fresh key share per connection, the server's signature checked.
+    Full,
+    /// A load generator's: one key share per group for the run, the server's handshake
+    /// signature not checked (the server's work is unchanged).
+    Lean,
+}
+
+impl ClientWork {
+    pub fn typed(self) -> load::rustls_client::Work {
+        match self {
+            ClientWork::Full => load::rustls_client::Work::Full,
+            ClientWork::Lean => load::rustls_client::Work::Lean,
+        }
+    }
+}
+
 /// How TLS 1.2 resumes (TLS 1.3 always uses tickets/PSK).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ResumeKind {
@@ -399,6 +418,11 @@ pub struct BenchArgs {
     /// post-quantum group (ring has none), ring otherwise (the cheaper per handshake).
     #[arg(long, value_enum, value_name = "PROVIDER")]
     pub rustls_provider: Option<RustlsProvider>,
+    /// How much of a real client's work the rustls client does. Default: lean (one key share
+    /// per group for the run, the server's handshake signature not checked, so that one client
+    /// core outruns one server core); full with --verify or --client-work full.
+    #[arg(long, value_enum, value_name = "WORK")]
+    pub client_work: Option<ClientWork>,
     /// Client certificate (PEM), for servers that ask for one; needs --key.
     #[arg(long, value_name = "FILE", requires = "key")]
     pub cert: Option<PathBuf>,
@@ -1138,6 +1162,12 @@ pub struct MatrixOptions {
         value_enum
     )]
     pub client_engine: Vec<ClientEngine>,
+    /// How much of a real client's work the load experiment's rustls client does: lean (one
+    /// key share per group, the server's signature not checked: the server's work is
+    /// unchanged, the client's is cut so that the server is what is measured) or full.
+    /// Default: lean with --verify off, full with --verify on.
+    #[arg(long, value_enum, value_name = "WORK")]
+    pub client_work: Option<ClientWork>,
     /// The load experiment's concurrent connections (a closed loop), each new per handshake.
     #[arg(short = 'c', long, default_value_t = 4, value_parser = at_least_1, allow_negative_numbers = true)]
     pub connections: usize,

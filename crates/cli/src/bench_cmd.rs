@@ -249,6 +249,9 @@ fn engine(
         (Some(ClientEngine::Openssl), _) | (None, true) if a.rustls_provider.is_some() => bail!(
             "--rustls-provider: the client is OpenSSL (--openssl or --client-engine openssl); drop one of them"
         ),
+        (Some(ClientEngine::Openssl), _) | (None, true) if a.client_work.is_some() => bail!(
+            "--client-work: only the rustls client has a lean form, and the client is OpenSSL (--openssl or --client-engine openssl); drop --client-work"
+        ),
         (Some(ClientEngine::Openssl), _) | (None, true) => return Ok(openssl),
         (Some(ClientEngine::Rustls), true) => bail!(
             "--client-engine rustls and --openssl: --openssl chooses an OpenSSL client; give one of them"
@@ -256,7 +259,13 @@ fn engine(
         _ => {}
     }
     let tickets = a.resume != Some(ResumeKind::Id);
+    let work = match (a.client_work, a.peer.verifies()) {
+        (Some(w), _) => w.typed(),
+        (None, true) => load::rustls_client::Work::Full,
+        (None, false) => load::rustls_client::Work::Lean,
+    };
     let trust = load::rustls_client::Trust {
+        work,
         verify: a.peer.verifies().then_some(a.peer.cafile.as_deref()),
         credentials: a.cert.as_deref().zip(a.key.as_deref()),
         keylog: a.tls.keylog_sink(),
@@ -267,13 +276,15 @@ fn engine(
             rustls: Some(r),
             fallback: None,
         }),
-        Err(why) if a.client_engine.is_none() && provider.is_none() => Ok(Engine {
-            fallback: Some(format!(
-                "the client is {} rather than the default rustls: {why}",
-                lib.name()
-            )),
-            ..openssl
-        }),
+        Err(why) if a.client_engine.is_none() && provider.is_none() && a.client_work.is_none() => {
+            Ok(Engine {
+                fallback: Some(format!(
+                    "the client is {} rather than the default rustls: {why}",
+                    lib.name()
+                )),
+                ..openssl
+            })
+        }
         Err(why) if a.client_engine.is_none() => bail!("{why}"),
         Err(why) => bail!("--client-engine rustls: {why}; or use --client-engine openssl"),
     }

@@ -13,8 +13,8 @@ use experiments::compare::worker::{self, WorkerSpec};
 use report::compare::CompareDocument;
 
 use crate::args::{
-    ClientEngine, CompareArgs, CtxChoice, ExperimentChoice, HandshakeChoice, MatrixOptions,
-    ServerChoice,
+    ClientEngine, ClientWork, CompareArgs, CtxChoice, ExperimentChoice, HandshakeChoice,
+    MatrixOptions, ServerChoice,
 };
 
 pub fn run(openssl: Option<&str>, a: &CompareArgs) -> anyhow::Result<ExitCode> {
@@ -118,6 +118,17 @@ fn matrix_config(
     servers.dedup();
     let mut client_engines: Vec<_> = m.client_engine.iter().map(|e| e.typed()).collect();
     client_engines.dedup();
+    let client_work = match (m.client_work, m.verify.on()) {
+        (Some(ClientWork::Lean), true) => crate::usage_bail!(
+            "--client-work lean does not check the server's signature, so it cannot verify the server either; add --verify off, or use --client-work full"
+        ),
+        (Some(ClientWork::Lean), false) if !client_engines.contains(&load::EngineKind::Rustls) => crate::usage_bail!(
+            "--client-work lean: only the rustls client has a lean form; add --client-engine rustls, or drop --client-work"
+        ),
+        (Some(w), _) => w.typed(),
+        (None, true) => load::rustls_client::Work::Full,
+        (None, false) => load::rustls_client::Work::Lean,
+    };
     Ok(MatrixConfig {
         exe: std::env::current_exe().context("finding the tlsscope executable")?,
         libraries,
@@ -162,6 +173,7 @@ fn matrix_config(
         profile,
         servers,
         client_engines,
+        client_work,
         connections: m.connections,
         baseline: m.baseline.typed(),
     })

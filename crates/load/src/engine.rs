@@ -26,11 +26,13 @@ impl Client<'_> {
                 engine: EngineKind::Openssl,
                 library: ctx.library().name().to_string(),
                 provider: None,
+                work: None,
             },
             Client::Rustls(r) => ClientInfo {
                 engine: EngineKind::Rustls,
                 library: r.description(),
                 provider: Some(r.provider().name().to_string()),
+                work: Some(r.work().name().to_string()),
             },
         }
     }
@@ -63,6 +65,9 @@ pub struct ClientInfo {
     /// The rustls client's crypto provider ("ring", "aws-lc-rs"); absent for OpenSSL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// The rustls client's work ("full", "lean"); absent for OpenSSL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<String>,
 }
 
 /// How a call on a connection ended.

@@ -10,6 +10,7 @@ pub mod memory;
 mod pacer;
 mod record;
 pub mod result;
+mod reused_share;
 pub mod rustls_client;
 pub mod wire;
 mod worker;

@@ -172,13 +172,48 @@ const OPENSSL_SIGALG_ORDER: &[u16] = &[
     0x0501, 0x0601, 0x0203, 0x0201,
 ];
 
+/// How much of a real client's work the rustls client does for each handshake.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Work {
+    /// What a real client does: a fresh key share for every connection, and the server's
+    /// handshake signature checked (and the chain, when verifying).
+    #[default]
+    Full,
+    /// A load generator's client, so that one client core outruns one server core: one key
+    /// share per group for the whole process (see `reused_share`), and the server's handshake
+    /// signature read (its scheme is still reported) but not checked. The server does all of
+    /// its work, as for any client. Not with chain verification.
+    Lean,
+}
+
+impl Work {
+    /// The name `--client-work` takes and results give.
+    pub fn name(self) -> &'static str {
+        match self {
+            Work::Full => "full",
+            Work::Lean => "lean",
+        }
+    }
+
+    /// What the client skipped, as results say it.
+    pub fn description(self) -> &'static str {
+        match self {
+            Work::Full => "full client work",
+            Work::Lean => "lean: key share reused, server signature not checked",
+        }
+    }
+}
+
 /// How a run's client trusts the server and shows itself: verification, a client
-/// certificate, the key log.
+/// certificate, the key log; and how much of a real client's work it does.
 #[derive(Default)]
 pub struct Trust<'a> {
     /// `Some(Some(file))`: verify against a CA file; `Some(None)`: against the system's store;
-    /// `None`: accept any certificate (the handshake signature is still checked).
+    /// `None`: accept any certificate (the handshake signature is still checked, unless lean).
     pub verify: Option<Option<&'a Path>>,
+    /// Full or lean (lean refuses `verify`).
+    pub work: Work,
     /// A client certificate and its key (PEM files).
     pub credentials: Option<(&'a Path, &'a Path)>,
     /// Where the NSS key log lines go.
@@ -188,6 +223,7 @@ pub struct Trust<'a> {
 /// A configured rustls client: what every slot's connections are made from.
 pub struct RustlsClient {
     provider: Provider,
+    work: Work,
     base: ClientConfig,
     webpki: Option<Arc<WebPkiServerVerifier>>,
     algorithms: WebPkiSupportedAlgorithms,
@@ -208,6 +244,13 @@ impl RustlsClient {
         lib: Option<&'static ossl::Library>,
         provider: Option<Provider>,
     ) -> Result<RustlsClient, String> {
+        if trust.work == Work::Lean && trust.verify.is_some() {
+            return Err(
+                "--client-work lean does not check the server's signature, so it cannot \
+                 verify the server either; use --client-work full with --verify"
+                    .to_string(),
+            );
+        }
         let anchors = trust.verify.map(trust_anchors).transpose()?;
         let ml_dsa = anchors
             .as_ref()
@@ -226,6 +269,9 @@ impl RustlsClient {
         if let Some(list) = &settings.groups {
             provider.kx_groups = groups(kind, list)?;
         }
+        if trust.work == Work::Lean {
+            provider.kx_groups = reused_shares(&provider.kx_groups);
+        }
         let algorithms = provider.signature_verification_algorithms;
         let schemes = match &settings.sigalgs {
             Some(list) => sigalgs(&algorithms, list)?,
@@ -235,6 +281,7 @@ impl RustlsClient {
         let webpki = anchors.map(|a| webpki_verifier(a, &provider)).transpose()?;
         let verifier = Arc::new(SlotVerifier {
             webpki: webpki.clone(),
+            check_signature: trust.work == Work::Full,
             algorithms,
             schemes: schemes.clone(),
             slot: Arc::new(SlotState::default()),
@@ -258,6 +305,7 @@ impl RustlsClient {
         }
         Ok(RustlsClient {
             provider: kind,
+            work: trust.work,
             base,
             webpki,
             algorithms,
@@ -272,9 +320,21 @@ impl RustlsClient {
     }
 
     /// The engine's name, release and provider, as results give them
-    /// ("rustls 0.23.46 (aws-lc-rs 1.19.0)").
+    /// ("rustls 0.23.46 (aws-lc-rs 1.19.0)"), and, when lean, what it skips.
     pub fn description(&self) -> String {
-        format!("rustls {RUSTLS_VERSION} ({})", self.provider.description())
+        let lean = match self.work {
+            Work::Full => String::new(),
+            Work::Lean => format!(", {}", Work::Lean.description()),
+        };
+        format!(
+            "rustls {RUSTLS_VERSION} ({}){lean}",
+            self.provider.description()
+        )
+    }
+
+    /// Full or lean.
+    pub fn work(&self) -> Work {
+        self.work
     }
 
     /// The provider the client runs on.
@@ -332,6 +392,7 @@ impl RustlsClient {
             .dangerous()
             .set_certificate_verifier(Arc::new(SlotVerifier {
                 webpki: self.webpki.clone(),
+                check_signature: self.work == Work::Full,
                 algorithms: self.algorithms,
                 schemes: self.schemes.clone(),
                 slot: state.clone(),
@@ -463,6 +524,15 @@ fn groups(
         }
     }
     Ok(out)
+}
+
+/// A lean client's groups: each one's reused form where there is one, the provider's own
+/// (a fresh share per connection) where not.
+fn reused_shares(groups: &[&'static dyn SupportedKxGroup]) -> Vec<&'static dyn SupportedKxGroup> {
+    groups
+        .iter()
+        .map(|g| crate::reused_share::reused(g.name()).unwrap_or(*g))
+        .collect()
 }
 
 fn sigalgs(
@@ -680,6 +750,8 @@ impl ClientSessionStore for SlotStore {
 #[derive(Debug)]
 struct SlotVerifier {
     webpki: Option<Arc<WebPkiServerVerifier>>,
+    /// False for a lean client: the signature's scheme is noted, the signature not checked.
+    check_signature: bool,
     algorithms: WebPkiSupportedAlgorithms,
     schemes: Vec<SignatureScheme>,
     slot: Arc<SlotState>,
@@ -707,6 +779,9 @@ impl ServerCertVerifier for SlotVerifier {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.slot.signature.store(u16::from(dss.scheme), Relaxed);
+        if !self.check_signature {
+            return Ok(HandshakeSignatureValid::assertion());
+        }
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
     }
 
@@ -717,6 +792,9 @@ impl ServerCertVerifier for SlotVerifier {
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
         self.slot.signature.store(u16::from(dss.scheme), Relaxed);
+        if !self.check_signature {
+            return Ok(HandshakeSignatureValid::assertion());
+        }
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
     }
 

@@ -82,6 +82,8 @@ pub struct MatrixConfig {
     pub servers: Vec<ServerKind>,
     /// The load experiment's clients.
     pub client_engines: Vec<load::EngineKind>,
+    /// How much of a real client's work the load experiment's rustls client does.
+    pub client_work: load::rustls_client::Work,
     /// The load experiment's concurrent connections (a closed loop).
     pub connections: usize,
     /// What each variant is compared with.
@@ -672,6 +674,7 @@ pub fn run(
             },
             connections: c.connections,
             client_engine: p.client_engine,
+            client_work: c.client_work,
             server_pid: server.map(|s| s.process().pid()),
         };
         let sampler = sampler.as_ref().map(|(s, _)| s);

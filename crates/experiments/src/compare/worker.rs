@@ -60,6 +60,9 @@ pub struct WorkerSpec {
     /// Which client makes the load experiment's connections.
     #[serde(default)]
     pub client_engine: load::EngineKind,
+    /// Full or lean, for a rustls client.
+    #[serde(default)]
+    pub client_work: load::rustls_client::Work,
     /// The server's PID, whose CPU the load experiment reads over its window.
     #[serde(default)]
     pub server_pid: Option<u32>,
@@ -468,6 +471,7 @@ impl Load {
             load::EngineKind::Openssl => None,
             load::EngineKind::Rustls => {
                 let trust = load::rustls_client::Trust {
+                    work: spec.client_work,
                     verify: spec.cafile.as_deref().map(Some),
                     credentials: None,
                     keylog: None,
