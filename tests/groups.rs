@@ -396,3 +396,57 @@ fn lean_is_refused_with_verification_and_with_an_openssl_client() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+#[test]
+fn a_server_library_without_the_group_is_a_not_run_row_and_serve_exits_3() {
+    // serve itself: a library that lacks what was asked exits 3, not 1.
+    let out = support::tlsscope(&["serve", "--groups", "X25519MLKEM768", "-d", "1"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    support::assert_error_line(&out, &["has no key exchange group X25519MLKEM768"]);
+
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("compare.json");
+    let libraries = format!("system,{}", prefix_355());
+    let out = support::tlsscope(&[
+        "--openssl",
+        &libraries,
+        "compare",
+        "--matrix",
+        "--side",
+        "server",
+        "--experiment",
+        "load",
+        "--server",
+        "builtin,nginx",
+        "--client-engine",
+        "rustls",
+        "--groups",
+        "X25519MLKEM768",
+        "--verify",
+        "off",
+        "-n",
+        "20",
+        "--repeat",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    // Nothing failed: the system's rows were not run, and say why.
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    support::assert_matches_schema(&doc, "compare.v1");
+    for v in doc["variants"].as_array().unwrap() {
+        let system = v["settings"]["openssl"] == "system";
+        if system {
+            let why = v["not_run"].as_str().unwrap_or_default();
+            assert!(
+                why.contains("has no key exchange group X25519MLKEM768"),
+                "{v}"
+            );
+            assert!(v["error"].is_null(), "{v}");
+        } else {
+            assert!(v["error"].is_null() && v["not_run"].is_null(), "{v}");
+            assert_eq!(v["negotiated"][0]["group"], "X25519MLKEM768", "{v}");
+        }
+    }
+}

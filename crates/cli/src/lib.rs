@@ -46,9 +46,25 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode
             Some(usage) => usage_line(&usage.0, &argv),
             None => {
                 eprintln!("tlsscope: error: {}", one_line(&e));
-                ExitCode::FAILURE
+                failure_status(&e)
             }
         },
+    }
+}
+
+/// Exit status 3 when the library under test lacks what was asked (a group, a key type, a
+/// feature: compare's matrix reports such a variant as not run), 1 for any other failure.
+fn failure_status(e: &anyhow::Error) -> ExitCode {
+    let lacks = e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<ossl::Error>(),
+            Some(ossl::Error::NotInLibrary { .. })
+        )
+    });
+    if lacks {
+        ExitCode::from(experiments::servers::EXIT_NOT_IN_LIBRARY)
+    } else {
+        ExitCode::FAILURE
     }
 }
 

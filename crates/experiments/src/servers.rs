@@ -100,9 +100,36 @@ pub struct Builtin<'a> {
     pub prepare: Option<&'a dyn Fn(&mut Command)>,
 }
 
+/// The exit status of a tlsscope command whose library lacks what was asked (a group, a key
+/// type, a feature): told apart from other failures, so a matrix can say "not run" and why.
+pub const EXIT_NOT_IN_LIBRARY: u8 = 3;
+
+/// Why a built-in server did not start.
+#[derive(Debug)]
+pub enum NotStarted {
+    /// Its library lacks what the settings ask for (serve's own one-line reason).
+    NotInLibrary(String),
+    /// Anything else.
+    Failed(Error),
+}
+
+impl From<Error> for NotStarted {
+    fn from(e: Error) -> NotStarted {
+        NotStarted::Failed(e)
+    }
+}
+
 /// `tlsscope [--openssl X] serve` as a child, pinned, on a free loopback port; it says where it
 /// listens in a machine-readable first line.
 pub fn start_builtin(b: &Builtin<'_>) -> Result<ServerProcess> {
+    try_start_builtin(b).map_err(|e| match e {
+        NotStarted::NotInLibrary(why) => Error::msg(format!("tlsscope serve did not start: {why}")),
+        NotStarted::Failed(e) => e,
+    })
+}
+
+/// [`start_builtin`], telling a library that lacks what was asked from other failures.
+pub fn try_start_builtin(b: &Builtin<'_>) -> std::result::Result<ServerProcess, NotStarted> {
     let mut cmd = Command::new(b.exe);
     if let Some(o) = b.openssl {
         cmd.args(["--openssl", o]);
@@ -153,7 +180,15 @@ pub fn start_builtin(b: &Builtin<'_>) -> Result<ServerProcess> {
             if let Some(mut e) = server.child.stderr.take() {
                 let _ = std::io::Read::read_to_string(&mut e, &mut err);
             }
-            fail!("tlsscope serve did not start: {}", err.trim())
+            // Its stderr is closed: it has ended, or is about to.
+            let status = server.child.wait().ok().and_then(|s| s.code());
+            server.stopped = true;
+            let why = err.trim();
+            if status == Some(i32::from(EXIT_NOT_IN_LIBRARY)) {
+                let why = why.strip_prefix("tlsscope: error: ").unwrap_or(why);
+                return Err(NotStarted::NotInLibrary(why.to_string()));
+            }
+            Err(Error::msg(format!("tlsscope serve did not start: {why}")).into())
         }
     }
 }

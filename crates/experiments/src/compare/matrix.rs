@@ -16,7 +16,8 @@ use super::{ExperimentKind, Tls};
 use crate::error::{Context, Error, Result};
 use crate::fail;
 use crate::servers::{
-    mapped_libssl, start_builtin, start_nginx, Builtin, Nginx, NginxServer, ServerProcess,
+    mapped_libssl, start_nginx, try_start_builtin, Builtin, Nginx, NginxServer, NotStarted,
+    ServerProcess,
 };
 
 /// Which side's library the variants change.
@@ -448,14 +449,29 @@ fn start_server(
     index: usize,
 ) -> std::result::Result<Server, NoServer> {
     match key.kind {
-        ServerKind::Builtin => start_builtin_server(c, key, dir, index)
-            .map_err(|e| NoServer::Failed(format!("the server did not start: {e}"))),
+        ServerKind::Builtin => start_builtin_server(c, key, dir, index).map_err(|e| match e {
+            NotStarted::NotInLibrary(why) => NoServer::NotRun(why),
+            NotStarted::Failed(e) => NoServer::Failed(format!("the server did not start: {e}")),
+        }),
         ServerKind::Nginx => {
             let name = key.library.as_deref().unwrap_or("system");
             let lib_dir = match prefix {
                 Some(p) => Some(nginx_library_dir(p, name).map_err(NoServer::NotRun)?),
                 None => None,
             };
+            // nginx only says its group list failed: the built-in server on the same library
+            // and groups says whether the library lacks one (and stops at once).
+            if key.groups.is_some() {
+                let builtin = ServerKey {
+                    kind: ServerKind::Builtin,
+                    ..key.clone()
+                };
+                if let Err(NotStarted::NotInLibrary(why)) =
+                    start_builtin_server(c, &builtin, dir, index)
+                {
+                    return Err(NoServer::NotRun(why));
+                }
+            }
             start_nginx_server(c, key, lib_dir.as_deref(), dir, index)
                 .map_err(|e| NoServer::Failed(format!("nginx: {e}")))
         }
@@ -477,7 +493,7 @@ fn start_builtin_server(
     key: &ServerKey,
     dir: &Path,
     index: usize,
-) -> Result<Server> {
+) -> std::result::Result<Server, NotStarted> {
     let cert_out = dir.join(format!("server-{index}.pem"));
     let stats = dir.join(format!("server-{index}-stats.json"));
     let mut extra = vec![
@@ -493,7 +509,7 @@ fn start_builtin_server(
         extra.extend(["--session-cache", "off", "--tickets", "off"].map(String::from));
     }
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let process = start_builtin(&Builtin {
+    let process = try_start_builtin(&Builtin {
         exe: &c.exe,
         openssl: key.library.as_deref(),
         cert_type: key.cert,

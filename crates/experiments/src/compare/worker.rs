@@ -453,9 +453,15 @@ impl Engine {
 /// CPU per handshake and the server's busy share, each as bench computes them over the
 /// measured window.
 struct Load {
-    openssl: ossl::Context,
-    rustls: Option<load::RustlsClient>,
+    client: LoadClient,
     target: SocketAddr,
+}
+
+/// The load experiment's client: only the one the variant names is made (a rustls client
+/// needs no OpenSSL context, nor the client library to have the variant's groups).
+enum LoadClient {
+    Openssl(ossl::Context),
+    Rustls(load::RustlsClient),
 }
 
 /// Local addresses the load experiment connects from: a round of full handshakes leaves its
@@ -466,9 +472,10 @@ impl Load {
     fn new(lib: &'static ossl::Library, spec: &WorkerSpec) -> Result<Load> {
         let target = spec.target.context("no server to connect to")?;
         let settings = settings(spec);
-        let openssl = client_context(lib, &settings, spec.cafile.as_deref())?;
-        let rustls = match spec.client_engine {
-            load::EngineKind::Openssl => None,
+        let client = match spec.client_engine {
+            load::EngineKind::Openssl => {
+                LoadClient::Openssl(client_context(lib, &settings, spec.cafile.as_deref())?)
+            }
             load::EngineKind::Rustls => {
                 let trust = load::rustls_client::Trust {
                     work: spec.client_work,
@@ -476,17 +483,13 @@ impl Load {
                     credentials: None,
                     keylog: None,
                 };
-                Some(
+                LoadClient::Rustls(
                     load::RustlsClient::new(&settings, trust, Some(lib), None)
                         .map_err(Error::msg)?,
                 )
             }
         };
-        Ok(Load {
-            openssl,
-            rustls,
-            target,
-        })
+        Ok(Load { client, target })
     }
 
     fn config(&self, spec: &WorkerSpec, count: u64) -> load::LoadConfig {
@@ -520,9 +523,9 @@ impl Load {
     /// One run of `count` connections, checked as bench checks its runs; a warm-up only for
     /// errors (its slots may end before they have a session to offer).
     fn run(&self, spec: &WorkerSpec, count: u64, warm_up: bool) -> Result<load::RunResult> {
-        let client = match &self.rustls {
-            Some(r) => load::Client::Rustls(r),
-            None => load::Client::Openssl(&self.openssl),
+        let client = match &self.client {
+            LoadClient::Rustls(r) => load::Client::Rustls(r),
+            LoadClient::Openssl(ctx) => load::Client::Openssl(ctx),
         };
         let never = std::sync::atomic::AtomicBool::new(false);
         let (mut r, _) = crate::bench::run(client, self.config(spec, count), &never, &|_| {})?;
