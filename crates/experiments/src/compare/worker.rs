@@ -461,7 +461,7 @@ struct Load {
 /// needs no OpenSSL context, nor the client library to have the variant's groups).
 enum LoadClient {
     Openssl(ossl::Context),
-    Rustls(load::RustlsClient),
+    Rustls(Box<load::RustlsClient>),
 }
 
 /// Local addresses the load experiment connects from: a round of full handshakes leaves its
@@ -483,10 +483,10 @@ impl Load {
                     credentials: None,
                     keylog: None,
                 };
-                LoadClient::Rustls(
+                LoadClient::Rustls(Box::new(
                     load::RustlsClient::new(&settings, trust, Some(lib), None)
                         .map_err(Error::msg)?,
-                )
+                ))
             }
         };
         Ok(Load { client, target })
