@@ -24,7 +24,7 @@ pub fn run(
     let signals = StopFlags::install()?;
     let (doc, rows) = measure(library, openssl_given, a, &signals.stop)?;
     if let Some(out) = &a.json {
-        out.write_with(|w| Ok(report::bench_json(w, &doc)?))?;
+        out.write_with(|w| Ok(doc.write_json(w)?))?;
     }
     if let Some(out) = &a.csv {
         out.write_with(|w| Ok(report::bench_csv(w, &rows)?))?;
@@ -47,7 +47,10 @@ pub fn measure(
     openssl_given: bool,
     a: &BenchArgs,
     interrupted: &AtomicBool,
-) -> anyhow::Result<(report::BenchDocument, Vec<load::result::ConnectionRow>)> {
+) -> anyhow::Result<(
+    model::bench::BenchDocument,
+    Vec<load::result::ConnectionRow>,
+)> {
     let mode = mode(a)?;
     let exporter = std::sync::Mutex::new(experiments::metrics::Exporter::bind(
         a.metrics.metrics_listen,
@@ -143,7 +146,7 @@ pub fn measure(
     if std::io::stderr().is_terminal() {
         eprint!("\r\x1b[K");
     }
-    Ok((report::BenchDocument::new(environment, result), rows))
+    Ok((model::bench::BenchDocument::new(environment, result), rows))
 }
 
 /// The run's exit status: errors and an unmet resumption rule fail it, after the figures; else

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use experiments::compare::matrix::{self, Event, MatrixConfig};
 use experiments::compare::worker::{self, WorkerSpec};
-use report::compare::CompareDocument;
+use model::compare::CompareDocument;
 
 use crate::args::{
     ClientEngine, ClientWork, CompareArgs, CtxChoice, ExperimentChoice, HandshakeChoice,
@@ -244,7 +244,7 @@ fn worker_setup(
 /// The files first: a stdout that fails (full, closed) loses no file.
 fn write_outputs(doc: &CompareDocument, a: &CompareArgs) -> anyhow::Result<()> {
     if let Some(out) = &a.json {
-        out.write((serde_json::to_string_pretty(doc)? + "\n").as_bytes())?;
+        out.write_with(|w| Ok(doc.write_json(w)?))?;
     }
     if let Some(out) = &a.markdown {
         out.write(report::compare::markdown(doc).as_bytes())?;

@@ -53,7 +53,7 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
     }
     out.flush()?;
     let mut rates: Vec<Rates> = Vec::new();
-    let mut kept: Vec<report::lab_page::LabExperiment> = Vec::new();
+    let mut kept: Vec<model::lab::LabExperiment> = Vec::new();
     let summary = lab::run(&config, lib, &signals.stop, |e, measured| {
         let mut text = format!("\n== {}\n", e.name);
         if a.html.is_some() {
@@ -139,16 +139,16 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
 fn keep<E: std::fmt::Display>(
     name: &str,
     measured: &Result<lab::Measured, E>,
-) -> report::lab_page::LabExperiment {
+) -> model::lab::LabExperiment {
     match measured {
-        Ok(m) => report::lab_page::LabExperiment {
+        Ok(m) => model::lab::LabExperiment {
             name: name.to_string(),
             note: m.note.clone(),
             untraced: Some(m.untraced.clone()),
             traced: m
                 .traced
                 .iter()
-                .map(|t| report::lab_page::LabTraced {
+                .map(|t| model::lab::LabTraced {
                     backend: t.backend.describe().to_string(),
                     result: t.result.clone(),
                     calls: t.calls.clone(),
@@ -156,7 +156,7 @@ fn keep<E: std::fmt::Display>(
                 .collect(),
             error: None,
         },
-        Err(e) => report::lab_page::LabExperiment {
+        Err(e) => model::lab::LabExperiment {
             name: name.to_string(),
             note: None,
             untraced: None,

@@ -126,8 +126,9 @@ fn matrix(openssl: Option<&str>, a: &ProfileArgs) -> anyhow::Result<ExitCode> {
     let doc = crate::compare_cmd::run_matrix(openssl, &a.m, Some(out_dir), &signals.stop)?;
     let dir = &out_dir.path;
     let json = dir.join("compare.json");
-    std::fs::write(&json, serde_json::to_string_pretty(&doc)? + "\n")
-        .with_context(|| format!("writing {}", json.display()))?;
+    let mut bytes = Vec::new();
+    doc.write_json(&mut bytes)?;
+    std::fs::write(&json, bytes).with_context(|| format!("writing {}", json.display()))?;
     let table = std::fs::read_to_string(dir.join("profile.txt")).unwrap_or_default();
     crate::output::to_stdout(report::compare::text(&doc) + "\n" + &table)?;
     Ok(crate::compare_cmd::exit_status(&doc))

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use experiments::trace;
 use probes::{Buckets, Selection, Target, Threads, TraceConfig};
-use report::trace::{trace_footer, trace_json, trace_text};
+use report::trace::{trace_footer, trace_text};
 
 use crate::args::TraceArgs;
 use crate::signals::StopFlags;
@@ -115,12 +115,12 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
     if let Some(addr) = exporter.addr() {
         eprintln!("tlsscope trace: metrics at http://{addr}/metrics");
     }
-    let mut intervals: Vec<report::trace_page::Interval> = Vec::new();
+    let mut intervals: Vec<model::trace::Interval> = Vec::new();
     let keep_intervals = a.html.is_some();
-    let mut print = |functions: &[report::trace::FunctionStats], end: trace::IntervalEnd| {
+    let mut print = |functions: &[model::trace::FunctionStats], end: trace::IntervalEnd| {
         // The page plots calls per interval: a partial one would show as a false drop.
         if keep_intervals && !end.partial {
-            intervals.push(report::trace_page::Interval {
+            intervals.push(model::trace::Interval {
                 at_s: end.at.as_secs_f64(),
                 functions: functions.to_vec(),
             });
@@ -181,7 +181,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
 
     // The file first: a stdout that fails (full, closed) loses no file.
     if let Some(out) = &a.json {
-        out.write_with(|w| Ok(trace_json(w, &doc)?))?;
+        out.write_with(|w| Ok(doc.write_json(w)?))?;
     }
     if let Some(out) = &a.html {
         out.write(report::trace_page::page(&doc, &intervals).as_bytes())?;

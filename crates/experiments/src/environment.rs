@@ -2,7 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use report::Environment;
+use model::Environment;
 
 /// Describes this machine and the run (`command_line` as the user typed it), with the OpenSSL
 /// under test.
@@ -52,7 +52,7 @@ pub fn note_traced<'a>(environment: &mut Environment, paths: impl IntoIterator<I
             environment.library_version_number = number;
             environment.library_path = path.to_string();
         }
-        environment.traced_libraries.push(report::TracedLibrary {
+        environment.traced_libraries.push(model::TracedLibrary {
             path: path.to_string(),
             version: text,
             version_number: number,

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use load::{LoadConfig, Mode, ResumeBy, RunResult};
+use model::trace::FunctionStats;
 use ossl::{CertType, TlsVersion};
 use probes::user::UserTracer;
 use probes::{Buckets, Calibration, Groups, Plan, Selection, Target, Threads, TraceConfig, Tracer};
-use report::trace::FunctionStats;
 
 use crate::client::{client_context, connect_once, ClientOptions, Probe};
 use crate::error::{Context, Error, Result};

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use model::sniff::{Losses, Record, Tally};
 use probes::sniff::{
     Assembler, Call, Capture, Direction, Polled, SniffConfig, SniffCounters, Sniffer,
 };
@@ -16,9 +17,7 @@ use crate::error::Result;
 use crate::fail;
 use crate::trace::BackendChoice;
 use report::pcap::PcapWriter;
-use report::sniff::{
-    push_hex, push_text, redact_headers, write_json, write_lost_line, Losses, Record, Tally,
-};
+use report::sniff::{push_hex, push_text, redact_headers, write_json, write_lost_line};
 
 /// What to sniff and how, as typed values.
 pub struct Request<'a> {
@@ -131,7 +130,7 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
 /// Where the kernel probes sit, as trace says it: "placement: 6 of 8 functions on emulated
 /// instructions (2 entry, 4 callee); single-stepped: ...".
 fn placement_note(attached: &[probes::AttachPoint]) -> Option<String> {
-    let docs: Vec<(&str, report::trace::PlacementDoc)> = attached
+    let docs: Vec<(&str, model::trace::PlacementDoc)> = attached
         .iter()
         .map(|p| (p.function.name, crate::trace::placement_doc(p)))
         .collect();

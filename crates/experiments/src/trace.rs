@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use probes::latency::SYSCALL_EXITS_EFFECT;
-use probes::{catalog, Buckets, Edge, Outcome, Snapshot, Target, Trace};
-use report::trace::{
+use model::trace::{
     BucketScheme, FunctionStats, KernelHookDoc, MissingDoc, Overhead, PlacementDoc, ProbeDoc,
     TraceDocument, WrapperFailureDoc,
 };
+use probes::latency::SYSCALL_EXITS_EFFECT;
+use probes::{catalog, Buckets, Edge, Outcome, Snapshot, Target, Trace};
 use stats::buckets::{summarize, Bucket};
 
 use crate::error::Result;
@@ -98,7 +98,7 @@ pub fn document(
     buckets: Buckets,
     tracer: &dyn Trace,
     elapsed: Duration,
-    environment: report::Environment,
+    environment: model::Environment,
 ) -> TraceDocument {
     let mut doc = TraceDocument::new(environment);
     doc.backend = tracer.backend().name().to_string();

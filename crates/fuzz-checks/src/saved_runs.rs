@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use experiments::compare::saved::load_texts;
-use report::compare::CompareDocument;
+use model::compare::CompareDocument;
 
 /// The confidence level `compare` uses unless told otherwise.
 const LEVEL: f64 = 0.95;
@@ -29,7 +29,7 @@ pub fn check(data: &[u8]) {
         (PathBuf::from("a.json"), first),
         (PathBuf::from("b.json"), second),
     ];
-    match load_texts(&texts, LEVEL, 0.01, report::Environment::default()) {
+    match load_texts(&texts, LEVEL, 0.01, model::Environment::default()) {
         Ok(doc) => check_document(&doc),
         Err(e) => {
             let message = e.to_string();

@@ -2,12 +2,12 @@
 //! handshakes obtained, CPU, latency table), the operations and errors per second, and each
 //! phase's latency by percentile on a log axis (HDR-style: the tail gets the room).
 
+use model::bench::BenchDocument;
 use plotters::prelude::*;
 use stats::LatencySummary;
 
 use crate::html::{escape, figure};
 use crate::plot::{color, draw_legend, draw_lines, legend_of, with_legend_height, Mark};
-use crate::BenchDocument;
 
 const WIDTH: u32 = 860;
 const HEIGHT: u32 = 380;

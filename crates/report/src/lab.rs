@@ -5,9 +5,9 @@
 use std::fmt::Write as _;
 
 use load::RunResult;
+use model::trace::FunctionStats;
 
 use crate::duration;
-use crate::trace::FunctionStats;
 
 /// One traced run of an experiment: who traced, the load's result, the server's calls.
 pub struct Traced<'a> {

@@ -5,34 +5,19 @@
 //! as histograms per function and outcome.
 
 use load::RunResult;
+use model::lab::{LabExperiment, LabTraced};
+use model::trace::FunctionStats;
+use model::Environment;
 use plotters::prelude::*;
 
 use crate::compare::Table;
+use crate::duration;
 use crate::html::{escape, figure, html_table};
 use crate::lab::unit;
 use crate::plot::{color, draw_legend, with_legend_height, Mark};
-use crate::trace::FunctionStats;
-use crate::{duration, Environment};
 
 const WIDTH: u32 = 860;
 const HEIGHT: u32 = 360;
-
-/// One experiment as the lab ran it.
-pub struct LabExperiment {
-    pub name: String,
-    pub note: Option<String>,
-    /// None when the experiment failed (`error` says why).
-    pub untraced: Option<RunResult>,
-    pub traced: Vec<LabTraced>,
-    pub error: Option<String>,
-}
-
-/// One traced run: who traced, the load's result, the server's calls.
-pub struct LabTraced {
-    pub backend: String,
-    pub result: RunResult,
-    pub calls: Vec<FunctionStats>,
-}
 
 /// The page; `notes` are the closing lines of the text report (probe cost, what was not
 /// traced).

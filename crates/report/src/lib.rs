@@ -1,5 +1,6 @@
-//! `report`: renders results for people (text) and programs (JSON with a versioned schema, CSV).
-//! Text is rendered from the same data as the JSON.
+//! `report`: renders results for people (text, HTML pages, plots) and for other tools (CSV,
+//! pprof, pcap, Prometheus). The documents it renders live in `model`; text is rendered from
+//! the same data as the JSON.
 
 pub mod bench_page;
 pub mod compare;
@@ -21,74 +22,8 @@ use std::io::{self, Write};
 
 use load::result::{ConnectionRow, RunMode, RunResult};
 use load::wire::{FigureSummary, WireKind, WireSummary};
-use serde::{Deserialize, Serialize};
+use model::Environment;
 use stats::LatencySummary;
-
-/// The version of the bench JSON document; `schemas/bench.v1.schema.json` describes it.
-pub const BENCH_SCHEMA_VERSION: u32 = 1;
-
-/// Where and with what a run was made.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Environment {
-    pub tlsscope_version: String,
-    /// The client's library and version ("OpenSSL 3.5.5", "AWS-LC 5.12.0", "BoringSSL API
-    /// 44"); in trace and sniff, the traced library as its file names itself.
-    pub library: String,
-    /// Its flavour: "OpenSSL", "AWS-LC" or "BoringSSL"; empty where none was loaded or the
-    /// traced file does not say (absent in documents from before issue 31).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub library_flavour: String,
-    pub library_version_number: u64,
-    pub library_path: String,
-    pub kernel: String,
-    pub cpu_model: String,
-    pub cpus: usize,
-    pub hostname: String,
-    pub command_line: Vec<String>,
-    /// UTC start time, RFC 3339.
-    pub started_at: String,
-    /// trace and sniff: each library file the probes are in, as it names itself (the
-    /// `library` fields above then describe the first). Absent elsewhere.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub traced_libraries: Vec<TracedLibrary>,
-}
-
-/// A library file tlsscope observed.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TracedLibrary {
-    pub path: String,
-    /// "OpenSSL 3.0.19 27 Jan 2026", "GnuTLS 3.7.9", "NSS 3.87.1", as the file (or an OpenSSL
-    /// libssl's libcrypto) holds it; empty when it holds none tlsscope knows (NSPR's libnspr4).
-    pub version: String,
-    /// OpenSSL's `OPENSSL_VERSION_NUMBER`; 0 for the others.
-    pub version_number: u64,
-}
-
-/// The JSON document `tlsscope bench --json` writes.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct BenchDocument {
-    pub schema_version: u32,
-    pub kind: String,
-    pub environment: Environment,
-    pub result: RunResult,
-}
-
-impl BenchDocument {
-    pub fn new(environment: Environment, result: RunResult) -> BenchDocument {
-        BenchDocument {
-            schema_version: BENCH_SCHEMA_VERSION,
-            kind: "bench".into(),
-            environment,
-            result,
-        }
-    }
-}
-
-/// Writes the document as pretty JSON.
-pub fn bench_json(w: &mut impl Write, doc: &BenchDocument) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *w, doc)?;
-    writeln!(w)
-}
 
 /// The CSV header of [`bench_csv`].
 pub const CSV_HEADER: &str = "thread,start_us,connect_us,handshake_us,ttfb_us,request_us,\

@@ -8,14 +8,13 @@
 
 use std::collections::BTreeMap;
 
+use model::trace::{FunctionStats, WrapperFailureDoc};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
-
-use crate::trace::{FunctionStats, WrapperFailureDoc};
 
 /// What a running trace has counted, as metrics: cumulative since it started.
 #[derive(Clone, Debug, Default)]

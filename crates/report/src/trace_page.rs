@@ -2,6 +2,7 @@
 //! probes, the stats table, a histogram per function and outcome (ssllatency's `@hist` and
 //! `@histF` side by side), and with `-i` the calls and mean time per interval.
 
+use model::trace::{FunctionStats, Interval, TraceDocument};
 use plotters::prelude::*;
 
 use crate::compare::Table;
@@ -9,16 +10,9 @@ use crate::duration;
 use crate::html::{escape, figure, html_table};
 use crate::plot::{color, draw_legend, legend_of, with_legend_height, Mark};
 use crate::trace::us_label;
-use crate::trace::{FunctionStats, TraceDocument};
 
 const WIDTH: u32 = 860;
 const HEIGHT: u32 = 320;
-
-/// One interval's calls (`-i`): seconds from the start at its end, and the calls in it.
-pub struct Interval {
-    pub at_s: f64,
-    pub functions: Vec<FunctionStats>,
-}
 
 /// The page.
 pub fn page(doc: &TraceDocument, intervals: &[Interval]) -> String {
@@ -309,7 +303,7 @@ mod tests {
 
     #[test]
     fn a_plot_per_function_with_each_outcome_and_the_intervals() {
-        let mut doc = TraceDocument::new(crate::Environment::default());
+        let mut doc = TraceDocument::new(model::Environment::default());
         doc.targets = vec!["pid 1".into()];
         doc.functions = vec![
             f(

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use report::compare::{CompareDocument, Experiment, Metric, Negotiated, Variant};
+use model::compare::{CompareDocument, Experiment, Metric, Negotiated, Variant};
 
 use super::worker::{WorkerResult, WorkerSpec};
 use super::{ExperimentKind, Tls};
@@ -75,7 +75,7 @@ pub struct MatrixConfig {
     pub server_cpu: usize,
     pub client_cpu: usize,
     /// Where the run is made, for the document.
-    pub environment: report::Environment,
+    pub environment: model::Environment,
     /// Sample each worker's measured operations with perf and write flame graphs, tables and
     /// the difference against the first variant into this directory (`compare --profile`).
     pub profile: Option<PathBuf>,
@@ -168,7 +168,7 @@ struct Gathered {
     not_run: Option<String>,
     /// Connections its client made to its server, warm-ups included.
     client_count: u64,
-    server_check: Option<report::compare::ServerCheck>,
+    server_check: Option<model::compare::ServerCheck>,
 }
 
 /// Why a variant stopped at `round` (from 0), with what is still reported: a library
@@ -805,7 +805,7 @@ fn check_server_counts(plans: &[Plan], servers: &mut [ServerSlot], gathered: &mu
         let pid = server.process().pid();
         match server.stop_and_count() {
             Ok(server_count) => {
-                let check = report::compare::ServerCheck {
+                let check = model::compare::ServerCheck {
                     server: key.kind.name().into(),
                     pid,
                     libssl: server.libssl.as_ref().map(|p| p.display().to_string()),
@@ -1203,7 +1203,7 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
         })
         .collect();
     CompareDocument {
-        schema_version: report::compare::COMPARE_SCHEMA_VERSION,
+        schema_version: model::compare::COMPARE_SCHEMA_VERSION,
         kind: "compare".into(),
         environment: c.environment.clone(),
         experiment: Experiment {

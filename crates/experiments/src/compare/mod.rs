@@ -6,7 +6,7 @@ pub mod matrix;
 pub mod saved;
 pub mod worker;
 
-use report::compare::{MetricComparison, Variant};
+use model::compare::{MetricComparison, Variant};
 use serde::{Deserialize, Serialize};
 
 /// What each variant is compared with.
@@ -38,7 +38,7 @@ const LIBRARY_SETTINGS: [&str; 3] = ["openssl", "client library", "server librar
 type SettingsKey<'a> = Vec<(&'a String, &'a String)>;
 
 /// Compares every variant with results against its baseline, metric by metric, by the
-/// strongest method the two metrics allow (see [`report::compare::compare_metrics`]).
+/// strongest method the two metrics allow (see [`model::compare::compare_metrics`]).
 pub fn analyze(
     variants: &[Variant],
     level: f64,
@@ -79,7 +79,7 @@ fn against_first(measured: &[&Variant], level: f64, noise_threshold: f64) -> Vec
             let Some(m) = other.metrics.iter().find(|m| m.name == metric.name) else {
                 continue;
             };
-            let comparison = report::compare::compare_metrics(metric, m, level, noise_threshold);
+            let comparison = model::compare::compare_metrics(metric, m, level, noise_threshold);
             // No ratio of a zero median (e.g. CPU below the clock tick): nothing to say.
             let r = &comparison.ratio;
             if ![r.estimate, r.low, r.high].iter().all(|v| v.is_finite()) {
@@ -179,7 +179,7 @@ pub(crate) use cert_type_name as cert_type_serde;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use report::compare::Metric;
+    use model::compare::Metric;
     use stats::compare::Verdict;
 
     /// A variant whose pretransfer samples are 1000..1100 us times `scale`; `broken` ones

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Context, Error, Result};
 use crate::fail;
-use report::compare::{
+use model::compare::{
     CompareDocument, Experiment, Metric, Negotiated, Variant, COMPARE_SCHEMA_VERSION,
 };
 use serde_json::Value;
@@ -17,16 +17,6 @@ use serde_json::Value;
 /// document's statistics would be infinite or NaN, which its JSON writes as null, so
 /// `compare` could not read its own output back (the saved_runs fuzz target's property).
 const MAX_MAGNITUDE: f64 = 1e15;
-
-/// The newest schema version this tlsscope reads, per kind.
-fn known_version(kind: &str) -> Option<u64> {
-    match kind {
-        "bench" => Some(u64::from(report::BENCH_SCHEMA_VERSION)),
-        "trace" => Some(u64::from(report::trace::TRACE_SCHEMA_VERSION)),
-        "compare" => Some(u64::from(COMPARE_SCHEMA_VERSION)),
-        _ => None,
-    }
-}
 
 struct Run {
     path: PathBuf,
@@ -49,7 +39,7 @@ fn parse_run(path: &Path, text: &str) -> Result<Run> {
         ))
     })?;
     let kind = doc["kind"].as_str().unwrap_or_default().to_string();
-    let Some(known) = known_version(&kind) else {
+    let Some(known) = model::newest_schema_version(&kind).map(u64::from) else {
         fail!(
             "{}: not a tlsscope bench, trace or compare result (kind {:?})",
             path.display(),
@@ -115,7 +105,7 @@ pub fn load(
     files: &[PathBuf],
     level: f64,
     noise_threshold: f64,
-    environment: report::Environment,
+    environment: model::Environment,
 ) -> Result<CompareDocument> {
     let runs = files.iter().map(|f| read(f)).collect::<Result<Vec<_>>>()?;
     compare(runs, level, noise_threshold, environment)
@@ -127,7 +117,7 @@ pub fn load_texts(
     texts: &[(PathBuf, &str)],
     level: f64,
     noise_threshold: f64,
-    environment: report::Environment,
+    environment: model::Environment,
 ) -> Result<CompareDocument> {
     let runs = texts
         .iter()
@@ -141,7 +131,7 @@ fn compare(
     runs: Vec<Run>,
     level: f64,
     noise_threshold: f64,
-    environment: report::Environment,
+    environment: model::Environment,
 ) -> Result<CompareDocument> {
     let Some(baseline) = runs.first() else {
         fail!("no saved run to compare");
@@ -330,7 +320,7 @@ mod tests {
             (PathBuf::from("a.json"), text),
             (PathBuf::from("b.json"), text),
         ];
-        load_texts(&texts, 0.95, 0.01, report::Environment::default())
+        load_texts(&texts, 0.95, 0.01, model::Environment::default())
     }
 
     /// Issue 14 (fuzzing): latencies near f64's limit made every statistic infinite or NaN,

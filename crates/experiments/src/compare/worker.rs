@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use load::memory::{ClientContext, EngineError};
+use model::compare::Negotiated;
 use ossl::{ContextBuilder, Credentials, Role, Session, Settings};
-use report::compare::Negotiated;
 use serde::{Deserialize, Serialize};
 
 use super::{cert_type_serde, ExperimentKind, Tls};

@@ -2,14 +2,13 @@
 //! plotters (latency CDF per variant, medians with their intervals, the handshakes obtained).
 //! Nothing is loaded from the network.
 
+use model::compare::CompareDocument;
 use plotters::prelude::*;
 
 use crate::html::{escape, figure, html_table};
 use crate::plot::per_variant_chart;
 
-use super::{
-    describe_experiment, metric_meaning, metric_tables, negotiated_table, CompareDocument,
-};
+use super::{describe_experiment, metric_meaning, metric_tables, negotiated_table};
 
 const WIDTH: u32 = 860;
 const HEIGHT: u32 = 420;
