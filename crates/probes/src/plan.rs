@@ -71,6 +71,9 @@ pub struct Attached {
     pub point: AttachPoint,
 }
 
+// Where on a function its probes go: carried by each point, decided by the kernel backend
+// (`kernel/placement.rs`) for its uprobes; the in-process backend wraps at the entry.
+
 /// How `--placement` chooses where the probes go.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum PlacementMode {
