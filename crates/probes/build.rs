@@ -1,13 +1,17 @@
-//! Compiles the BPF programs in src/bpf with clang and writes their libbpf-rs skeletons to
-//! OUT_DIR. clang comes from the Makefile's install step (Debian's clang package).
+//! Compiles the kernel backend's BPF programs in src/kernel/bpf with clang and writes their
+//! libbpf-rs skeletons to OUT_DIR. clang comes from the Makefile's install step (Debian's clang
+//! package).
 
 use std::env;
 use std::path::PathBuf;
 
 use libbpf_cargo::SkeletonBuilder;
 
-/// The BPF programs, by name: `src/bpf/<name>.bpf.c` becomes `OUT_DIR/<name>.skel.rs`.
+/// The BPF programs, by name: `src/kernel/bpf/<name>.bpf.c` becomes `OUT_DIR/<name>.skel.rs`.
 const PROGRAMS: &[&str] = &["latency", "sniff"];
+
+/// Where the BPF programs and their headers are.
+const BPF_DIR: &str = "src/kernel/bpf";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -19,7 +23,7 @@ fn main() {
     vmlinux_h(&out);
     let out_include = format!("-I{}", out.display());
     for name in PROGRAMS {
-        let src = format!("src/bpf/{name}.bpf.c");
+        let src = format!("{BPF_DIR}/{name}.bpf.c");
         SkeletonBuilder::new()
             .source(&src)
             .clang_args([
@@ -37,8 +41,8 @@ fn main() {
         println!("cargo:rerun-if-changed={src}");
     }
     inproc_library(&out);
-    for header in std::fs::read_dir("src/bpf").expect("src/bpf exists") {
-        let path = header.expect("readable src/bpf").path();
+    for header in std::fs::read_dir(BPF_DIR).expect("the BPF directory exists") {
+        let path = header.expect("readable BPF directory").path();
         if path.extension().is_some_and(|e| e == "h") {
             println!("cargo:rerun-if-changed={}", path.display());
         }
@@ -65,7 +69,7 @@ fn vmlinux_h(out: &std::path::Path) {
 }
 
 /// The in-process probe library (`crates/inproc`, a cdylib) built in release mode into OUT_DIR,
-/// where `probes::user` embeds it: tlsscope stays one file. Cargo cannot depend on a cdylib's
+/// where `probes::inproc` embeds it: tlsscope stays one file. Cargo cannot depend on a cdylib's
 /// file, so this runs a second cargo, with a target directory of its own (no lock shared with
 /// the build that runs it) and offline (the first one fetched everything).
 fn inproc_library(out: &std::path::Path) {

@@ -1,5 +1,5 @@
 //! The shared memory between tlsscope and its in-process probe library (`crates/inproc`): one
-//! definition, used by the library that writes it and the reader in `probes::user`.
+//! definition, used by the library that writes it and the reader in `probes::inproc`.
 //!
 //! The region is a memory file (a memfd, or a file under `/run/tlsscope` that is removed once
 //! the processes have mapped it), mapped shared by tlsscope and by every process the
@@ -57,7 +57,8 @@ pub const LEASE_NS: u64 = 3_000_000_000;
 
 /// Functions the library wraps, at most.
 pub const MAX_FUNCTIONS: usize = 32;
-/// Outcome classes, numbered as `enum ts_outcome` in `crates/probes/src/bpf/latency.h`.
+/// Outcome classes, numbered as `enum ts_outcome` in `crates/probes/src/kernel/bpf/latency.h`
+/// (checked when `probes` is built).
 pub const OUTCOMES: usize = 6;
 pub const SUCCESS: u8 = 0;
 pub const RETRY: u8 = 1;
@@ -106,7 +107,8 @@ use Semantics::*;
 
 /// Every function the library wraps; the index is its number in the region. Internal
 /// functions (not called through the PLT) cannot be wrapped: tracing them takes the kernel
-/// backend.
+/// backend. Exactly the exported functions of tlsscope's one catalog (`probes::catalog`), with
+/// its semantics: `probes` does not build when the two differ.
 pub const FUNCTIONS: &[Function] = &[
     f("SSL_do_handshake", OpensslIo),
     f("SSL_connect", OpensslIo),

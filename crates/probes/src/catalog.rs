@@ -7,8 +7,6 @@ use std::fmt;
 use std::str::FromStr;
 
 use crate::maps::LibraryKind;
-use crate::skel::latency::types::{ts_cookie_field, ts_semantics};
-use crate::skel::sniff::types::{sn_count, sn_kind};
 
 /// Groups of probes, chosen with `--probes`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -84,39 +82,41 @@ impl FromStr for Groups {
 }
 
 /// How a function's return value says how the call ended: `enum ts_semantics` in
-/// `bpf/latency.h`, numbered as the program numbers it; the number travels in the attach cookie.
+/// `kernel/bpf/latency.h`, numbered as the program numbers it (the kernel backend checks the
+/// numbers when the crate is built); the number travels in the attach cookie, and in the
+/// in-process library's table (`inproc_abi::Semantics`, checked below).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Semantics {
     /// OpenSSL I/O and handshake calls: > 0 success; <= 0 settled by `SSL_get_error`.
-    OpensslIo = ts_semantics::TS_SEM_OSSL_IO.0 as u8,
+    OpensslIo = 0,
     /// `SSL_shutdown`: >= 0 success; < 0 settled by `SSL_get_error`.
-    OpensslShutdown = ts_semantics::TS_SEM_OSSL_SHUTDOWN.0 as u8,
+    OpensslShutdown = 1,
     /// `SSL_get_error`: settles the call before it; not reported itself.
-    OpensslGetError = ts_semantics::TS_SEM_OSSL_GET_ERROR.0 as u8,
+    OpensslGetError = 2,
     /// > 0 success, <= 0 failure (libcrypto's EVP functions and most internals).
-    Positive = ts_semantics::TS_SEM_POSITIVE.0 as u8,
+    Positive = 3,
     /// GnuTLS: >= 0 success, -28/-52 retry, other negatives failure.
-    GnuTls = ts_semantics::TS_SEM_GNUTLS.0 as u8,
+    GnuTls = 4,
     /// NSS `SECStatus`: 0 success, -1 retry or failure (unknown without `PR_GetError`).
-    NssStatus = ts_semantics::TS_SEM_NSS_STATUS.0 as u8,
+    NssStatus = 5,
     /// NSPR `PR_Read`/`PR_Write`: >= 0 success, -1 retry or failure (unknown).
-    NsprIo = ts_semantics::TS_SEM_NSPR_IO.0 as u8,
+    NsprIo = 6,
     /// >= 0 success (a length), < 0 failure.
-    NonNegative = ts_semantics::TS_SEM_NONNEGATIVE.0 as u8,
+    NonNegative = 7,
 }
 
-/// What a sniffed call does with data: `enum sn_kind` in `bpf/sniff.h`, numbered as the
-/// program numbers it.
+/// What a sniffed call does with data: `enum sn_kind` in `kernel/bpf/sniff.h`, numbered as the
+/// program numbers it (checked by the kernel backend when the crate is built).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Direction {
     /// The program received plaintext (`SSL_read`, ...).
-    Read = sn_kind::SN_READ.0 as u8,
+    Read = 0,
     /// The program sent plaintext (`SSL_write`, ...).
-    Write = sn_kind::SN_WRITE.0 as u8,
+    Write = 1,
     /// A handshake call (sniffed with `--handshake`): no data.
-    Handshake = sn_kind::SN_HANDSHAKE.0 as u8,
+    Handshake = 2,
 }
 
 impl Direction {
@@ -140,14 +140,14 @@ impl Direction {
     }
 }
 
-/// Where a sniffed call's byte count is (`enum sn_count` in `bpf/sniff.h`).
+/// Where a sniffed call's byte count is (`enum sn_count` in `kernel/bpf/sniff.h`, numbered alike).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Count {
     /// The return value.
-    Return = sn_count::SN_COUNT_RET.0 as u8,
+    Return = 0,
     /// Through the `size_t *` fourth argument (`SSL_read_ex`, `SSL_write_ex`).
-    Arg4Pointer = sn_count::SN_COUNT_ARG4_PTR.0 as u8,
+    Arg4Pointer = 1,
 }
 
 /// What the sniffer does with a function's calls.
@@ -328,38 +328,76 @@ pub fn function(id: u16) -> Option<&'static Function> {
     CATALOG.get(usize::from(id))
 }
 
-/// The attach cookie of function `id`: its id, then every field of `enum ts_cookie_field`
-/// (`bpf/common.h`), whichever program it is for: each reads the fields it needs. No callee
-/// placement (see [`cookie_at_site`]).
-pub fn cookie(id: u16, function: &Function) -> u64 {
-    cookie_at_site(id, function, 0)
+/// Whether the catalog says the in-process library can wrap `function`: exported (called
+/// through a GOT entry), and reported (not `SSL_get_error`, which the library calls itself).
+pub const fn wrapped_in_process(function: &Function) -> bool {
+    !function.internal && !matches!(function.semantics, OpensslGetError)
 }
 
-/// Like [`cookie`], for a function probed at its callee: `site` indexes the latency
-/// program's `cfg.sites` (0: not a callee placement).
-pub fn cookie_at_site(id: u16, function: &Function, site: u8) -> u64 {
-    let mut fields = [0u8; ts_cookie_field_count()];
-    let mut set = |field: ts_cookie_field, value: u8| fields[field.0 as usize] = value;
-    set(
-        ts_cookie_field::TS_FIELD_SEMANTICS,
-        function.semantics as u8,
-    );
-    if let Some(sniffed) = function.sniffed {
-        set(ts_cookie_field::TS_FIELD_KIND, sniffed.direction as u8);
-        set(ts_cookie_field::TS_FIELD_COUNT, sniffed.count as u8);
+/// Whether `table` (the in-process library's, `inproc_abi::FUNCTIONS`) holds exactly the
+/// catalog's functions that the library can wrap, each with the catalog's semantics, and fits
+/// the region. The library is built from its own table; this keeps it the catalog's.
+const fn in_process_table_matches(catalog: &[Function], table: &[inproc_abi::Function]) -> bool {
+    let mut i = 0;
+    while i < table.len() {
+        let mut found = false;
+        let mut c = 0;
+        while c < catalog.len() {
+            if same_name(catalog[c].name, table[i].name) {
+                if !wrapped_in_process(&catalog[c])
+                    || catalog[c].semantics as u8 != table[i].semantics as u8
+                {
+                    return false;
+                }
+                found = true;
+            }
+            c += 1;
+        }
+        if !found {
+            return false;
+        }
+        i += 1;
     }
-    set(
-        ts_cookie_field::TS_FIELD_TLS_LAYER_ONLY,
-        u8::from(function.tls_layer_only()),
-    );
-    set(ts_cookie_field::TS_FIELD_SITE, site);
-    crate::loader::cookie(id, &fields)
+    let mut c = 0;
+    while c < catalog.len() {
+        if wrapped_in_process(&catalog[c]) {
+            let mut found = false;
+            let mut i = 0;
+            while i < table.len() {
+                found |= same_name(catalog[c].name, table[i].name);
+                i += 1;
+            }
+            if !found {
+                return false;
+            }
+        }
+        c += 1;
+    }
+    table.len() <= inproc_abi::MAX_FUNCTIONS
 }
 
-/// `TS_COOKIE_FIELDS` in `bpf/common.h`.
-const fn ts_cookie_field_count() -> usize {
-    crate::skel::latency::types::ts_cookie::TS_COOKIE_FIELDS.0 as usize
+/// `a == b`, for a `const fn`.
+const fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
+
+// One catalog: the in-process library's table is checked against it when this crate is built.
+const _: () = assert!(
+    in_process_table_matches(CATALOG, inproc_abi::FUNCTIONS),
+    "inproc_abi::FUNCTIONS differs from probes::catalog::CATALOG: the in-process library must \
+     wrap exactly the catalog's exported functions, with the catalog's semantics"
+);
 
 /// Which catalog functions a probe program wants.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -498,7 +536,7 @@ mod tests {
     }
 
     #[test]
-    fn names_are_unique_and_ids_fit_the_cookie() {
+    fn names_are_unique_and_ids_fit_in_16_bits() {
         for (i, a) in CATALOG.iter().enumerate() {
             assert!(
                 CATALOG[i + 1..].iter().all(|b| b.name != a.name),
@@ -507,45 +545,6 @@ mod tests {
             );
         }
         assert!(CATALOG.len() < usize::from(u16::MAX));
-        let read_ex = id_of("SSL_read_ex").unwrap();
-        let c = cookie(read_ex, function(read_ex).unwrap());
-        let field = |f: ts_cookie_field| (c >> (16 + 8 * f.0)) & 0xff;
-        assert_eq!(c & 0xffff, u64::from(read_ex));
-        assert_eq!(field(ts_cookie_field::TS_FIELD_SEMANTICS), 0);
-        assert_eq!(
-            field(ts_cookie_field::TS_FIELD_KIND),
-            u64::from(sn_kind::SN_READ.0)
-        );
-        assert_eq!(
-            field(ts_cookie_field::TS_FIELD_COUNT),
-            u64::from(sn_count::SN_COUNT_ARG4_PTR.0)
-        );
-        let pr_send = id_of("PR_Send").unwrap();
-        let c = cookie(pr_send, function(pr_send).unwrap());
-        let field = |f: ts_cookie_field| (c >> (16 + 8 * f.0)) & 0xff;
-        assert_eq!(field(ts_cookie_field::TS_FIELD_SEMANTICS), 6);
-        assert_eq!(
-            field(ts_cookie_field::TS_FIELD_KIND),
-            u64::from(sn_kind::SN_WRITE.0)
-        );
-        assert_eq!(field(ts_cookie_field::TS_FIELD_TLS_LAYER_ONLY), 1);
-    }
-
-    #[test]
-    fn semantics_are_numbered_as_the_program_numbers_them() {
-        // `as u8` in the discriminants would cut a number over 255 without a word.
-        for (ours, theirs) in [
-            (OpensslIo, ts_semantics::TS_SEM_OSSL_IO),
-            (OpensslShutdown, ts_semantics::TS_SEM_OSSL_SHUTDOWN),
-            (OpensslGetError, ts_semantics::TS_SEM_OSSL_GET_ERROR),
-            (Positive, ts_semantics::TS_SEM_POSITIVE),
-            (Semantics::GnuTls, ts_semantics::TS_SEM_GNUTLS),
-            (NssStatus, ts_semantics::TS_SEM_NSS_STATUS),
-            (NsprIo, ts_semantics::TS_SEM_NSPR_IO),
-            (NonNegative, ts_semantics::TS_SEM_NONNEGATIVE),
-        ] {
-            assert_eq!(u32::from(ours as u8), theirs.0, "{ours:?}");
-        }
     }
 
     fn names(selection: &Selection, library: LibraryKind) -> Vec<&'static str> {
@@ -601,36 +600,39 @@ mod tests {
     }
 
     #[test]
-    fn kinds_and_counts_are_numbered_as_the_program_numbers_them() {
-        // `as u8` would cut a number over 255 without a word.
-        for (ours, theirs) in [
-            (Direction::Read as u8, sn_kind::SN_READ.0),
-            (Direction::Write as u8, sn_kind::SN_WRITE.0),
-            (Direction::Handshake as u8, sn_kind::SN_HANDSHAKE.0),
-            (Count::Return as u8, sn_count::SN_COUNT_RET.0),
-            (Count::Arg4Pointer as u8, sn_count::SN_COUNT_ARG4_PTR.0),
-        ] {
-            assert_eq!(u32::from(ours), theirs);
-        }
-        for d in [Direction::Read, Direction::Write, Direction::Handshake] {
-            assert_eq!(Direction::from_raw(d as u8), d);
-        }
-        // Both programs are built from the one cookie definition.
-        use crate::skel::sniff::types::ts_cookie_field as sniff_field;
-        for (ours, theirs) in [
-            (
-                ts_cookie_field::TS_FIELD_SEMANTICS,
-                sniff_field::TS_FIELD_SEMANTICS,
-            ),
-            (ts_cookie_field::TS_FIELD_KIND, sniff_field::TS_FIELD_KIND),
-            (ts_cookie_field::TS_FIELD_COUNT, sniff_field::TS_FIELD_COUNT),
-            (
-                ts_cookie_field::TS_FIELD_TLS_LAYER_ONLY,
-                sniff_field::TS_FIELD_TLS_LAYER_ONLY,
-            ),
-        ] {
-            assert_eq!(ours.0, theirs.0);
-            assert!(ours.0 < ts_cookie_field_count() as u32);
-        }
+    fn the_in_process_table_check_rejects_a_table_that_differs_from_the_catalog() {
+        use inproc_abi::Semantics as Abi;
+        let abi = |name, semantics| inproc_abi::Function { name, semantics };
+        assert!(in_process_table_matches(CATALOG, inproc_abi::FUNCTIONS));
+        let short = &inproc_abi::FUNCTIONS[1..];
+        assert!(
+            !in_process_table_matches(CATALOG, short),
+            "a function left out"
+        );
+        let mut wrong = inproc_abi::FUNCTIONS.to_vec();
+        let read = wrong.iter().position(|f| f.name == "SSL_read").unwrap();
+        wrong[read].semantics = Abi::Positive;
+        assert!(
+            !in_process_table_matches(CATALOG, &wrong),
+            "other semantics"
+        );
+        let mut extra = inproc_abi::FUNCTIONS.to_vec();
+        extra.push(abi("SSL_reed", Abi::OpensslIo));
+        assert!(
+            !in_process_table_matches(CATALOG, &extra),
+            "not in the catalog"
+        );
+        let mut internal = inproc_abi::FUNCTIONS.to_vec();
+        internal.push(abi("ossl_ecdsa_sign", Abi::Positive));
+        assert!(
+            !in_process_table_matches(CATALOG, &internal),
+            "internal: not wrappable"
+        );
+        let mut get_error = inproc_abi::FUNCTIONS.to_vec();
+        get_error.push(abi("SSL_get_error", Abi::OpensslIo));
+        assert!(
+            !in_process_table_matches(CATALOG, &get_error),
+            "a helper, not wrapped"
+        );
     }
 }

@@ -1,4 +1,5 @@
-//! The TLS libraries a process has mapped, from `/proc/PID/maps`.
+//! The TLS libraries a process has mapped, from `/proc/PID/maps`, and the processes a target
+//! takes in (its descendants running the same program).
 
 use std::path::{Path, PathBuf};
 
@@ -112,6 +113,52 @@ pub fn tls_libraries(pid: u32) -> Result<Vec<MappedLibrary>, Error> {
     Ok(found)
 }
 
+/// Processes `pids` and their descendants that run the same program (a server's workers,
+/// forked without exec), parents first: the processes a target's probes or library go into.
+pub fn with_descendants(pids: &[u32]) -> Vec<u32> {
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(dir) = std::fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some(ppid) = parent_of(pid) {
+                parents.push((pid, ppid));
+            }
+        }
+    }
+    let exe = |pid: u32| std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let mut out: Vec<u32> = pids.to_vec();
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        let program = exe(p);
+        for &(child, parent) in &parents {
+            if parent == p && !out.contains(&child) && program.is_some() && exe(child) == program {
+                out.push(child);
+            }
+        }
+        i += 1;
+    }
+    out
+}
+
+fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) S ppid ...": the fields after the last ')'.
+    let rest = stat.rsplit_once(')')?.1;
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether process `pid`'s memory map names `file`.
+pub(crate) fn maps_file(pid: u32, file: &Path) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|text| {
+        parse_maps(&text)
+            .iter()
+            .any(|m| m.path.as_deref() == Some(file))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,5 +211,34 @@ mod tests {
         );
         assert_eq!(k("/usr/lib/libgnutls.so.30"), Some(LibraryKind::GnuTls));
         assert_eq!(k("/usr/lib/libc.so.6"), None);
+    }
+
+    #[test]
+    fn forked_workers_follow_their_parent_and_other_programs_do_not() {
+        // SAFETY: the child only sleeps and exits (async-signal-safe calls), never returns.
+        let worker = unsafe { libc::fork() };
+        if worker == 0 {
+            // SAFETY: as above.
+            unsafe {
+                libc::sleep(5);
+                libc::_exit(0);
+            }
+        }
+        let mut other = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let me = std::process::id();
+        let all = with_descendants(&[me]);
+        assert_eq!(all[0], me);
+        assert!(all.contains(&(worker as u32)), "{all:?}");
+        assert!(!all.contains(&other.id()), "{all:?}");
+        other.kill().unwrap();
+        other.wait().unwrap();
+        // SAFETY: ends and reaps the child forked above, by its PID.
+        unsafe {
+            libc::kill(worker, libc::SIGKILL);
+            libc::waitpid(worker, std::ptr::null_mut(), 0);
+        }
     }
 }

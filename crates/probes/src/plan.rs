@@ -1,13 +1,14 @@
 //! Where to attach: from the user's targets (a process, a binary, a library) and a program's
 //! [`Selection`] of the catalog to a list of (file, offset, function) attach points, and the
 //! functions that could not be found, each with its reason. One plan for every probe program
-//! and backend. Plain file reading: no root, no BPF.
+//! and backend. Plain file reading: no root, no BPF. A new plan has its probes at the functions'
+//! entries; the kernel backend places them on emulated instructions ([`Plan::with_placement`],
+//! in `kernel/placement.rs`).
 
 use std::path::{Path, PathBuf};
 
 use crate::catalog::{Function, Selection, CATALOG};
 use crate::maps::{tls_libraries, LibraryKind};
-use crate::placement::{self, Files, Kernel, Placement, PlacementMode};
 use crate::symbols::SymbolTable;
 use crate::Error;
 
@@ -63,6 +64,132 @@ pub struct Missing {
     pub path: PathBuf,
     pub reason: String,
 }
+
+/// A probe that is attached.
+#[derive(Clone, Debug)]
+pub struct Attached {
+    pub point: AttachPoint,
+}
+
+// Where on a function its probes go: carried by each point, decided by the kernel backend
+// (`kernel/placement.rs`) for its uprobes; the in-process backend wraps at the entry.
+
+/// How `--placement` chooses where the probes go.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PlacementMode {
+    /// On an instruction the kernel emulates where one is as good as the entry.
+    #[default]
+    Emulated,
+    /// Always at the function's first instruction.
+    Entry,
+}
+
+impl std::str::FromStr for PlacementMode {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PlacementMode, String> {
+        match s {
+            "emulated" => Ok(PlacementMode::Emulated),
+            "entry" => Ok(PlacementMode::Entry),
+            other => Err(format!(
+                "unknown placement '{other}' (choose from emulated, entry)"
+            )),
+        }
+    }
+}
+
+/// Where a function's probes are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// The function's first instruction; `emulated` says whether the kernel emulates it.
+    Entry { emulated: bool },
+    /// The instruction after the `endbr64` the function starts with (4 bytes in); emulated.
+    AfterEndbr,
+    /// The function's first callee, for calls from the function only; emulated.
+    Callee(CalleeSite),
+}
+
+impl Placement {
+    /// As reports name it: "entry", "entry+4" or "callee".
+    pub fn name(&self) -> &'static str {
+        match self {
+            Placement::Entry { .. } => "entry",
+            Placement::AfterEndbr => "entry+4",
+            Placement::Callee(_) => "callee",
+        }
+    }
+
+    /// The calls this placement does not see, in words (a callee's: those the function answers
+    /// before calling it); None where it sees every call.
+    pub fn unseen(&self) -> Option<&str> {
+        match self {
+            Placement::Callee(site) => site.unseen.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// Whether the kernel emulates the probed instruction (else it single-steps it).
+    pub fn emulated(&self) -> bool {
+        !matches!(self, Placement::Entry { emulated: false })
+    }
+
+    /// The file offset the probes attach at, for a function at `entry`.
+    pub fn probe_offset(&self, entry: u64) -> u64 {
+        match self {
+            Placement::Entry { .. } => entry,
+            Placement::AfterEndbr => entry + ENDBR64_LEN,
+            Placement::Callee(site) => site.probe_offset,
+        }
+    }
+}
+
+/// A function probed at its callee.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CalleeSite {
+    /// The file offset of the probed instruction in the callee (its entry, or after its
+    /// `endbr64`).
+    pub probe_offset: u64,
+    /// The return address of a call from the function minus the probed address: the same in
+    /// the file and in any process, as both lie in one ELF file.
+    pub return_delta: i64,
+    /// The function's result for a callee result > 0, == 0 and < 0, in that order.
+    pub results: [ResultRule; 3],
+    /// The calls that return before the callee is called, and so are not seen (an argument
+    /// check failing), if any.
+    pub unseen: Option<String>,
+    /// Whether the callee gets the function's argument n (0: rdi ... 5: r9) as its own
+    /// argument n: what a probe reading the function's arguments at the callee relies on.
+    pub passes_on: [bool; 6],
+    /// Whether the callee's argument n is zero exactly when the function's is: passed on, or
+    /// its low half widened (SSL_read's `int num` made a `size_t` with `movslq`).
+    pub zero_alike: [bool; 6],
+}
+
+impl CalleeSite {
+    /// Whether the callee gets the function's argument `n` (from 0) as its own argument `n`.
+    pub fn passes_on(&self, n: usize) -> bool {
+        self.passes_on.get(n).copied().unwrap_or(false)
+    }
+
+    /// Whether the callee's argument `n` (from 0) is zero exactly when the function's is.
+    pub fn zero_alike(&self, n: usize) -> bool {
+        self.zero_alike.get(n).copied().unwrap_or(false)
+    }
+}
+
+/// What a function returns, given its callee's result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ResultRule {
+    /// The callee's result as it is.
+    Callee,
+    /// This constant.
+    Constant(i32),
+    /// The int at the address the callee got as its fourth argument (SSL_read's byte count).
+    OutInt,
+}
+
+/// `endbr64` is f3 0f 1e fa.
+pub(crate) const ENDBR64_LEN: u64 = 4;
 
 /// NSS's libssl as found on disk when a process does not say: the name its mapping has.
 const NSS_SSL_FILE: &str = "libssl3.so";
@@ -121,51 +248,7 @@ impl Plan {
                 reasons: plan.why_nothing(),
             });
         }
-        plan.place(PlacementMode::Entry);
         Ok(plan)
-    }
-
-    /// The plan with its probes placed as `mode` says (a new plan has them at the entries).
-    pub fn with_placement(mut self, mode: PlacementMode) -> Plan {
-        self.place(mode);
-        self
-    }
-
-    /// Decides every point's placement from the code of its file.
-    fn place(&mut self, mode: PlacementMode) {
-        let kernel = Kernel::running();
-        let mut files = Files::default();
-        for p in &mut self.points {
-            p.placement = match (files.code(&p.path), mode) {
-                (None, _) => Placement::Entry { emulated: false },
-                (Some(code), PlacementMode::Entry) => Placement::Entry {
-                    emulated: placement::entry_emulated(code, p.offset, kernel),
-                },
-                (Some(code), PlacementMode::Emulated) => {
-                    placement::place(code, p.offset, p.function.semantics, kernel)
-                }
-            };
-        }
-        self.keep_shared_breakpoints_apart();
-    }
-
-    /// A callee that another point probes as itself (or at its own entry): both programs would
-    /// run at the one breakpoint in either order, and their call frames with them. The function
-    /// probed through that callee goes back to its entry.
-    fn keep_shared_breakpoints_apart(&mut self) {
-        let own: Vec<(PathBuf, u64)> = self
-            .points
-            .iter()
-            .filter(|p| !matches!(p.placement, Placement::Callee(_)))
-            .map(|p| (p.path.clone(), p.probe_offset()))
-            .collect();
-        for p in &mut self.points {
-            if let Placement::Callee(site) = &p.placement {
-                if own.contains(&(p.path.clone(), site.probe_offset)) {
-                    p.placement = Placement::Entry { emulated: false };
-                }
-            }
-        }
     }
 
     /// Whether `SSL_get_error` settles OpenSSL's <= 0 returns.
@@ -328,7 +411,7 @@ pub(crate) fn in_children(
         return Vec::new();
     };
     let mut out = Vec::new();
-    for child in crate::attach::with_descendants(&[root]) {
+    for child in crate::maps::with_descendants(&[root]) {
         let Ok(child_arg) = i32::try_from(child) else {
             continue;
         };
@@ -341,7 +424,7 @@ pub(crate) fn in_children(
             let maps = match mapped.iter().find(|(path, _)| *path == p.path) {
                 Some(&(_, maps)) => maps,
                 None => {
-                    let maps = crate::attach::maps_file(child, &p.path);
+                    let maps = crate::maps::maps_file(child, &p.path);
                     mapped.push((&p.path, maps));
                     maps
                 }

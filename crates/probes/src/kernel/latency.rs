@@ -6,37 +6,25 @@ use std::time::{Duration, Instant};
 
 use libbpf_rs::{Link, MapCore, MapFlags};
 
-use crate::catalog::{self, Function, Semantics};
-use crate::loader::{self, Sites, Uprobes};
-use crate::plan::{AttachPoint, Missing, Plan, Threads};
-use crate::skel::latency::types::{
+use super::loader::{self, Sites, Uprobes};
+use super::skel::latency::types::{
     ts_counter, ts_hist_key, ts_hist_value, ts_linear, ts_outcome, ts_pending,
 };
-use crate::skel::latency::{LatencySkel, LatencySkelBuilder};
+use super::skel::latency::{LatencySkel, LatencySkelBuilder};
+use super::syscalls::{self, Edge, SyscallHooks};
+use crate::catalog::{Function, Semantics};
+use crate::histogram::{Buckets, Calibration, Cell, Outcome, Snapshot};
+use crate::plan::{AttachPoint, Attached, Missing, Plan, Threads};
 use crate::symbols::SymbolTable;
-use crate::syscalls::{self, Edge, SyscallHooks};
 use crate::Error;
 
-pub use crate::loader::check_can_trace;
+pub use super::loader::check_can_trace;
 
 /// The program's name in errors.
 const PROGRAM: &str = "latency";
 
-/// Outcome classes of `enum ts_outcome` in `bpf/latency.h`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Outcome {
-    Success,
-    Retry,
-    /// A retry of the async kind: `SSL_ERROR_WANT_ASYNC` (or `WANT_ASYNC_JOB`), an async
-    /// engine's job paused the call. Only `SSL_get_error` tells it (`--exact-outcomes`, the
-    /// in-process backend).
-    RetryAsync,
-    /// The peer closed the connection cleanly (OpenSSL's `SSL_ERROR_ZERO_RETURN`).
-    Closed,
-    Failure,
-    /// Retry or failure: the return value alone cannot tell, and no `SSL_get_error` followed.
-    Unknown,
-}
+// The histogram's bucket count is the program's, checked when this crate is built.
+const _: () = assert!(Buckets::MAX_LINEAR == ts_linear::TS_MAX_LINEAR_BUCKETS.0 as u64);
 
 /// Each outcome with its number in `enum ts_outcome` (`bpf/latency.h`). Not the enum's
 /// discriminants: those would order outcomes by the program's numbers, not as reports list them.
@@ -49,100 +37,12 @@ const OUTCOMES: [(ts_outcome, Outcome); 6] = [
     (ts_outcome::TS_UNKNOWN, Outcome::Unknown),
 ];
 
-impl Outcome {
-    /// The outcome the program numbered `raw`.
-    fn from_raw(raw: u8) -> Option<Outcome> {
-        OUTCOMES
-            .iter()
-            .find(|(number, _)| number.0 == u32::from(raw))
-            .map(|&(_, outcome)| outcome)
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Outcome::Success => "success",
-            Outcome::Retry => "retry",
-            Outcome::RetryAsync => "retry_async",
-            Outcome::Failure => "failure",
-            Outcome::Unknown => "unknown",
-            Outcome::Closed => "closed",
-        }
-    }
-}
-
-/// How latencies are bucketed in the kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Buckets {
-    /// Powers of two of microseconds: bucket 0 is under 1 us, bucket b is [2^(b-1), 2^b) us.
-    Log2,
-    /// Like bpftrace's `lhist(us, min, max, step)`: bucket 0 under `min_us`, then `step_us` wide
-    /// buckets, the last one everything at or over `max_us`.
-    Linear {
-        min_us: u64,
-        max_us: u64,
-        step_us: u64,
-    },
-}
-
-impl Buckets {
-    /// Most in-range linear buckets (`TS_MAX_LINEAR_BUCKETS` in `bpf/latency.h`).
-    pub const MAX_LINEAR: u64 = ts_linear::TS_MAX_LINEAR_BUCKETS.0 as u64;
-
-    /// The checked linear settings, or why they do not work.
-    pub fn linear(min_us: u64, max_us: u64, step_us: u64) -> Result<Buckets, String> {
-        if step_us == 0 || max_us <= min_us {
-            return Err(format!(
-                "linear buckets need MIN < MAX and STEP > 0 (got {min_us},{max_us},{step_us})"
-            ));
-        }
-        if (max_us - min_us).div_ceil(step_us) > Buckets::MAX_LINEAR {
-            return Err(format!(
-                "linear buckets {min_us},{max_us},{step_us} make more than {} buckets: use a larger step",
-                Buckets::MAX_LINEAR
-            ));
-        }
-        Ok(Buckets::Linear {
-            min_us,
-            max_us,
-            step_us,
-        })
-    }
-
-    /// In-range linear buckets.
-    pub(crate) fn linear_count(&self) -> u64 {
-        match *self {
-            Buckets::Log2 => 0,
-            Buckets::Linear {
-                min_us,
-                max_us,
-                step_us,
-            } => (max_us - min_us).div_ceil(step_us),
-        }
-    }
-
-    /// Bucket `b`'s range in microseconds, `[low, high)`; `high` is `None` for the open top.
-    pub fn range_us(&self, bucket: u8) -> (u64, Option<u64>) {
-        let b = u64::from(bucket);
-        match *self {
-            Buckets::Log2 => match b {
-                0 => (0, Some(1)),
-                64.. => (1 << 63, None),
-                _ => (1 << (b - 1), Some(1 << b)),
-            },
-            Buckets::Linear {
-                min_us, step_us, ..
-            } => {
-                let n = self.linear_count();
-                if b == 0 {
-                    (0, Some(min_us))
-                } else if b > n {
-                    (min_us + n * step_us, None)
-                } else {
-                    (min_us + (b - 1) * step_us, Some(min_us + b * step_us))
-                }
-            }
-        }
-    }
+/// The outcome the program numbered `raw`.
+fn outcome_of(raw: u8) -> Option<Outcome> {
+    OUTCOMES
+        .iter()
+        .find(|(number, _)| number.0 == u32::from(raw))
+        .map(|&(_, outcome)| outcome)
 }
 
 /// What to trace and how to aggregate.
@@ -159,115 +59,8 @@ pub struct TraceConfig {
     pub attach_all: bool,
 }
 
-/// One histogram cell read from the kernel, summed over CPUs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cell {
-    /// The process, or 0 when not per process.
-    pub pid: u32,
-    /// The function's catalog id.
-    pub function: u16,
-    pub outcome: Outcome,
-    pub bucket: u8,
-    pub count: u64,
-    pub total_ns: u64,
-}
-
-/// Everything the kernel has counted since the tracer started.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Snapshot {
-    pub cells: Vec<Cell>,
-    /// Probed calls (entry probe runs), including those of filtered-out processes, which pay
-    /// the breakpoint too.
-    pub calls: u64,
-    /// Cells lost because the histogram map was full.
-    pub dropped_cells: u64,
-    /// Per function (catalog id): calls whose in-process wrapper failed, after which that
-    /// wrapper only calls through in its process (always empty for the kernel backend).
-    pub wrapper_failures: Vec<(u16, u64)>,
-}
-
-impl Snapshot {
-    /// The change from `earlier` to `self` (both cumulative).
-    pub fn since(&self, earlier: &Snapshot) -> Snapshot {
-        let mut cells = Vec::new();
-        for c in &self.cells {
-            let before = earlier.cells.iter().find(|e| {
-                (e.pid, e.function, e.outcome, e.bucket) == (c.pid, c.function, c.outcome, c.bucket)
-            });
-            let (count, total_ns) = match before {
-                Some(e) => (
-                    c.count.saturating_sub(e.count),
-                    c.total_ns.saturating_sub(e.total_ns),
-                ),
-                None => (c.count, c.total_ns),
-            };
-            if count > 0 {
-                cells.push(Cell {
-                    count,
-                    total_ns,
-                    ..*c
-                });
-            }
-        }
-        Snapshot {
-            cells,
-            calls: self.calls.saturating_sub(earlier.calls),
-            dropped_cells: self.dropped_cells.saturating_sub(earlier.dropped_cells),
-            wrapper_failures: self
-                .wrapper_failures
-                .iter()
-                .map(|&(id, n)| {
-                    let before = earlier
-                        .wrapper_failures
-                        .iter()
-                        .find(|e| e.0 == id)
-                        .map_or(0, |e| e.1);
-                    (id, n.saturating_sub(before))
-                })
-                .filter(|&(_, n)| n > 0)
-                .collect(),
-        }
-    }
-
-    pub(crate) fn add(&mut self, cell: Cell) {
-        let key = (cell.pid, cell.function, cell.outcome, cell.bucket);
-        match self
-            .cells
-            .iter_mut()
-            .find(|c| (c.pid, c.function, c.outcome, c.bucket) == key)
-        {
-            Some(c) => {
-                c.count += cell.count;
-                c.total_ns += cell.total_ns;
-            }
-            None => self.cells.push(cell),
-        }
-    }
-}
-
-/// A probe that is attached.
-#[derive(Clone, Debug)]
-pub struct Attached {
-    pub point: AttachPoint,
-}
-
 /// A probe that could not be attached (or whose function was not found), with the reason.
 pub type NotAttached = Missing;
-
-/// The cost of one probed call, measured at start-up on a function in this program.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Calibration {
-    pub calls: u64,
-    pub plain_ns_per_call: f64,
-    pub probed_ns_per_call: f64,
-}
-
-impl Calibration {
-    /// What the probes add to one call.
-    pub fn cost_ns_per_call(&self) -> f64 {
-        (self.probed_ns_per_call - self.plain_ns_per_call).max(0.0)
-    }
-}
 
 /// The function calibration probes where the probes are single-stepped. It only has to be a
 /// real call that is not inlined, starting with an instruction the kernel does not emulate
@@ -378,7 +171,7 @@ impl Tracer {
         let skel = loader::load(open, PROGRAM)?;
         loader::allow_pids(&skel.maps.pids, &config.threads.pids)?;
         let at = |p: &AttachPoint| {
-            let cookie = catalog::cookie_at_site(p.id, p.function, sites.index_of(p));
+            let cookie = loader::cookie_at_site(p.id, p.function, sites.index_of(p));
             (p.probe_offset(), cookie)
         };
         let attachment = loader::attach_points(&uprobes(&skel), &points, config.attach_all, &at)?;
@@ -484,7 +277,7 @@ impl Tracer {
         let plain = time_calls(calls, target);
         let me = std::process::id();
         loader::allow_pid(&self.skel.maps.pids, me)?;
-        let cookie = catalog::cookie(CALIBRATION_ID, &CALIBRATION);
+        let cookie = loader::cookie_of(CALIBRATION_ID, &CALIBRATION);
         // Attached the way the real probes are, so the cost measured is theirs.
         let pid = if self.attach_all {
             -1
@@ -533,16 +326,16 @@ impl Tracer {
             else {
                 continue;
             };
-            let k: ts_hist_key = crate::read_pod(&key);
+            let k: ts_hist_key = super::read_pod(&key);
             if k.func == CALIBRATION_ID {
                 continue;
             }
-            let Some(outcome) = Outcome::from_raw(k.outcome) else {
+            let Some(outcome) = outcome_of(k.outcome) else {
                 continue;
             };
             let (mut count, mut total_ns) = (0u64, 0u64);
             for v in &values {
-                let v: ts_hist_value = crate::read_pod(v);
+                let v: ts_hist_value = super::read_pod(v);
                 count += v.count;
                 total_ns += v.total_ns;
             }
@@ -578,7 +371,7 @@ impl Tracer {
         let pending = &self.skel.maps.pending;
         for key in pending.keys() {
             if let Ok(Some(value)) = pending.lookup(&key, MapFlags::ANY) {
-                let p: ts_pending = crate::read_pod(&value);
+                let p: ts_pending = super::read_pod(&value);
                 snap.add(Cell {
                     pid: p.pid,
                     function: p.func,
@@ -689,22 +482,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn log2_ranges() {
-        let b = Buckets::Log2;
-        assert_eq!(b.range_us(0), (0, Some(1)));
-        assert_eq!(b.range_us(1), (1, Some(2)));
-        assert_eq!(b.range_us(4), (8, Some(16)));
-    }
-
-    #[test]
-    fn linear_ranges_like_lhist() {
-        let b = Buckets::linear(0, 1000, 200).unwrap();
-        assert_eq!(b.range_us(0), (0, Some(0)));
-        assert_eq!(b.range_us(1), (0, Some(200)));
-        assert_eq!(b.range_us(5), (800, Some(1000)));
-        assert_eq!(b.range_us(6), (1000, None));
-        assert!(Buckets::linear(0, 1000, 0).is_err());
-        assert!(Buckets::linear(0, 1_000_000, 1).is_err());
+    fn the_in_process_region_numbers_outcomes_as_the_program_does() {
+        for (number, theirs) in [
+            (inproc_abi::SUCCESS, ts_outcome::TS_SUCCESS),
+            (inproc_abi::RETRY, ts_outcome::TS_RETRY),
+            (inproc_abi::FAILURE, ts_outcome::TS_FAILURE),
+            (inproc_abi::UNKNOWN, ts_outcome::TS_UNKNOWN),
+            (inproc_abi::CLOSED, ts_outcome::TS_CLOSED),
+            (inproc_abi::RETRY_ASYNC, ts_outcome::TS_RETRY_ASYNC),
+        ] {
+            assert_eq!(u32::from(number), theirs.0);
+        }
     }
 
     #[test]
@@ -725,43 +513,8 @@ mod tests {
             assert_eq!(numbers.len(), 1, "{outcome:?}");
             // The histogram key holds the number in a byte.
             let raw = u8::try_from(numbers[0]).expect("fits the key's byte");
-            assert_eq!(Outcome::from_raw(raw), Some(outcome));
+            assert_eq!(outcome_of(raw), Some(outcome));
         }
-        assert_eq!(Outcome::from_raw(u8::MAX), None);
-    }
-
-    #[test]
-    fn linear_buckets_fit_the_key_s_byte() {
-        // One bucket under the range and one at or over its top.
-        assert!(Buckets::MAX_LINEAR + 2 <= u64::from(u8::MAX) + 1);
-    }
-
-    #[test]
-    fn snapshot_differences() {
-        let cell = |count, total_ns| Cell {
-            pid: 0,
-            function: 3,
-            outcome: Outcome::Success,
-            bucket: 4,
-            count,
-            total_ns,
-        };
-        let a = Snapshot {
-            cells: vec![cell(5, 50)],
-            calls: 10,
-            dropped_cells: 0,
-            wrapper_failures: vec![(3, 1)],
-        };
-        let b = Snapshot {
-            cells: vec![cell(8, 90)],
-            calls: 16,
-            dropped_cells: 0,
-            wrapper_failures: vec![(3, 1), (7, 2)],
-        };
-        let d = b.since(&a);
-        assert_eq!(d.cells, vec![cell(3, 40)]);
-        assert_eq!(d.calls, 6);
-        assert_eq!(d.wrapper_failures, vec![(7, 2)]);
-        assert!(b.since(&b).cells.is_empty());
+        assert_eq!(outcome_of(u8::MAX), None);
     }
 }

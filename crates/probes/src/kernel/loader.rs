@@ -10,11 +10,13 @@ use std::path::Path;
 use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut, UprobeMultiOpts};
 
-use crate::catalog::Function;
-use crate::placement::{CalleeSite, Placement, ResultRule};
-use crate::plan::{AttachPoint, Missing, Threads};
-use crate::skel::latency::types::{ts_cookie, ts_result_rule, ts_sites};
-use crate::skel::{latency, sniff};
+use super::skel::latency::types::{
+    ts_cookie, ts_cookie_field, ts_result_rule, ts_semantics, ts_sites,
+};
+use super::skel::sniff::types::{sn_count, sn_kind};
+use super::skel::{latency, sniff};
+use crate::catalog::{Count, Direction, Function, Semantics};
+use crate::plan::{AttachPoint, CalleeSite, Missing, Placement, ResultRule, Threads};
 use crate::Error;
 
 /// Root, BPF and uprobes: say which is missing before libbpf says it less clearly.
@@ -30,11 +32,11 @@ pub fn check_can_trace() -> Result<(), Error> {
 }
 
 /// Opens the BPF object of program `name` (as errors call it) after checking that it can run,
-/// with libbpf's log routed through [`crate::log`] and its old warnings forgotten.
+/// with libbpf's log routed through [`super::log`] and its old warnings forgotten.
 pub(crate) fn open<B: SkelBuilder<'static>>(builder: B, name: &str) -> Result<B::Output, Error> {
     check_can_trace()?;
-    crate::log::install();
-    crate::log::forget_warnings();
+    super::log::install();
+    super::log::forget_warnings();
     // The skeleton borrows its object storage for as long as it lives; a tracer lives about as
     // long as the program, so the few bytes of storage are leaked.
     let storage: &'static mut MaybeUninit<OpenObject> = Box::leak(Box::new(MaybeUninit::uninit()));
@@ -125,7 +127,7 @@ pub(crate) fn forbid_pid(map: &dyn MapCore, pid: u32) {
 }
 
 /// An attach cookie as `TS_COOKIE_FUNC` and `TS_COOKIE_FIELD` (`bpf/common.h`) read it: the
-/// function's index in the catalog, then one byte per field (see [`catalog::cookie`]).
+/// function's index in the catalog, then one byte per field (see [`cookie_of`]).
 pub(crate) fn cookie(func: u16, fields: &[u8]) -> u64 {
     debug_assert!(fields.len() <= ts_cookie::TS_COOKIE_FIELDS.0 as usize);
     let first = ts_cookie::TS_COOKIE_FUNC_BITS.0;
@@ -137,6 +139,71 @@ pub(crate) fn cookie(func: u16, fields: &[u8]) -> u64 {
             c | u64::from(field) << (first + width * i)
         })
 }
+
+/// The attach cookie of catalog function `id`: its id, then every field of `enum
+/// ts_cookie_field` (`bpf/common.h`), whichever program it is for: each reads the fields it
+/// needs. No callee placement (see [`cookie_at_site`]).
+pub(crate) fn cookie_of(id: u16, function: &Function) -> u64 {
+    cookie_at_site(id, function, 0)
+}
+
+/// Like [`cookie_of`], for a function probed at its callee: `site` indexes the program's
+/// `cfg.sites` (0: not a callee placement).
+pub(crate) fn cookie_at_site(id: u16, function: &Function, site: u8) -> u64 {
+    let mut fields = [0u8; COOKIE_FIELDS];
+    let mut set = |field: ts_cookie_field, value: u8| fields[field.0 as usize] = value;
+    set(
+        ts_cookie_field::TS_FIELD_SEMANTICS,
+        function.semantics as u8,
+    );
+    if let Some(sniffed) = function.sniffed {
+        set(ts_cookie_field::TS_FIELD_KIND, sniffed.direction as u8);
+        set(ts_cookie_field::TS_FIELD_COUNT, sniffed.count as u8);
+    }
+    set(
+        ts_cookie_field::TS_FIELD_TLS_LAYER_ONLY,
+        u8::from(function.tls_layer_only()),
+    );
+    set(ts_cookie_field::TS_FIELD_SITE, site);
+    cookie(id, &fields)
+}
+
+/// `TS_COOKIE_FIELDS` in `bpf/common.h`.
+const COOKIE_FIELDS: usize = ts_cookie::TS_COOKIE_FIELDS.0 as usize;
+
+/// Each semantics of the catalog with the number `enum ts_semantics` (`bpf/latency.h`) gives it.
+const SEMANTICS: [(Semantics, ts_semantics); 8] = [
+    (Semantics::OpensslIo, ts_semantics::TS_SEM_OSSL_IO),
+    (
+        Semantics::OpensslShutdown,
+        ts_semantics::TS_SEM_OSSL_SHUTDOWN,
+    ),
+    (
+        Semantics::OpensslGetError,
+        ts_semantics::TS_SEM_OSSL_GET_ERROR,
+    ),
+    (Semantics::Positive, ts_semantics::TS_SEM_POSITIVE),
+    (Semantics::GnuTls, ts_semantics::TS_SEM_GNUTLS),
+    (Semantics::NssStatus, ts_semantics::TS_SEM_NSS_STATUS),
+    (Semantics::NsprIo, ts_semantics::TS_SEM_NSPR_IO),
+    (Semantics::NonNegative, ts_semantics::TS_SEM_NONNEGATIVE),
+];
+
+// The catalog numbers semantics, directions and counts as the programs do (`enum sn_kind` and
+// `enum sn_count` in `bpf/sniff.h` too): the cookie carries the catalog's numbers. Checked when
+// the crate is built.
+const _: () = {
+    let mut i = 0;
+    while i < SEMANTICS.len() {
+        assert!(SEMANTICS[i].0 as u32 == SEMANTICS[i].1 .0);
+        i += 1;
+    }
+    assert!(Direction::Read as u32 == sn_kind::SN_READ.0);
+    assert!(Direction::Write as u32 == sn_kind::SN_WRITE.0);
+    assert!(Direction::Handshake as u32 == sn_kind::SN_HANDSHAKE.0);
+    assert!(Count::Return as u32 == sn_count::SN_COUNT_RET.0);
+    assert!(Count::Arg4Pointer as u32 == sn_count::SN_COUNT_ARG4_PTR.0);
+};
 
 /// A program's entry and return uprobe programs, attached together.
 ///
@@ -196,7 +263,7 @@ fn attach_multi(prog: &ProgramMut<'_>, batch: &Batch<'_>, retprobe: bool) -> Res
             format!(
                 "the kernel refused the {}: {}",
                 if retprobe { "uretprobe" } else { "uprobe" },
-                crate::log::with_reason(&e.to_string())
+                super::log::with_reason(&e.to_string())
             )
         })
 }
@@ -302,7 +369,7 @@ pub(crate) fn counter(counters: &dyn MapCore, index: u32, what: &str) -> Result<
         .lookup_percpu(&index.to_ne_bytes(), MapFlags::ANY)
         .map_err(|e| Error::bpf(what, e))?
         .unwrap_or_default();
-    Ok(values.iter().map(|v| crate::read_pod::<u64>(v)).sum())
+    Ok(values.iter().map(|v| super::read_pod::<u64>(v)).sum())
 }
 
 /// Whether two points are probed at the same place the same way (in any processes).
@@ -447,6 +514,7 @@ site_slot!(sniff);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog;
 
     /// Read back the way `TS_COOKIE_FUNC` and `TS_COOKIE_FIELD` in `bpf/common.h` do.
     fn field(cookie: u64, i: u32) -> u64 {
@@ -477,8 +545,7 @@ mod tests {
     #[test]
     fn read_and_write_are_classed_without_reading_their_count() {
         use crate::catalog::Selection;
-        use crate::placement::PlacementMode;
-        use crate::plan::{Plan, Target};
+        use crate::plan::{PlacementMode, Plan, Target};
         let libssl = std::path::PathBuf::from("/usr/lib/x86_64-linux-gnu/libssl.so.3");
         assert!(libssl.exists(), "Debian's libssl3 (in make deps)");
         let only = [
@@ -529,5 +596,77 @@ mod tests {
         let long: [i8; 16] = c_name("a-thread-name-longer-than-15");
         assert_eq!(long[14], b'l' as i8);
         assert_eq!(long[15], 0);
+    }
+
+    #[test]
+    fn catalog_cookies_carry_the_function_s_id_and_fields() {
+        let read_ex = catalog::id_of("SSL_read_ex").unwrap();
+        let c = cookie_of(read_ex, catalog::function(read_ex).unwrap());
+        let field = |f: ts_cookie_field| (c >> (16 + 8 * f.0)) & 0xff;
+        assert_eq!(c & 0xffff, u64::from(read_ex));
+        assert_eq!(field(ts_cookie_field::TS_FIELD_SEMANTICS), 0);
+        assert_eq!(
+            field(ts_cookie_field::TS_FIELD_KIND),
+            u64::from(sn_kind::SN_READ.0)
+        );
+        assert_eq!(
+            field(ts_cookie_field::TS_FIELD_COUNT),
+            u64::from(sn_count::SN_COUNT_ARG4_PTR.0)
+        );
+        let pr_send = catalog::id_of("PR_Send").unwrap();
+        let c = cookie_of(pr_send, catalog::function(pr_send).unwrap());
+        let field = |f: ts_cookie_field| (c >> (16 + 8 * f.0)) & 0xff;
+        assert_eq!(field(ts_cookie_field::TS_FIELD_SEMANTICS), 6);
+        assert_eq!(
+            field(ts_cookie_field::TS_FIELD_KIND),
+            u64::from(sn_kind::SN_WRITE.0)
+        );
+        assert_eq!(field(ts_cookie_field::TS_FIELD_TLS_LAYER_ONLY), 1);
+    }
+
+    #[test]
+    fn semantics_are_numbered_as_the_program_numbers_them() {
+        // The catalog numbers them with literals: they must be the program's, every one.
+        for (ours, theirs) in SEMANTICS {
+            assert_eq!(u32::from(ours as u8), theirs.0, "{ours:?}");
+        }
+        let listed: Vec<Semantics> = SEMANTICS.iter().map(|&(ours, _)| ours).collect();
+        for f in crate::catalog::CATALOG {
+            assert!(listed.contains(&f.semantics), "{}", f.name);
+        }
+    }
+
+    #[test]
+    fn kinds_and_counts_are_numbered_as_the_program_numbers_them() {
+        // `as u8` would cut a number over 255 without a word.
+        for (ours, theirs) in [
+            (Direction::Read as u8, sn_kind::SN_READ.0),
+            (Direction::Write as u8, sn_kind::SN_WRITE.0),
+            (Direction::Handshake as u8, sn_kind::SN_HANDSHAKE.0),
+            (Count::Return as u8, sn_count::SN_COUNT_RET.0),
+            (Count::Arg4Pointer as u8, sn_count::SN_COUNT_ARG4_PTR.0),
+        ] {
+            assert_eq!(u32::from(ours), theirs);
+        }
+        for d in [Direction::Read, Direction::Write, Direction::Handshake] {
+            assert_eq!(Direction::from_raw(d as u8), d);
+        }
+        // Both programs are built from the one cookie definition.
+        use sniff::types::ts_cookie_field as sniff_field;
+        for (ours, theirs) in [
+            (
+                ts_cookie_field::TS_FIELD_SEMANTICS,
+                sniff_field::TS_FIELD_SEMANTICS,
+            ),
+            (ts_cookie_field::TS_FIELD_KIND, sniff_field::TS_FIELD_KIND),
+            (ts_cookie_field::TS_FIELD_COUNT, sniff_field::TS_FIELD_COUNT),
+            (
+                ts_cookie_field::TS_FIELD_TLS_LAYER_ONLY,
+                sniff_field::TS_FIELD_TLS_LAYER_ONLY,
+            ),
+        ] {
+            assert_eq!(ours.0, theirs.0);
+            assert!(ours.0 < COOKIE_FIELDS as u32);
+        }
     }
 }

@@ -328,7 +328,7 @@ fn attach_one(prog: &ProgramMut<'_>, ids: &Ids, name: &str) -> Result<Link, Stri
         }
         Err(e) => Err(format!(
             "attaching to syscalls:{name}: {}",
-            crate::log::with_reason(&e.to_string())
+            super::log::with_reason(&e.to_string())
         )),
     }
 }

@@ -28,124 +28,9 @@ use iced_x86::{Decoder, DecoderOptions, Instruction, Mnemonic, OpKind, Register}
 use object::{Object, ObjectSegment};
 
 use crate::catalog::Semantics;
+use crate::plan::{CalleeSite, Placement, PlacementMode, Plan, ResultRule, ENDBR64_LEN};
 use crate::Error;
 
-/// How `--placement` chooses where the probes go.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum PlacementMode {
-    /// On an instruction the kernel emulates where one is as good as the entry.
-    #[default]
-    Emulated,
-    /// Always at the function's first instruction.
-    Entry,
-}
-
-impl std::str::FromStr for PlacementMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<PlacementMode, String> {
-        match s {
-            "emulated" => Ok(PlacementMode::Emulated),
-            "entry" => Ok(PlacementMode::Entry),
-            other => Err(format!(
-                "unknown placement '{other}' (choose from emulated, entry)"
-            )),
-        }
-    }
-}
-
-/// Where a function's probes are.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Placement {
-    /// The function's first instruction; `emulated` says whether the kernel emulates it.
-    Entry { emulated: bool },
-    /// The instruction after the `endbr64` the function starts with (4 bytes in); emulated.
-    AfterEndbr,
-    /// The function's first callee, for calls from the function only; emulated.
-    Callee(CalleeSite),
-}
-
-impl Placement {
-    /// As reports name it: "entry", "entry+4" or "callee".
-    pub fn name(&self) -> &'static str {
-        match self {
-            Placement::Entry { .. } => "entry",
-            Placement::AfterEndbr => "entry+4",
-            Placement::Callee(_) => "callee",
-        }
-    }
-
-    /// The calls this placement does not see, in words (a callee's: those the function answers
-    /// before calling it); None where it sees every call.
-    pub fn unseen(&self) -> Option<&str> {
-        match self {
-            Placement::Callee(site) => site.unseen.as_deref(),
-            _ => None,
-        }
-    }
-
-    /// Whether the kernel emulates the probed instruction (else it single-steps it).
-    pub fn emulated(&self) -> bool {
-        !matches!(self, Placement::Entry { emulated: false })
-    }
-
-    /// The file offset the probes attach at, for a function at `entry`.
-    pub fn probe_offset(&self, entry: u64) -> u64 {
-        match self {
-            Placement::Entry { .. } => entry,
-            Placement::AfterEndbr => entry + ENDBR64_LEN,
-            Placement::Callee(site) => site.probe_offset,
-        }
-    }
-}
-
-/// A function probed at its callee.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CalleeSite {
-    /// The file offset of the probed instruction in the callee (its entry, or after its
-    /// `endbr64`).
-    pub probe_offset: u64,
-    /// The return address of a call from the function minus the probed address: the same in
-    /// the file and in any process, as both lie in one ELF file.
-    pub return_delta: i64,
-    /// The function's result for a callee result > 0, == 0 and < 0, in that order.
-    pub results: [ResultRule; 3],
-    /// The calls that return before the callee is called, and so are not seen (an argument
-    /// check failing), if any.
-    pub unseen: Option<String>,
-    /// Whether the callee gets the function's argument n (0: rdi ... 5: r9) as its own
-    /// argument n: what a probe reading the function's arguments at the callee relies on.
-    pub passes_on: [bool; 6],
-    /// Whether the callee's argument n is zero exactly when the function's is: passed on, or
-    /// its low half widened (SSL_read's `int num` made a `size_t` with `movslq`).
-    pub zero_alike: [bool; 6],
-}
-
-impl CalleeSite {
-    /// Whether the callee gets the function's argument `n` (from 0) as its own argument `n`.
-    pub fn passes_on(&self, n: usize) -> bool {
-        self.passes_on.get(n).copied().unwrap_or(false)
-    }
-
-    /// Whether the callee's argument `n` (from 0) is zero exactly when the function's is.
-    pub fn zero_alike(&self, n: usize) -> bool {
-        self.zero_alike.get(n).copied().unwrap_or(false)
-    }
-}
-
-/// What a function returns, given its callee's result.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ResultRule {
-    /// The callee's result as it is.
-    Callee,
-    /// This constant.
-    Constant(i32),
-    /// The int at the address the callee got as its fourth argument (SSL_read's byte count).
-    OutInt,
-}
-
-/// `endbr64` is f3 0f 1e fa.
-const ENDBR64_LEN: u64 = 4;
 /// Instructions read before a function's first call, at most.
 const MAX_PREFIX: usize = 16;
 /// Instructions followed from the call to a `ret`, at most, per callee result.
@@ -783,9 +668,55 @@ fn cmov_condition(m: Mnemonic) -> Option<Condition> {
     })
 }
 
+impl Plan {
+    /// The plan with its probes placed as `mode` says, from the code of each point's file (a
+    /// new plan has them at the entries, not yet told whether the kernel emulates those).
+    pub fn with_placement(mut self, mode: PlacementMode) -> Plan {
+        self.place_points(mode);
+        self
+    }
+
+    /// Decides every point's placement from the code of its file.
+    fn place_points(&mut self, mode: PlacementMode) {
+        let kernel = Kernel::running();
+        let mut files = Files::default();
+        for p in &mut self.points {
+            p.placement = match (files.code(&p.path), mode) {
+                (None, _) => Placement::Entry { emulated: false },
+                (Some(code), PlacementMode::Entry) => Placement::Entry {
+                    emulated: entry_emulated(code, p.offset, kernel),
+                },
+                (Some(code), PlacementMode::Emulated) => {
+                    place(code, p.offset, p.function.semantics, kernel)
+                }
+            };
+        }
+        self.keep_shared_breakpoints_apart();
+    }
+
+    /// A callee that another point probes as itself (or at its own entry): both programs would
+    /// run at the one breakpoint in either order, and their call frames with them. The function
+    /// probed through that callee goes back to its entry.
+    fn keep_shared_breakpoints_apart(&mut self) {
+        let own: Vec<(PathBuf, u64)> = self
+            .points
+            .iter()
+            .filter(|p| !matches!(p.placement, Placement::Callee(_)))
+            .map(|p| (p.path.clone(), p.probe_offset()))
+            .collect();
+        for p in &mut self.points {
+            if let Placement::Callee(site) = &p.placement {
+                if own.contains(&(p.path.clone(), site.probe_offset)) {
+                    p.placement = Placement::Entry { emulated: false };
+                }
+            }
+        }
+    }
+}
+
 /// The ELF files of a plan, read once each.
 #[derive(Default)]
-pub(crate) struct Files {
+struct Files {
     read: HashMap<PathBuf, Option<Code>>,
 }
 

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSegment, ObjectSymbol, ObjectSymbolTable, RelocationFlags};
 
-use crate::inject::Failure;
+use super::inject::Failure;
+use super::library::LIBRARY_FILE_PREFIX;
 use crate::maps::parse_maps;
 
 /// An ELF object loaded in a process, and where.
@@ -234,10 +235,7 @@ fn probe_library_ranges(pid: u32) -> Result<Vec<std::ops::Range<u64>>, Failure> 
             m.path
                 .as_ref()
                 .and_then(|p| p.file_name())
-                .is_some_and(|n| {
-                    n.to_string_lossy()
-                        .starts_with(crate::user::LIBRARY_FILE_PREFIX)
-                })
+                .is_some_and(|n| n.to_string_lossy().starts_with(LIBRARY_FILE_PREFIX))
         })
         .map(|m| m.start..m.end)
         .collect())

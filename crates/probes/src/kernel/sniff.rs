@@ -7,14 +7,13 @@ use std::time::Duration;
 
 use libbpf_rs::Link;
 
-pub use crate::catalog::Direction;
-use crate::catalog::{self, Count, CATALOG};
-use crate::loader::{self, Sites, Uprobes};
-use crate::placement::Placement;
-use crate::plan::{AttachPoint, Missing, Plan, Threads};
-use crate::skel::sniff::types::{sn_counter, sn_endpoints, sn_event, sn_flags};
-use crate::skel::sniff::{SniffSkel, SniffSkelBuilder};
-use crate::syscalls::{self, Edge, SyscallHooks};
+use super::loader::{self, Sites, Uprobes};
+use super::skel::sniff::types::{sn_counter, sn_endpoints, sn_event, sn_flags};
+use super::skel::sniff::{SniffSkel, SniffSkelBuilder};
+use super::syscalls::{self, Edge, SyscallHooks};
+use crate::capture::{socket_pair, Call, SniffCounters};
+use crate::catalog::{Count, Direction, CATALOG};
+use crate::plan::{AttachPoint, Missing, Placement, Plan, Threads};
 use crate::Error;
 
 /// The program's name in errors.
@@ -35,57 +34,6 @@ pub struct SniffConfig {
     /// connection whose first request was read during the handshake makes none in the
     /// `SSL_read` that returns it.
     pub handshake_records: bool,
-}
-
-/// One sniffed call, its pieces put back together.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Call {
-    pub start_ns: u64,
-    pub latency_ns: u64,
-    pub pid: u32,
-    pub tid: u32,
-    /// The thread's name (shared: the same few threads make every call).
-    pub comm: std::sync::Arc<str>,
-    /// The socket; `None` when the call made no syscall and the connection object was not
-    /// seen with one before.
-    pub fd: Option<i32>,
-    /// The fd was not seen in this call but earlier with the same connection object.
-    pub fd_from_earlier_call: bool,
-    /// The library's connection object (`SSL *`, ...), to tell connections apart.
-    pub connection: u64,
-    /// (local, peer) of the socket, read from the kernel's socket during the call (or the
-    /// earlier call the fd came from); `None` when the fd was not a TCP socket or unknown.
-    pub endpoints: Option<(std::net::SocketAddr, std::net::SocketAddr)>,
-    pub function: &'static str,
-    pub direction: Direction,
-    pub ret: i64,
-    /// Bytes the call moved.
-    pub total_bytes: u64,
-    /// The captured bytes, where the backend copies them out (the kernel backend's assembler);
-    /// the in-process backend leaves this empty and hands the bytes beside the call, read in
-    /// place in its ring ([`CallSink`]).
-    pub data: Vec<u8>,
-    /// Bytes over the capture limit, not captured.
-    pub uncaptured_bytes: u64,
-    /// Some of its pieces were lost (ring buffer full): `data` has gaps at the end.
-    pub incomplete: bool,
-}
-
-/// Kernel-side counters.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SniffCounters {
-    /// Calls the probes saw (whatever their fate in the ring buffer).
-    pub calls: u64,
-    /// Ring-buffer records that did not fit.
-    pub lost_records: u64,
-    /// Calls with at least one record lost (or, for NSPR, not checked: see `unchecked`).
-    pub lost_calls: u64,
-    /// NSPR calls not sniffed because their layer could not be checked (the process's memory
-    /// map was locked at that instant); counted in `lost_calls` too.
-    pub unchecked: u64,
-    /// In-process wrappers that failed (a panic caught in them): each stopped copying its
-    /// function's calls in its process from then on, so later calls were not captured.
-    pub wrapper_failures: u64,
 }
 
 /// What sniff loses without its syscall hooks.
@@ -148,7 +96,7 @@ impl Sniffer {
             ret: &skel.progs.sniff_return,
         };
         let at = |p: &AttachPoint| {
-            let cookie = catalog::cookie_at_site(p.id, p.function, sites.index_of(p));
+            let cookie = loader::cookie_at_site(p.id, p.function, sites.index_of(p));
             (p.probe_offset(), cookie)
         };
         let attachment = loader::attach_points(&uprobes, &points, false, &at)?;
@@ -243,110 +191,6 @@ fn sniffable(point: &AttachPoint) -> AttachPoint {
         }
     }
     point
-}
-
-/// Where a capture hands each completed call: the call, and its captured bytes (read in place
-/// where the backend can; `Call::data` is then left empty).
-pub type CallSink<'a> = dyn FnMut(&Call, &[u8]) + 'a;
-
-/// What one poll of a capture found.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Polled {
-    /// Calls handed to the sink.
-    pub calls: usize,
-    /// How full the fullest ring was when the poll began (0 to 1), where the backend can
-    /// tell: the reader polls sooner when it nears full, and later when it stays nearly empty.
-    pub fullest: Option<f64>,
-}
-
-/// A running capture, whichever backend copies the calls: what `sniff` reads.
-pub trait Capture {
-    /// Waits `interval`, then hands `sink` the calls completed since the last poll.
-    fn poll(
-        &self,
-        interval: Duration,
-        assembler: &mut Assembler,
-        sink: &mut CallSink<'_>,
-    ) -> Result<Polled, Error>;
-    fn counters(&self) -> Result<SniffCounters, Error>;
-    /// The functions sniffed.
-    fn functions(&self) -> Vec<&'static str>;
-    fn not_attached(&self) -> &[Missing];
-    /// The kernel hooks the capture relies on, if any.
-    fn syscall_hooks(&self) -> Option<&SyscallHooks>;
-    fn backend(&self) -> crate::Backend;
-}
-
-impl Capture for Sniffer {
-    fn poll(
-        &self,
-        interval: Duration,
-        assembler: &mut Assembler,
-        sink: &mut CallSink<'_>,
-    ) -> Result<Polled, Error> {
-        let calls = Sniffer::poll(self, interval, assembler)?;
-        for call in &calls {
-            sink(call, &call.data);
-        }
-        Ok(Polled {
-            calls: calls.len(),
-            fullest: None,
-        })
-    }
-    fn counters(&self) -> Result<SniffCounters, Error> {
-        Sniffer::counters(self)
-    }
-    fn functions(&self) -> Vec<&'static str> {
-        // Once each, however many processes it is probed in (a server's workers).
-        let mut names: Vec<&'static str> = Vec::new();
-        for p in &self.attached {
-            if !names.contains(&p.function.name) {
-                names.push(p.function.name);
-            }
-        }
-        names
-    }
-    fn not_attached(&self) -> &[Missing] {
-        &self.not_attached
-    }
-    fn syscall_hooks(&self) -> Option<&SyscallHooks> {
-        Some(&self.syscall_hooks)
-    }
-    fn backend(&self) -> crate::Backend {
-        crate::Backend::Kernel
-    }
-}
-
-impl Capture for crate::user::UserTracer {
-    fn poll(
-        &self,
-        interval: Duration,
-        _: &mut Assembler,
-        sink: &mut CallSink<'_>,
-    ) -> Result<Polled, Error> {
-        if !interval.is_zero() {
-            std::thread::sleep(interval);
-        }
-        Ok(self.visit_calls(sink))
-    }
-    fn counters(&self) -> Result<SniffCounters, Error> {
-        Ok(self.sniff_counters())
-    }
-    fn functions(&self) -> Vec<&'static str> {
-        self.attached()
-            .iter()
-            .map(|a| a.point.function.name)
-            .collect()
-    }
-    fn not_attached(&self) -> &[Missing] {
-        crate::user::UserTracer::not_attached(self)
-    }
-    fn syscall_hooks(&self) -> Option<&SyscallHooks> {
-        None
-    }
-    fn backend(&self) -> crate::Backend {
-        crate::Backend::User
-    }
 }
 
 /// Ring-buffer records waiting for the assembler.
@@ -484,37 +328,15 @@ fn endpoints(ends: &sn_endpoints) -> Option<(std::net::SocketAddr, std::net::Soc
     )
 }
 
-/// (local, peer) from an address family (`AF_INET`: the first four bytes; `AF_INET6`) and two
-/// (address, port) pairs, as both backends record them; None for any other family.
-pub(crate) fn socket_pair(
-    family: u16,
-    local: (&[u8; 16], u16),
-    peer: (&[u8; 16], u16),
-) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
-    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
-    let ip = |b: &[u8; 16]| -> Option<IpAddr> {
-        match i32::from(family) {
-            libc::AF_INET => Some(IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))),
-            libc::AF_INET6 => Some(IpAddr::V6(Ipv6Addr::from(*b))),
-            _ => None,
-        }
-    };
-    Some((
-        SocketAddr::new(ip(local.0)?, local.1),
-        SocketAddr::new(ip(peer.0)?, peer.1),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::skel::sniff::types::sn_limits;
+    use crate::kernel::skel::sniff::types::sn_limits;
 
     #[test]
     fn openssl_data_calls_are_sniffed_at_callees_that_get_their_buffers() {
         use crate::catalog::Selection;
-        use crate::placement::PlacementMode;
-        use crate::plan::Target;
+        use crate::plan::{PlacementMode, Target};
         let libssl = std::path::PathBuf::from("/usr/lib/x86_64-linux-gnu/libssl.so.3");
         assert!(libssl.exists(), "Debian's libssl3 (in make deps)");
         let plan = Plan::new(
