@@ -8,12 +8,25 @@ CARGO ?= cargo
 # util-linux and mount (taskset, setpriv, unshare, mount), iproute2 (the tests' network
 # namespaces), the BPF toolchain (clang, bpftool), perf (linux-perf: `tlsscope profile` drives
 # it) and Prometheus with promtool (prometheus: the metrics tests scrape tlsscope with it; its
-# service is not started).
+# service is not started); bash-completion, zsh, fish, man-db and groff-base, which load and
+# render the completions and man pages `make build` installs (the tests drive them).
 APT_PACKAGES := ca-certificates gcc g++ make perl cmake ninja-build pkg-config binutils openssl \
 	curl nginx wrk procps util-linux mount iproute2 clang libelf-dev zlib1g-dev linux-libc-dev \
-	bpftrace gnutls-bin tshark python3 bpftool libnss3-tools chromium linux-perf prometheus
+	bpftrace gnutls-bin tshark python3 bpftool libnss3-tools chromium linux-perf prometheus \
+	bash-completion zsh fish man-db groff-base
 
-.PHONY: all deps build lab test lint fuzz bench clean
+# Where `make install-extras` puts the shell completions and man pages the binary generates
+# from its argument definitions: the directories the shells and man search; DESTDIR stages them
+# under another root (`make install-extras DESTDIR=/tmp/stage`), PREFIX moves the man pages.
+PREFIX ?= /usr/local
+DESTDIR ?=
+MAN1DIR ?= $(PREFIX)/share/man/man1
+BASH_COMPLETION_DIR ?= /usr/share/bash-completion/completions
+ZSH_COMPLETION_DIR ?= /usr/share/zsh/vendor-completions
+FISH_COMPLETION_DIR ?= /usr/share/fish/vendor_completions.d
+TLSSCOPE ?= target/release/tlsscope
+
+.PHONY: all deps build install-extras lab test lint fuzz bench clean
 all: build
 
 deps:
@@ -21,6 +34,19 @@ deps:
 
 build: deps
 	$(CARGO) build --release
+	@$(MAKE) --no-print-directory install-extras
+
+# Completions for bash, zsh and fish, and the man pages (tlsscope.1, tlsscope-bench.1, ...);
+# then man's index, unless staged under DESTDIR.
+install-extras:
+	@test -x $(TLSSCOPE) || { echo "install-extras: no $(TLSSCOPE): run make build first, or give TLSSCOPE=PATH" >&2; exit 1; }
+	install -d $(DESTDIR)$(BASH_COMPLETION_DIR) $(DESTDIR)$(ZSH_COMPLETION_DIR) \
+		$(DESTDIR)$(FISH_COMPLETION_DIR) $(DESTDIR)$(MAN1DIR)
+	$(TLSSCOPE) completions bash > $(DESTDIR)$(BASH_COMPLETION_DIR)/tlsscope
+	$(TLSSCOPE) completions zsh > $(DESTDIR)$(ZSH_COMPLETION_DIR)/_tlsscope
+	$(TLSSCOPE) completions fish > $(DESTDIR)$(FISH_COMPLETION_DIR)/tlsscope.fish
+	$(TLSSCOPE) man --dir $(DESTDIR)$(MAN1DIR)
+	@if [ -z "$(DESTDIR)" ] && command -v mandb >/dev/null; then mandb -q; fi
 
 # The main experiment: the built-in server loaded, then traced, in five experiments.
 lab: build

@@ -64,6 +64,11 @@ pub enum Command {
     /// Build OpenSSL versions to test against, or list the builds.
     #[command(subcommand)]
     Openssl(OpensslCommand),
+    /// Print a shell completion script for tlsscope on stdout (made from these definitions).
+    Completions(CompletionsArgs),
+    /// Write tlsscope's man pages (tlsscope.1 and one per subcommand) into a directory, or
+    /// print tlsscope.1 on stdout.
+    Man(ManArgs),
 }
 
 #[derive(Debug, Args)]
@@ -124,6 +129,21 @@ pub struct BuildArgs {
     /// Rebuild even when it is already built.
     #[arg(long)]
     pub force: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell the script is for.
+    #[arg(value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write tlsscope.1, tlsscope-bench.1 and the others into this directory (created if
+    /// missing); without it, tlsscope.1 goes to stdout.
+    #[arg(long, value_name = "DIR", value_parser = crate::output::DirParser, value_hint = clap::ValueHint::DirPath)]
+    pub dir: Option<OutputDir>,
 }
 
 fn parse_cert_type(s: &str) -> Result<ossl::CertType, String> {

@@ -5,6 +5,7 @@ pub mod args;
 mod bench_cmd;
 mod client;
 mod compare_cmd;
+mod completions;
 mod handshake_cmd;
 mod lab_cmd;
 mod library;
@@ -134,6 +135,8 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
             openssl_cmd::list()?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Completions(a) => completions::print_completions(a.shell),
+        Command::Man(a) => completions::man_pages(a.dir.as_ref()),
     }
 }
 
