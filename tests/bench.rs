@@ -275,8 +275,9 @@ fn obtained(doc: &Value) -> Vec<String> {
     .collect()
 }
 
+// Issue 17.
 #[test]
-fn issue_17_the_default_client_is_rustls_and_obtains_what_openssl_does() {
+fn the_default_rustls_client_obtains_what_the_openssl_client_does() {
     for cert in ["ecdsa-p256", "rsa2048", "ed25519"] {
         let server = Serve::start(&["--cert-type", cert]);
         let addr = server.addr.to_string();
@@ -316,8 +317,9 @@ fn issue_17_the_default_client_is_rustls_and_obtains_what_openssl_does() {
     }
 }
 
+// Issue 17.
 #[test]
-fn issue_17_a_setting_only_openssl_honours_picks_it_and_says_so() {
+fn a_setting_only_openssl_honours_picks_the_openssl_client_and_says_so() {
     let server = Serve::start(&[]);
     let addr = server.addr.to_string();
     // The default: OpenSSL runs, and the result says why.
@@ -989,10 +991,11 @@ fn client_certificates_for_servers_that_require_them() {
     assert_one_line_error(&without, &["certificate required"]);
 }
 
+// Issue 17.
 /// `--keylog` with the rustls engine: every secret the client logs is one the server logged
 /// for the same connection (same label, client random and secret), in a file only root reads.
 #[test]
-fn issue_17_the_rustls_client_logs_the_same_secrets_as_the_server() {
+fn the_rustls_client_logs_the_same_secrets_as_the_server() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let server_log = dir.path().join("server.keys");

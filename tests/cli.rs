@@ -204,7 +204,7 @@ fn handshake_errors() {
 /// Every form of target a user types reaches the server: a host name, a URL whose path becomes
 /// the request (wrk's habit), a bracketed IPv6 address; port 443 when none is given.
 #[test]
-fn issue_12_targets_take_names_urls_and_bracketed_ipv6() {
+fn targets_take_names_urls_and_bracketed_ipv6() {
     let server = Serve::start(&[]);
     let port = server.port();
     // A name, resolved once.
@@ -266,9 +266,10 @@ fn issue_12_targets_take_names_urls_and_bracketed_ipv6() {
     assert_one_line_error(&out, &["no-such-host.invalid", "does not resolve"]);
 }
 
+// Issue 12.
 /// One duration type everywhere (10s, 500ms, 2m, or seconds), -d on serve too, and zero refused.
 #[test]
-fn issue_12_durations_are_one_type_and_zero_is_refused() {
+fn durations_are_one_type_and_zero_is_refused() {
     let start = std::time::Instant::now();
     let out = support::tlsscope(&["serve", "--listen", "127.0.0.1:0", "-d", "500ms"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -301,11 +302,12 @@ fn issue_12_durations_are_one_type_and_zero_is_refused() {
     }
 }
 
+// Issue 12.
 /// -c is connections; trace and sniff name the thread filter --comm (-c still works, unlisted);
 /// --resume is a flag in handshake, --resume-by picks bench's TLS 1.2 mechanism, and compare's
 /// lists are --handshakes and --tls-versions (their old spellings still parse).
 #[test]
-fn issue_12_one_meaning_per_flag() {
+fn each_flag_has_one_meaning_across_commands() {
     for cmd in ["trace", "sniff"] {
         let help = text(&support::tlsscope(&[cmd, "--help"]).stdout);
         assert!(help.contains("--comm <COMM>"), "{help}");
@@ -347,9 +349,10 @@ fn issue_12_one_meaning_per_flag() {
     server.stop();
 }
 
+// Issue 12.
 /// Ctrl-C ends every long-running command with 130, after writing what it has.
 #[test]
-fn issue_12_ctrl_c_exits_130_with_results_written() {
+fn ctrl_c_ends_serve_with_130_and_its_counters_written() {
     let dir = tempfile::tempdir().unwrap();
     let stats = dir.path().join("stats.json");
     let mut child = std::process::Command::new(support::bin())
@@ -374,10 +377,11 @@ fn issue_12_ctrl_c_exits_130_with_results_written() {
     assert!(stats.exists(), "serve wrote its counters before exiting");
 }
 
+// Issue 12.
 /// bench and lab end on SIGINT and SIGTERM as trace, sniff and serve do: 130 after Ctrl-C, 0
 /// after SIGTERM (a requested stop), the results written either way.
 #[test]
-fn issue_12_bench_ends_on_signals_as_every_command_does() {
+fn bench_ends_on_sigint_and_sigterm_with_its_results_written() {
     let server = support::Serve::start(&[]);
     let addr = server.addr.to_string();
     let dir = tempfile::tempdir().unwrap();
@@ -415,9 +419,10 @@ fn issue_12_bench_ends_on_signals_as_every_command_does() {
     server.stop();
 }
 
+// Issue 12.
 /// An OS error is said once, however many layers quote it.
 #[test]
-fn issue_12_the_os_reason_is_said_once() {
+fn an_os_error_is_said_once() {
     let e = anyhow::Error::new(probes::Error::Process {
         pid: 7,
         source: std::io::Error::from_raw_os_error(libc::EACCES),

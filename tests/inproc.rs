@@ -233,8 +233,9 @@ fn alive(pid: u32) -> bool {
     unsafe { libc::kill(i32::try_from(pid).unwrap(), 0) == 0 }
 }
 
+// Issue 13.
 #[test]
-fn issue_13_nginx_under_the_user_backend_counts_exactly_per_worker() {
+fn nginx_under_the_user_backend_counts_exactly_per_worker() {
     let nginx = NginxDir::new();
     let json = nginx.path("trace.json");
     let json_arg = json.to_str().unwrap();
@@ -280,8 +281,9 @@ fn issue_13_nginx_under_the_user_backend_counts_exactly_per_worker() {
     assert!(!alive(master), "nginx {master} outlived the trace");
 }
 
+// Issue 13.
 #[test]
-fn issue_13_nginx_keeps_serving_when_tlsscope_is_killed() {
+fn nginx_started_under_the_user_backend_keeps_serving_when_tlsscope_is_killed() {
     let nginx = NginxDir::new();
     let mut trace = nginx.trace(&["--probes", "all"]);
     let master = nginx.master_pid();
@@ -307,8 +309,9 @@ fn issue_13_nginx_keeps_serving_when_tlsscope_is_killed() {
     }
 }
 
+// Issue 13.
 #[test]
-fn issue_13_attached_to_running_nginx_counts_exactly_and_puts_its_got_back() {
+fn the_user_backend_attached_to_running_nginx_counts_exactly_and_puts_its_got_back() {
     let nginx = NginxDir::new();
     let server = nginx.start();
     let master = server.id();
@@ -369,8 +372,9 @@ fn issue_13_attached_to_running_nginx_counts_exactly_and_puts_its_got_back() {
     assert!(out.contains("status 200: 50"), "{out}");
 }
 
+// Issue 13.
 #[test]
-fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_restores_it() {
+fn attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_restores_it() {
     let nginx = NginxDir::new();
     let server = nginx.start();
     let master = server.id();
@@ -413,10 +417,11 @@ fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_r
     assert_eq!(got(worker), before);
 }
 
+// Issue 13.
 /// A panic in tlsscope while attached unwinds through the tracer, which puts every GOT entry
 /// back in nginx's master and worker; nginx keeps serving.
 #[test]
-fn issue_13_a_panic_while_attached_puts_nginx_s_got_back() {
+fn a_panic_while_attached_puts_nginx_s_got_back() {
     let nginx = NginxDir::new();
     let server = nginx.start();
     let master = server.id();
@@ -457,8 +462,9 @@ fn call_with<'a>(calls: &'a [Value], direction: &str, token: &str) -> &'a Value 
         .unwrap_or_else(|| panic!("no {direction} with {token}: {calls:#?}"))
 }
 
+// Issue 13.
 #[test]
-fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addresses() {
+fn sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addresses() {
     use std::os::unix::fs::PermissionsExt;
     let nginx = NginxDir::new();
     let server = nginx.start();
@@ -521,11 +527,12 @@ fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addres
     assert_eq!(got(worker), before);
 }
 
+// Issue 13.
 /// tstclnt (NSS) under in-process sniff: NSPR's `PR_Read`/`PR_Write`/`PR_Send`/`PR_Recv`
 /// also serve its request file and stdout, and only the calls on NSS's TLS layer are captured,
 /// each with the socket under it.
 #[test]
-fn issue_13_sniff_in_process_captures_an_nss_client_on_its_tls_socket_only() {
+fn sniff_in_process_captures_an_nss_client_on_its_tls_socket_only() {
     let serve = support::Serve::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let token = crate::sniff::token();
@@ -667,8 +674,9 @@ fn attach_refused(
     out
 }
 
+// Issue 13.
 #[test]
-fn issue_13_processes_the_user_backend_cannot_attach_to_are_refused_in_one_line() {
+fn processes_the_user_backend_cannot_attach_to_are_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let exe = static_tls_program(dir.path());
     let out = attach_refused(&mut Command::new(&exe), |c| Some(c.id()));
@@ -699,8 +707,9 @@ fn issue_13_processes_the_user_backend_cannot_attach_to_are_refused_in_one_line(
     serve.stop();
 }
 
+// Issue 13.
 #[test]
-fn issue_13_backend_misuse_gets_one_line_errors() {
+fn backend_misuse_gets_one_line_errors() {
     let out = support::tlsscope(&["trace", "--backend", "user", "--lib", "/bin/true"]);
     support::assert_one_line_error(&out, &["--backend user", "-p PID"]);
     let out = support::tlsscope(&["trace", "--backend", "kernel", "--", "/bin/true"]);
@@ -719,10 +728,11 @@ fn issue_13_backend_misuse_gets_one_line_errors() {
     support::assert_one_line_error(&out, &["--attach-all", "its own processes"]);
 }
 
+// Issue 13.
 /// --comm narrows a started program's threads in process: curl's calls are reported only
 /// under its own name.
 #[test]
-fn issue_13_comm_narrows_a_command_s_threads_in_process() {
+fn comm_narrows_a_started_command_s_threads_in_process() {
     let nginx = NginxDir::new();
     let _server = nginx.start();
     let url = format!("https://{}/", nginx.addr);
@@ -751,10 +761,11 @@ fn issue_13_comm_narrows_a_command_s_threads_in_process() {
     );
 }
 
+// Issue 13.
 /// `sniff --ring-size` sizes each thread's ring in process: curl reading a 1 MiB page through
 /// a 64 KiB ring (drained every 20 ms) loses records and says so; the default ring holds it.
 #[test]
-fn issue_13_the_in_process_ring_size_is_the_one_asked_for() {
+fn the_in_process_ring_size_is_the_one_asked_for() {
     let nginx = NginxDir::new();
     std::fs::write(nginx.path("html/big.bin"), vec![b'x'; 1 << 20]).unwrap();
     let _server = nginx.start();
@@ -819,10 +830,11 @@ fn served(stdout: &str, label: &str) -> u64 {
         .unwrap()
 }
 
+// Issue 13.
 /// The built-in server loads OpenSSL with dlopen and calls it through its own table: under the
 /// library its calls still pass the wrappers, and the counts equal the server's own.
 #[test]
-fn issue_13_the_built_in_server_under_the_user_backend_counts_its_own_calls() {
+fn the_built_in_server_under_the_user_backend_counts_its_own_calls() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
     let (addr, mut trace) = built_in_server_under_trace(dir.path(), &json, &[], &[]);
@@ -876,11 +888,12 @@ fn built_in_server_under_trace(
     (addr, trace)
 }
 
+// Issue 13.
 /// A wrapper that fails (a panic, injected for the test) never reaches the program: the server
 /// serves every request, the failure is counted and reported, that wrapper stops counting, and
 /// the other functions' counts stay exact.
 #[test]
-fn issue_13_a_failing_wrapper_is_disabled_and_counted_and_the_program_keeps_serving() {
+fn a_failing_wrapper_is_disabled_and_counted_and_the_program_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
     let inject = format!(
@@ -916,11 +929,12 @@ fn issue_13_a_failing_wrapper_is_disabled_and_counted_and_the_program_keeps_serv
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+// Issue 13.
 /// Python's `_ssl` module brings libssl in with RTLD_LOCAL, out of reach of the library's
 /// `dlsym(RTLD_NEXT)`: the wrappers still find the real functions, the program works, and its
 /// `SSL_*_ex` calls are counted.
 #[test]
-fn issue_13_a_program_with_a_locally_loaded_libssl_works_under_the_user_backend() {
+fn a_program_with_a_locally_loaded_libssl_works_under_the_user_backend() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
     let port = crate::trace::free_port();
@@ -954,11 +968,12 @@ fn issue_13_a_program_with_a_locally_loaded_libssl_works_under_the_user_backend(
     assert!(calls(&doc, "SSL_read_ex", "success") >= 1, "{stdout}");
 }
 
+// Issue 13.
 /// Attached to tlsscope's built-in server, which calls OpenSSL through dlsym pointers: only
 /// libssl's own GOT calls into libcrypto can be redirected, and the SSL_* functions are said
 /// not to be traced instead of being counted as wrapped and silently missed.
 #[test]
-fn issue_13_functions_no_got_entry_reaches_are_not_claimed_as_traced() {
+fn functions_no_got_entry_reaches_are_not_claimed_as_traced() {
     let serve = support::Serve::start(&["--threads", "1"]);
     let pid = serve.pid().to_string();
     let out = support::tlsscope(&["trace", "--backend", "user", "-p", &pid, "-d", "1s"]);

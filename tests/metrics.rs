@@ -180,8 +180,9 @@ fn handshakes(serve: &Serve, count: u64) {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
+// Issue 16.
 #[test]
-fn issue_16_prometheus_scrapes_the_handshakes_trace_counts() {
+fn prometheus_scrapes_the_handshakes_trace_counts() {
     const N: u64 = 300;
     let _one = one_at_a_time();
     let serve = Serve::start(&[]);
@@ -268,8 +269,9 @@ fn issue_16_prometheus_scrapes_the_handshakes_trace_counts() {
     serve.stop();
 }
 
+// Issue 16.
 #[test]
-fn issue_16_the_textfile_is_what_node_exporter_and_promtool_read() {
+fn the_metrics_textfile_is_what_node_exporter_and_promtool_read() {
     let _one = one_at_a_time();
     let serve = Serve::start(&[]);
     let pid = serve.pid().to_string();
@@ -306,8 +308,9 @@ fn issue_16_the_textfile_is_what_node_exporter_and_promtool_read() {
     serve.stop();
 }
 
+// Issue 16.
 #[test]
-fn issue_16_bad_metrics_options_are_one_line() {
+fn bad_metrics_options_are_one_line_errors() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let pid = std::process::id().to_string();
@@ -335,8 +338,9 @@ fn issue_16_bad_metrics_options_are_one_line() {
     support::assert_one_line_error(&out, &["--metrics-file", "/nonexistent/dir/t.prom"]);
 }
 
+// Issue 16.
 #[test]
-fn issue_16_the_systemd_units_command_line_serves_metrics() {
+fn the_systemd_units_command_line_serves_metrics() {
     let _one = one_at_a_time();
     let unit =
         std::fs::read_to_string(support::workspace_path("deploy/tlsscope-trace.service")).unwrap();
@@ -404,8 +408,9 @@ fn issue_16_the_systemd_units_command_line_serves_metrics() {
     assert!(handshakes >= 11.0, "{body}");
 }
 
+// Issue 16.
 #[test]
-fn issue_16_serve_metrics_count_what_the_server_counts() {
+fn serve_metrics_count_what_the_server_counts() {
     let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let listen = metrics.to_string();
     let dir = tempfile::tempdir().unwrap();
@@ -440,8 +445,9 @@ fn issue_16_serve_metrics_count_what_the_server_counts() {
     );
 }
 
+// Issue 16.
 #[test]
-fn issue_16_bench_serves_its_live_figures() {
+fn bench_serves_its_live_figures_as_metrics() {
     let serve = Serve::start(&[]);
     let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let dir = tempfile::tempdir().unwrap();
