@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{self, text, Serve};
-use crate::trace::{calls, free_port, one_at_a_time, Trace};
+use crate::trace::{calls, listening_on_a_free_port, one_at_a_time, Trace};
 
 const PROMETHEUS: &str = "/usr/bin/prometheus";
 const PROMTOOL: &str = "/usr/bin/promtool";
@@ -81,20 +81,21 @@ impl Prometheus {
             ),
         )
         .unwrap();
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let child = Command::new(PROMETHEUS)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--log.level=warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {PROMETHEUS} (make deps): {e}"));
+        let (child, addr) = listening_on_a_free_port(PROMETHEUS, |port| {
+            Command::new(PROMETHEUS)
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.path().join("data").display()
+                ))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .arg("--log.level=warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {PROMETHEUS} (make deps): {e}"))
+        });
         let mut p = Prometheus {
             child,
             addr,
@@ -187,16 +188,16 @@ fn prometheus_scrapes_the_handshakes_trace_counts() {
     let _one = one_at_a_time();
     let serve = Serve::start(&[]);
     let pid = serve.pid().to_string();
-    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let metrics_arg = metrics.to_string();
-    let trace = Trace::start(&[
+    // Port 0: trace says which port it got.
+    let mut trace = Trace::start(&[
         "-p",
         &pid,
         "--probes",
         "handshake",
         "--metrics-listen",
-        &metrics_arg,
+        "127.0.0.1:0",
     ]);
+    let metrics = support::metrics_addr(&trace.stderr_line("metrics at"));
     let mut prometheus = Prometheus::start(metrics);
     prometheus.wait(Duration::from_secs(30), "scraping tlsscope", |p| {
         p.query(r#"up{job="tlsscope"}"#) == Some(1.0)
@@ -376,13 +377,12 @@ fn the_systemd_units_command_line_serves_metrics() {
     // Its command line, on a loopback port, while the built-in server (on the system's
     // libssl, which the unit traces) makes handshakes.
     let serve = Serve::start(&[]);
-    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let listen = metrics.to_string();
+    // Port 0: trace says which port it got.
     let args: Vec<&str> = args
         .iter()
         .map(|a| {
             if a.starts_with("0.0.0.0:") {
-                listen.as_str()
+                "127.0.0.1:0"
             } else {
                 a
             }
@@ -393,6 +393,7 @@ fn the_systemd_units_command_line_serves_metrics() {
         "metrics at",
         Duration::from_secs(60),
     );
+    let metrics = support::metrics_addr(trace.seen.last().unwrap());
     handshakes(&serve, 10);
     let (status, body) = http_get(metrics, "/metrics", "text/plain");
     support::terminate(&mut trace.child);
@@ -411,16 +412,16 @@ fn the_systemd_units_command_line_serves_metrics() {
 // Issue 16.
 #[test]
 fn serve_metrics_count_what_the_server_counts() {
-    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let listen = metrics.to_string();
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("serve.prom");
+    // Port 0: serve says which port it got.
     let serve = Serve::start(&[
         "--metrics-listen",
-        &listen,
+        "127.0.0.1:0",
         "--metrics-file",
         file.to_str().unwrap(),
     ]);
+    let metrics = support::metrics_addr(&serve.stdout_line("metrics at"));
     handshakes(&serve, 20);
     let (status, body) = http_get(metrics, "/metrics", "text/plain");
     assert_eq!(status, 200, "{body}");
@@ -449,27 +450,29 @@ fn serve_metrics_count_what_the_server_counts() {
 #[test]
 fn bench_serves_its_live_figures_as_metrics() {
     let serve = Serve::start(&[]);
-    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (file, json) = (dir.path().join("bench.prom"), dir.path().join("bench.json"));
-    let mut bench = Command::new(support::bin())
-        .args([
-            "bench",
-            &serve.addr.to_string(),
-            "--mode",
-            "keepalive",
-            "-c",
-            "2",
-        ])
-        .args(["-d", "3s", "--metrics-listen", &metrics.to_string()])
-        .arg("--metrics-file")
-        .arg(&file)
-        .arg("--json")
-        .arg(&json)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // Port 0: bench says which port it got.
+    let mut bench = support::start_until(
+        Command::new(support::bin())
+            .args([
+                "bench",
+                &serve.addr.to_string(),
+                "--mode",
+                "keepalive",
+                "-c",
+                "2",
+            ])
+            .args(["-d", "3s", "--metrics-listen", "127.0.0.1:0"])
+            .arg("--metrics-file")
+            .arg(&file)
+            .arg("--json")
+            .arg(&json)
+            .stdout(Stdio::null()),
+        "metrics at",
+        Duration::from_secs(60),
+    );
+    let metrics = support::metrics_addr(bench.seen.last().unwrap());
     // Mid-run: requests counted so far, and still counting.
     std::thread::sleep(Duration::from_millis(1500));
     let count = |body: &str| -> f64 {
@@ -487,7 +490,7 @@ fn bench_serves_its_live_figures_as_metrics() {
         "{first}\n{second}"
     );
     assert!(promtool_check(&second).0, "{second}");
-    assert!(bench.wait().unwrap().success());
+    assert!(bench.child.wait().unwrap().success());
     serve.stop();
     // The file has the final figures: the run's own count.
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
