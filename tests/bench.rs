@@ -609,11 +609,8 @@ fn errors_are_counted_by_kind_and_fail_the_run() {
 
 #[test]
 fn bad_targets_and_options_are_one_line_errors() {
-    let free = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let refusing = support::RefusingPort::new(false);
+    let free = refusing.addr.to_string();
     let out = support::tlsscope(&["bench", &free, "-n", "1"]);
     assert_one_line_error(&out, &[&free, "refused"]);
 
@@ -934,40 +931,31 @@ fn client_certificates_for_servers_that_require_them() {
         );
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = std::process::Command::new("openssl")
-        .args([
-            "s_server",
-            "-accept",
-            &format!("127.0.0.1:{port}"),
-            "-cert",
-            &path("server.pem"),
-        ])
-        .args([
-            "-key",
-            &path("server.key"),
-            "-Verify",
-            "1",
-            "-CAfile",
-            &path("client.pem"),
-            "-www",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = format!("127.0.0.1:{port}");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(&addr).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let (mut server, addr) = crate::trace::listening_on_a_free_port("openssl s_server", |port| {
+        std::process::Command::new("openssl")
+            .args([
+                "s_server",
+                "-accept",
+                &format!("127.0.0.1:{port}"),
+                "-cert",
+                &path("server.pem"),
+            ])
+            .args([
+                "-key",
+                &path("server.key"),
+                "-Verify",
+                "1",
+                "-CAfile",
+                &path("client.pem"),
+                "-www",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    });
+    let addr = addr.to_string();
     let (ok, _, stderr, doc) = bench(&[
         &addr,
         "--request",
