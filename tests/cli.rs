@@ -929,7 +929,8 @@ fn old_spellings_work_with_one_notice_and_new_ones_without() {
 }
 
 /// The README's IPv6 example works as shown: `serve --listen '[::1]:4433'` beside
-/// `bench '[::1]:4433'` (on a free port here, so tests in parallel do not collide).
+/// `bench '[::1]:4433'` (on a port of the server's choosing here, so tests in parallel do not
+/// collide).
 #[test]
 fn the_readme_ipv6_example_pair_works() {
     let readme = std::fs::read_to_string(
@@ -950,21 +951,17 @@ fn the_readme_ipv6_example_pair_works() {
     };
     let serve_line = example("tlsscope serve --listen '[::1]:4433'");
     let bench_line = example("tlsscope bench '[::1]:4433'");
-    // The port the example names, swapped for a free one.
-    let port = std::net::TcpListener::bind("[::1]:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
-    let free = |args: &[String]| -> Vec<String> {
-        args.iter().map(|a| a.replace("4433", &port)).collect()
+    // The port the example names, swapped for port 0 in serve's line (the server says which
+    // port it got) and for that port in bench's.
+    let swapped = |args: &[String], port: &str| -> Vec<String> {
+        args.iter().map(|a| a.replace("4433", port)).collect()
     };
-    let serve_args = free(&serve_line);
+    let serve_args = swapped(&serve_line, "0");
     let serve_args: Vec<&str> = serve_args[1..].iter().map(String::as_str).collect();
     let server = Serve::start(&serve_args);
+    let port = server.port().to_string();
     assert_eq!(server.addr.to_string(), format!("[::1]:{port}"));
-    let mut bench_args = free(&bench_line);
+    let mut bench_args = swapped(&bench_line, &port);
     bench_args.extend(["-n", "20", "-c", "2"].map(String::from));
     let bench_args: Vec<&str> = bench_args.iter().map(String::as_str).collect();
     let out = support::tlsscope(&bench_args);
