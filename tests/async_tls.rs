@@ -32,8 +32,9 @@ fn openssl(prefix: &std::path::Path) -> String {
     prefix.to_str().unwrap().to_string()
 }
 
+// Issue 18.
 #[test]
-fn issue_18_the_build_keeps_the_dasync_engine() {
+fn openssl_builds_keep_the_dasync_engine() {
     for prefix in [support::openssl_111w(), support::openssl_302()] {
         let engines: Vec<_> = std::fs::read_dir(prefix.join("lib"))
             .unwrap()
@@ -50,8 +51,9 @@ fn issue_18_the_build_keeps_the_dasync_engine() {
     }
 }
 
+// Issue 18.
 #[test]
-fn issue_18_async_handshakes_on_1_1_1w_pause_at_every_rsa_signature() {
+fn async_handshakes_on_1_1_1w_pause_at_every_rsa_signature() {
     let _one = one_at_a_time();
     let serve = async_server(support::openssl_111w());
     let trace = handshake_trace(&serve);
@@ -78,8 +80,9 @@ fn issue_18_async_handshakes_on_1_1_1w_pause_at_every_rsa_signature() {
     assert!(stdout.contains("retry_async"), "{stdout}");
 }
 
+// Issue 18.
 #[test]
-fn issue_18_async_mode_on_3_x_loads_dasync_and_serves() {
+fn async_mode_on_3_x_loads_dasync_and_serves_without_pausing() {
     let _one = one_at_a_time();
     let serve = async_server(support::openssl_302());
     let trace = handshake_trace(&serve);
@@ -109,8 +112,9 @@ fn issue_18_async_mode_on_3_x_loads_dasync_and_serves() {
     assert_eq!(n(&stats["handshakes"]["async_waits"]), 0, "{stats}");
 }
 
+// Issue 18.
 #[test]
-fn issue_18_async_without_an_engine_changes_nothing_and_says_so() {
+fn async_without_an_engine_changes_nothing_and_says_so() {
     let out = support::tlsscope(&["serve", "--async", "--listen", "127.0.0.1:0", "-d", "1s"]);
     assert!(out.status.success(), "{}", support::text(&out.stderr));
     let stderr = support::text(&out.stderr);
@@ -131,8 +135,9 @@ fn issue_18_async_without_an_engine_changes_nothing_and_says_so() {
     assert_eq!(n(&stats["handshakes"]["async_waits"]), 0, "{stats}");
 }
 
+// Issue 18.
 #[test]
-fn issue_18_a_missing_engine_is_one_line() {
+fn a_missing_async_engine_is_a_one_line_error() {
     let out = support::tlsscope(&[
         "serve",
         "--async",
@@ -155,10 +160,11 @@ fn issue_18_a_missing_engine_is_one_line() {
     assert_one_line_error(&out, &["/nonexistent/engine.so"]);
 }
 
+// Issue 18.
 /// Kernel return probes on functions an async job pauses in would crash the server (the
 /// kernel loses the return address when the job switches stacks): trace leaves them out.
 #[test]
-fn issue_18_kernel_probes_stay_out_of_async_jobs() {
+fn kernel_probes_stay_out_of_functions_async_jobs_pause_in() {
     let _one = one_at_a_time();
     let serve = async_server(support::openssl_111w());
     let pid = serve.pid().to_string();
@@ -190,10 +196,11 @@ fn issue_18_kernel_probes_stay_out_of_async_jobs() {
     assert_eq!(n(&stats["handshakes"]["full"]), 31, "{stats}");
 }
 
+// Issue 18.
 /// The lab's async experiment on 1.1.1w: ssllatency's pattern, one or more async retries of
 /// SSL_do_handshake per handshake, seen by both backends.
 #[test]
-fn issue_18_lab_on_1_1_1w_runs_the_async_experiment() {
+fn lab_on_1_1_1w_runs_the_async_experiment_with_both_backends() {
     let _one = one_at_a_time();
     let lib = openssl(support::openssl_111w());
     let out = short_lab(&["--openssl", &lib], &[]);

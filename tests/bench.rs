@@ -275,8 +275,9 @@ fn obtained(doc: &Value) -> Vec<String> {
     .collect()
 }
 
+// Issue 17.
 #[test]
-fn issue_17_the_default_client_is_rustls_and_obtains_what_openssl_does() {
+fn the_default_rustls_client_obtains_what_the_openssl_client_does() {
     for cert in ["ecdsa-p256", "rsa2048", "ed25519"] {
         let server = Serve::start(&["--cert-type", cert]);
         let addr = server.addr.to_string();
@@ -316,8 +317,9 @@ fn issue_17_the_default_client_is_rustls_and_obtains_what_openssl_does() {
     }
 }
 
+// Issue 17.
 #[test]
-fn issue_17_a_setting_only_openssl_honours_picks_it_and_says_so() {
+fn a_setting_only_openssl_honours_picks_the_openssl_client_and_says_so() {
     let server = Serve::start(&[]);
     let addr = server.addr.to_string();
     // The default: OpenSSL runs, and the result says why.
@@ -607,11 +609,8 @@ fn errors_are_counted_by_kind_and_fail_the_run() {
 
 #[test]
 fn bad_targets_and_options_are_one_line_errors() {
-    let free = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let refusing = support::RefusingPort::new(false);
+    let free = refusing.addr.to_string();
     let out = support::tlsscope(&["bench", &free, "-n", "1"]);
     assert_one_line_error(&out, &[&free, "refused"]);
 
@@ -932,40 +931,31 @@ fn client_certificates_for_servers_that_require_them() {
         );
         assert!(out.status.success(), "{}", text(&out.stderr));
     }
-    let port = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = std::process::Command::new("openssl")
-        .args([
-            "s_server",
-            "-accept",
-            &format!("127.0.0.1:{port}"),
-            "-cert",
-            &path("server.pem"),
-        ])
-        .args([
-            "-key",
-            &path("server.key"),
-            "-Verify",
-            "1",
-            "-CAfile",
-            &path("client.pem"),
-            "-www",
-        ])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let addr = format!("127.0.0.1:{port}");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(&addr).is_ok() {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    let (mut server, addr) = crate::trace::listening_on_a_free_port("openssl s_server", |port| {
+        std::process::Command::new("openssl")
+            .args([
+                "s_server",
+                "-accept",
+                &format!("127.0.0.1:{port}"),
+                "-cert",
+                &path("server.pem"),
+            ])
+            .args([
+                "-key",
+                &path("server.key"),
+                "-Verify",
+                "1",
+                "-CAfile",
+                &path("client.pem"),
+                "-www",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    });
+    let addr = addr.to_string();
     let (ok, _, stderr, doc) = bench(&[
         &addr,
         "--request",
@@ -989,10 +979,11 @@ fn client_certificates_for_servers_that_require_them() {
     assert_one_line_error(&without, &["certificate required"]);
 }
 
+// Issue 17.
 /// `--keylog` with the rustls engine: every secret the client logs is one the server logged
 /// for the same connection (same label, client random and secret), in a file only root reads.
 #[test]
-fn issue_17_the_rustls_client_logs_the_same_secrets_as_the_server() {
+fn the_rustls_client_logs_the_same_secrets_as_the_server() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let server_log = dir.path().join("server.keys");

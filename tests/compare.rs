@@ -408,10 +408,11 @@ fn bad_inputs_get_one_line_errors() {
     support::assert_one_line_error(&out, &["--ctx sometimes"]);
 }
 
+// Issue 12.
 /// The matrix reads a worker's JSON result line, never its stderr: a worker that cannot start
 /// says why in that line too.
 #[test]
-fn issue_12_a_worker_that_cannot_start_says_why_in_its_result_line() {
+fn a_matrix_worker_that_cannot_start_says_why_in_its_result_line() {
     for (args, why) in [
         (
             vec!["compare-worker", "not a spec"],

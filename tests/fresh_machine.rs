@@ -59,8 +59,9 @@ fn server_read_of(calls: &[Value], pid: u32, token: &str) -> Value {
         .unwrap_or_else(|| panic!("the server's read of {token} was not captured: {calls:#?}"))
 }
 
+// Issue 11.
 #[test]
-fn issue_11_trace_splits_outcomes_and_sniff_shows_sockets_without_tracefs() {
+fn trace_splits_outcomes_and_sniff_shows_sockets_without_tracefs() {
     let _one = one_at_a_time();
     let system_mounts = kernel_fs_mounts();
     let serve = Serve::start(&["--threads", "1"]);
@@ -153,8 +154,9 @@ fn issue_11_trace_splits_outcomes_and_sniff_shows_sockets_without_tracefs() {
     );
 }
 
+// Issue 11.
 #[test]
-fn issue_11_where_tracefs_cannot_be_mounted_trace_and_sniff_degrade_with_one_note() {
+fn where_tracefs_cannot_be_mounted_trace_and_sniff_degrade_with_one_note() {
     let _one = one_at_a_time();
     let serve = Serve::start(&["--threads", "1"]);
     let server_pid = serve.pid();
@@ -203,8 +205,9 @@ fn issue_11_where_tracefs_cannot_be_mounted_trace_and_sniff_degrade_with_one_not
     assert!(read["local"].is_null() && read["peer"].is_null(), "{read}");
 }
 
+// Issue 11.
 #[test]
-fn issue_11_an_attach_the_kernel_refuses_names_libbpf_s_reason_in_one_line() {
+fn an_attach_the_kernel_refuses_names_libbpf_s_reason_in_one_line() {
     let _one = one_at_a_time();
     // A function that starts with int3: the kernel cannot place a uprobe on a breakpoint, and
     // says so when it installs the probe in a process that maps the file (ENOTSUPP).

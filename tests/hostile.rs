@@ -297,12 +297,13 @@ fn reset_on_close(sock: &TcpStream) {
 
 // --- the attacks --------------------------------------------------------------------------------
 
+// Issue 14.
 /// Slowloris: request heads sent a byte every 200 ms (their head would need 8 s), a TLS
 /// handshake dribbled the same way, and a kept-alive connection left idle after one request.
 /// The request, handshake and idle deadlines close each one, and each is counted under its
 /// deadline; the polite load meanwhile gets every request answered.
 #[test]
-fn issue_14_slowloris_heads_and_handshakes_are_cut_off_by_their_deadlines() {
+fn slowloris_heads_and_handshakes_are_cut_off_by_their_deadlines() {
     let server = Serve::start(&SHORT_LIMITS);
     let addr = server.addr;
     let rss = RssWatch::start(server.pid());
@@ -373,12 +374,13 @@ fn issue_14_slowloris_heads_and_handshakes_are_cut_off_by_their_deadlines() {
     assert_eq!(n(&h["failed"]), dribbled_handshakes, "{stats}");
 }
 
+// Issue 14.
 /// A flood of half-open handshakes: 1500 connections that send nothing or half a ClientHello
 /// and hold, against a limit of 64 connections. New connections shed the longest waiting,
 /// the handshake deadline closes the rest, memory stays bounded, and polite clients
 /// connecting meanwhile all get their full handshakes.
 #[test]
-fn issue_14_a_flood_of_half_open_handshakes_is_shed_and_timed_out() {
+fn a_flood_of_half_open_handshakes_is_shed_and_timed_out() {
     let mut args = SHORT_LIMITS.to_vec();
     args.extend(["--max-connections", "64"]);
     let server = Serve::start(&args);
@@ -418,11 +420,12 @@ fn issue_14_a_flood_of_half_open_handshakes_is_shed_and_timed_out() {
     assert_eq!(n(&c["accepted"]), n(&c["closed"]), "{stats}");
 }
 
+// Issue 14.
 /// Exactly as many connections as the limit, all waiting at once: the worker takes them in
 /// one batch and, looking for more, must not shed one of them when nobody else is queued (it
 /// shed first and accepted second, and the accept found nothing).
 #[test]
-fn issue_14_no_connection_is_shed_when_nobody_is_queued() {
+fn no_connection_is_shed_when_nobody_is_queued() {
     let mut args = SHORT_LIMITS.to_vec();
     args.extend(["--max-connections", "64", "--threads", "1"]);
     let server = Serve::start(&args);
@@ -442,11 +445,12 @@ fn issue_14_no_connection_is_shed_when_nobody_is_queued() {
     assert_eq!(n(&c["shed"]), 0, "nobody was queued: {stats}");
 }
 
+// Issue 14.
 /// Garbage instead of a ClientHello (plain HTTP, an SSH banner, noise) is refused at once:
 /// the connection closes long before the 30 s handshake deadline, and each is counted as not
 /// TLS.
 #[test]
-fn issue_14_garbage_instead_of_a_client_hello_is_closed_at_once() {
+fn garbage_instead_of_a_client_hello_is_closed_at_once() {
     let server = Serve::start(&["--handshake-timeout", "30s"]);
     let addr = server.addr;
     let rss = RssWatch::start(server.pid());
@@ -479,10 +483,11 @@ fn issue_14_garbage_instead_of_a_client_hello_is_closed_at_once() {
     );
 }
 
+// Issue 14.
 /// Oversized request lines and heads, and a head that is not HTTP, each get their error
 /// status (414, 431, 400) and a close, and are counted; the input buffer never grows.
 #[test]
-fn issue_14_oversized_heads_and_request_lines_are_refused_and_closed() {
+fn oversized_heads_and_request_lines_are_refused_and_closed() {
     let server = Serve::start(&SHORT_LIMITS);
     let addr = server.addr;
     let rss = RssWatch::start(server.pid());
@@ -527,12 +532,13 @@ fn issue_14_oversized_heads_and_request_lines_are_refused_and_closed() {
     assert_eq!(n(&stats["responses"]["4xx"]), 4 * rounds, "{stats}");
 }
 
+// Issue 14.
 /// A pipelining flood: requests for 16 KiB written back to back, never reading a response.
 /// The server answers until the client's socket is full, then reads nothing more from it, so
 /// the client's own writes stall; memory stays bounded, and the polite load, which shares the
 /// worker, is served all the same.
 #[test]
-fn issue_14_a_pipelining_flood_is_held_back_by_its_own_unread_responses() {
+fn a_pipelining_flood_is_held_back_by_its_own_unread_responses() {
     let server = Serve::start(&SHORT_LIMITS);
     let addr = server.addr;
     let rss = RssWatch::start(server.pid());
@@ -574,10 +580,11 @@ fn issue_14_a_pipelining_flood_is_held_back_by_its_own_unread_responses() {
     assert!(n(&stats["responses"]["blocked_on_client"]) > 0, "{stats}");
 }
 
+// Issue 14.
 /// Client-initiated TLS 1.2 renegotiation (s_client's `R` command) is refused with a
 /// no_renegotiation alert, and every attempt is counted.
 #[test]
-fn issue_14_client_renegotiation_is_refused_and_counted() {
+fn client_renegotiation_is_refused_and_counted() {
     let server = Serve::start(&SHORT_LIMITS);
     let addr = server.addr;
     let rss = RssWatch::start(server.pid());
@@ -618,11 +625,12 @@ fn renegotiate(addr: SocketAddr) -> String {
     format!("{}{}", text(&out.stdout), text(&out.stderr))
 }
 
+// Issue 14.
 /// Clients that reset the connection (SO_LINGER 0, then close) while the server writes them a
 /// 10 MB response: the server neither crashes nor dies of SIGPIPE, counts each one, and keeps
 /// serving.
 #[test]
-fn issue_14_clients_resetting_mid_response_are_counted_and_survived() {
+fn clients_resetting_mid_response_are_counted_and_survived() {
     let server = Serve::start(&SHORT_LIMITS);
     let addr = server.addr;
     let rss = RssWatch::start(server.pid());

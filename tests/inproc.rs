@@ -2,7 +2,7 @@
 //! nginx, counts checked against what the load generator did and nginx logged, the workers
 //! reported as themselves, and nginx left serving whatever happens to tlsscope.
 
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,7 +16,9 @@ use crate::trace::{bench, calls};
 /// nginx as a master and one worker (the fork the library must follow), everything in `dir`.
 pub(crate) struct NginxDir {
     dir: tempfile::TempDir,
-    pub(crate) addr: SocketAddr,
+    /// Where nginx listens: chosen free before nginx binds it, and chosen again if another
+    /// process took it first (nginx then exits saying so).
+    addr: std::cell::Cell<SocketAddr>,
 }
 
 impl NginxDir {
@@ -27,12 +29,18 @@ impl NginxDir {
         std::fs::create_dir(root.join("tmp")).unwrap();
         std::fs::write(root.join("html/index.html"), "inproc test page\n").unwrap();
         make_cert(root, CertType::EcdsaP256);
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let r = root.display();
+        let nginx = NginxDir {
+            dir,
+            addr: std::cell::Cell::new(SocketAddr::from(([127, 0, 0, 1], 0))),
+        };
+        nginx.choose_port();
+        nginx
+    }
+
+    /// Picks a free port and writes the configuration that listens on it.
+    fn choose_port(&self) {
+        let port = support::probably_free_port();
+        let r = self.dir.path().display();
         // `user root`: the worker must read the 0700 temporary directory.
         let conf = format!(
             "user root;\nworker_processes 1;\ndaemon off;\npid {r}/nginx.pid;\n\
@@ -43,71 +51,111 @@ impl NginxDir {
              ssl_certificate {r}/cert.pem;\n    ssl_certificate_key {r}/key.pem;\n    \
              root {r}/html;\n  }}\n}}\n"
         );
-        std::fs::write(root.join("nginx.conf"), conf).unwrap();
-        NginxDir {
-            dir,
-            addr: SocketAddr::from(([127, 0, 0, 1], port)),
-        }
+        std::fs::write(self.path("nginx.conf"), conf).unwrap();
+        self.addr.set(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+
+    /// Where nginx listens.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr.get()
     }
 
     pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
 
+    /// Starts nginx with `spawn` until its master (`master(child)`) listens on our port and
+    /// `ready`; when nginx exits because another process took the port, on another port.
+    fn start_listening(
+        &self,
+        mut spawn: impl FnMut() -> Child,
+        master: impl Fn(&Child) -> Option<u32>,
+        ready: impl Fn(&Child) -> bool,
+        logs: impl Fn() -> String,
+    ) -> Child {
+        for _ in 0..5 {
+            let _ = std::fs::remove_file(self.path("nginx.pid"));
+            let _ = std::fs::remove_file(self.path("error.log"));
+            let mut child = spawn();
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                let listening =
+                    master(&child).is_some_and(|pid| support::listens(pid, self.addr().port()));
+                if listening && ready(&child) {
+                    return child;
+                }
+                if child.try_wait().unwrap().is_some() {
+                    break;
+                }
+                assert!(Instant::now() < deadline, "nginx did not start: {}", logs());
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let logs = logs();
+            assert!(
+                logs.contains("Address already in use"),
+                "nginx did not start: {logs}"
+            );
+            self.choose_port();
+        }
+        panic!("nginx found its port taken five times: {}", logs());
+    }
+
     /// `tlsscope trace ARGS -- nginx ...`, returned once nginx accepts connections.
     fn trace(&self, args: &[&str]) -> Child {
-        let mut cmd = Command::new(support::bin());
-        cmd.arg("trace").args(args).arg("--").arg("/usr/sbin/nginx");
-        cmd.arg("-p").arg(self.dir.path());
-        cmd.arg("-c").arg(self.path("nginx.conf"));
-        cmd.arg("-e").arg(self.path("error.log"));
-        let mut child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(
-                std::fs::File::create(self.path("trace.out")).unwrap(),
-            ))
-            .stderr(Stdio::from(
-                std::fs::File::create(self.path("trace.err")).unwrap(),
-            ))
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(self.addr).is_err() {
-            if child.try_wait().unwrap().is_some() || Instant::now() > deadline {
-                panic!(
-                    "nginx under tlsscope did not start: {}{}",
+        let spawn = || {
+            let mut cmd = Command::new(support::bin());
+            cmd.arg("trace").args(args).arg("--").arg("/usr/sbin/nginx");
+            cmd.arg("-p").arg(self.dir.path());
+            cmd.arg("-c").arg(self.path("nginx.conf"));
+            cmd.arg("-e").arg(self.path("error.log"));
+            cmd.stdin(Stdio::null())
+                .stdout(Stdio::from(
+                    std::fs::File::create(self.path("trace.out")).unwrap(),
+                ))
+                .stderr(Stdio::from(
+                    std::fs::File::create(self.path("trace.err")).unwrap(),
+                ))
+                .spawn()
+                .unwrap()
+        };
+        // nginx is tlsscope's child: its master is the PID in its pid file.
+        self.start_listening(
+            spawn,
+            |_| read(&self.path("nginx.pid")).trim().parse().ok(),
+            |_| true,
+            || {
+                format!(
+                    "{}{}",
                     read(&self.path("trace.err")),
                     read(&self.path("error.log"))
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        child
+                )
+            },
+        )
     }
 
     /// nginx itself (not under tlsscope), returned once it accepts connections and has its
     /// worker; ended (by its PID) when dropped, whatever the test's outcome.
     pub(crate) fn start(&self) -> Running {
-        let mut child = Command::new("/usr/sbin/nginx")
-            .arg("-p")
-            .arg(self.dir.path())
-            .arg("-c")
-            .arg(self.path("nginx.conf"))
-            .arg("-e")
-            .arg(self.path("error.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(self.addr).is_err() || workers(child.id()).is_empty() {
-            if child.try_wait().unwrap().is_some() || Instant::now() > deadline {
-                panic!("nginx did not start: {}", read(&self.path("error.log")));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        Running(child)
+        let spawn = || {
+            Command::new("/usr/sbin/nginx")
+                .arg("-p")
+                .arg(self.dir.path())
+                .arg("-c")
+                .arg(self.path("nginx.conf"))
+                .arg("-e")
+                .arg(self.path("error.log"))
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap()
+        };
+        Running(self.start_listening(
+            spawn,
+            |child| Some(child.id()),
+            |child| !workers(child.id()).is_empty(),
+            || read(&self.path("error.log")),
+        ))
     }
 
     /// `tlsscope trace ARGS -p MASTER --backend user`, returned once it has attached.
@@ -205,18 +253,45 @@ fn in_file(pid: u32, address: u64, needle: &str) -> bool {
         })
 }
 
+/// Where the user backend keeps its library and the region files it hands to running
+/// processes (the tests run as root).
+const RUN_DIR: &str = "/run/tlsscope";
+
 /// Region files the tlsscope run `pid` left in its directory (named `region-PID-N`; other
-/// tests' runs, going on at the same time, have files of their own).
+/// tests' runs, going on at the same time, have files of their own). The directory must exist:
+/// the run put its library there.
 fn region_files(pid: u32) -> Vec<String> {
     let prefix = format!("region-{pid}-");
-    std::fs::read_dir("/run/tlsscope")
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
+    std::fs::read_dir(RUN_DIR)
+        .unwrap_or_else(|e| panic!("{RUN_DIR}, where the user backend works: {e}"))
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+/// The region files of the tlsscope run `pid` that process `target` maps, as its maps name
+/// them (" (deleted)" once removed).
+fn mapped_regions(target: u32, pid: u32) -> Vec<String> {
+    let prefix = format!("{RUN_DIR}/region-{pid}-");
+    let mut mapped: Vec<String> = read(Path::new(&format!("/proc/{target}/maps")))
+        .lines()
+        .filter_map(|l| l.find(&prefix).map(|at| l[at..].to_string()))
+        .collect();
+    mapped.dedup();
+    mapped
+}
+
+/// Process `target` maps a region file of the tlsscope run `pid`, and that file is gone from
+/// the directory: it was removed once mapped.
+fn assert_region_mapped_and_removed(target: u32, pid: u32) {
+    let mapped = mapped_regions(target, pid);
+    assert!(
+        !mapped.is_empty() && mapped.iter().all(|m| m.ends_with(" (deleted)")),
+        "{target} maps {mapped:?}"
+    );
+    let files = region_files(pid);
+    assert!(files.is_empty(), "{files:?}");
 }
 
 fn read(path: &Path) -> String {
@@ -233,18 +308,22 @@ fn alive(pid: u32) -> bool {
     unsafe { libc::kill(i32::try_from(pid).unwrap(), 0) == 0 }
 }
 
+// Issue 13.
 #[test]
-fn issue_13_nginx_under_the_user_backend_counts_exactly_per_worker() {
+fn nginx_under_the_user_backend_counts_exactly_per_worker() {
     let nginx = NginxDir::new();
     let json = nginx.path("trace.json");
     let json_arg = json.to_str().unwrap();
     let mut trace = nginx.trace(&["--per-pid", "--probes", "handshake,io", "--json", json_arg]);
     let master = nginx.master_pid();
     bench(
-        nginx.addr,
+        nginx.addr(),
         &["--mode", "full", "-n", "120", "-c", "4", "--request", "/"],
     );
-    bench(nginx.addr, &["--mode", "keepalive", "-n", "300", "-c", "3"]);
+    bench(
+        nginx.addr(),
+        &["--mode", "keepalive", "-n", "300", "-c", "3"],
+    );
     signal(&trace, libc::SIGINT);
     let status = trace.wait().unwrap();
     let stderr = read(&nginx.path("trace.err"));
@@ -280,16 +359,20 @@ fn issue_13_nginx_under_the_user_backend_counts_exactly_per_worker() {
     assert!(!alive(master), "nginx {master} outlived the trace");
 }
 
+// Issue 13.
 #[test]
-fn issue_13_nginx_keeps_serving_when_tlsscope_is_killed() {
+fn nginx_started_under_the_user_backend_keeps_serving_when_tlsscope_is_killed() {
     let nginx = NginxDir::new();
     let mut trace = nginx.trace(&["--probes", "all"]);
     let master = nginx.master_pid();
-    bench(nginx.addr, &["--mode", "full", "-n", "20", "-c", "2"]);
+    bench(nginx.addr(), &["--mode", "full", "-n", "20", "-c", "2"]);
     signal(&trace, libc::SIGKILL);
     let _ = trace.wait();
     // The wrappers keep counting into memory nobody reads; nginx answers as before.
-    let out = bench(nginx.addr, &["--mode", "keepalive", "-n", "200", "-c", "2"]);
+    let out = bench(
+        nginx.addr(),
+        &["--mode", "keepalive", "-n", "200", "-c", "2"],
+    );
     assert!(out.contains("status 200: 200"), "{out}");
     // Nothing of tlsscope's is left outside nginx: the region was a memfd.
     let leftovers: Vec<_> = std::fs::read_dir("/dev/shm")
@@ -307,8 +390,9 @@ fn issue_13_nginx_keeps_serving_when_tlsscope_is_killed() {
     }
 }
 
+// Issue 13.
 #[test]
-fn issue_13_attached_to_running_nginx_counts_exactly_and_puts_its_got_back() {
+fn the_user_backend_attached_to_running_nginx_counts_exactly_and_puts_its_got_back() {
     let nginx = NginxDir::new();
     let server = nginx.start();
     let master = server.id();
@@ -334,14 +418,18 @@ fn issue_13_attached_to_running_nginx_counts_exactly_and_puts_its_got_back() {
             assert!(in_file(pid, value, "libtlsscope_inproc"), "{pid} {name}");
         }
     }
-    // The region's file is gone once both processes mapped it.
-    let files = region_files(trace.child.id());
-    assert!(files.is_empty(), "{files:?}");
+    // Both processes mapped the region's file, which is gone once they did.
+    for pid in [master, worker] {
+        assert_region_mapped_and_removed(pid, trace.child.id());
+    }
     bench(
-        nginx.addr,
+        nginx.addr(),
         &["--mode", "full", "-n", "60", "-c", "2", "--request", "/"],
     );
-    bench(nginx.addr, &["--mode", "keepalive", "-n", "200", "-c", "2"]);
+    bench(
+        nginx.addr(),
+        &["--mode", "keepalive", "-n", "200", "-c", "2"],
+    );
     signal(&trace.child, libc::SIGINT);
     let status = trace.child.wait().unwrap();
     let stderr: Vec<String> = trace.lines.try_iter().collect();
@@ -365,20 +453,25 @@ fn issue_13_attached_to_running_nginx_counts_exactly_and_puts_its_got_back() {
     // Detached: every entry holds what it held before, in both processes.
     assert_eq!(got(master), master_before);
     assert_eq!(got(worker), worker_before);
-    let out = bench(nginx.addr, &["--mode", "keepalive", "-n", "50", "-c", "1"]);
+    let out = bench(
+        nginx.addr(),
+        &["--mode", "keepalive", "-n", "50", "-c", "1"],
+    );
     assert!(out.contains("status 200: 50"), "{out}");
 }
 
+// Issue 13.
 #[test]
-fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_restores_it() {
+fn attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_restores_it() {
     let nginx = NginxDir::new();
     let server = nginx.start();
     let master = server.id();
     let worker = workers(master)[0];
     let before = got(worker);
     let mut trace = nginx.attach(master, &["--probes", "handshake,io"]);
-    bench(nginx.addr, &["--mode", "full", "-n", "10", "-c", "1"]);
+    bench(nginx.addr(), &["--mode", "full", "-n", "10", "-c", "1"]);
     let killed = trace.child.id();
+    assert_region_mapped_and_removed(worker, killed);
     trace.child.kill().unwrap();
     let _ = trace.child.wait();
     // Left swapped (nobody put them back), with wrappers that stop timing once tlsscope's
@@ -386,7 +479,10 @@ fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_r
     assert!(got(worker)
         .iter()
         .all(|(_, _, v)| in_file(worker, *v, "libtlsscope_inproc")));
-    let out = bench(nginx.addr, &["--mode", "keepalive", "-n", "200", "-c", "2"]);
+    let out = bench(
+        nginx.addr(),
+        &["--mode", "keepalive", "-n", "200", "-c", "2"],
+    );
     assert!(out.contains("status 200: 200"), "{out}");
     let files = region_files(killed);
     assert!(files.is_empty(), "{files:?}");
@@ -404,7 +500,7 @@ fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_r
         "{:?}",
         again.seen
     );
-    bench(nginx.addr, &["--mode", "full", "-n", "10", "-c", "1"]);
+    bench(nginx.addr(), &["--mode", "full", "-n", "10", "-c", "1"]);
     signal(&again.child, libc::SIGTERM);
     assert!(again.child.wait().unwrap().success());
     let doc: Value = serde_json::from_str(&read(&json)).unwrap();
@@ -413,10 +509,11 @@ fn issue_13_attached_nginx_keeps_serving_when_tlsscope_is_killed_and_a_new_run_r
     assert_eq!(got(worker), before);
 }
 
+// Issue 13.
 /// A panic in tlsscope while attached unwinds through the tracer, which puts every GOT entry
 /// back in nginx's master and worker; nginx keeps serving.
 #[test]
-fn issue_13_a_panic_while_attached_puts_nginx_s_got_back() {
+fn a_panic_while_attached_puts_nginx_s_got_back() {
     let nginx = NginxDir::new();
     let server = nginx.start();
     let master = server.id();
@@ -434,7 +531,10 @@ fn issue_13_a_panic_while_attached_puts_nginx_s_got_back() {
     assert!(stderr.iter().any(|l| l.contains("panicked")), "{stderr:?}");
     assert_eq!(got(master), master_before);
     assert_eq!(got(worker), worker_before);
-    let out = bench(nginx.addr, &["--mode", "keepalive", "-n", "50", "-c", "1"]);
+    let out = bench(
+        nginx.addr(),
+        &["--mode", "keepalive", "-n", "50", "-c", "1"],
+    );
     assert!(out.contains("status 200: 50"), "{out}");
 }
 
@@ -457,8 +557,9 @@ fn call_with<'a>(calls: &'a [Value], direction: &str, token: &str) -> &'a Value 
         .unwrap_or_else(|| panic!("no {direction} with {token}: {calls:#?}"))
 }
 
+// Issue 13.
 #[test]
-fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addresses() {
+fn sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addresses() {
     use std::os::unix::fs::PermissionsExt;
     let nginx = NginxDir::new();
     let server = nginx.start();
@@ -482,7 +583,7 @@ fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addres
     // Client side: curl started under the library.
     let client_file = nginx.path("client.jsonl");
     let token = format!("token-{}", std::process::id());
-    let url = format!("https://{}/?{token}", nginx.addr);
+    let url = format!("https://{}/?{token}", nginx.addr());
     let out = Command::new(support::bin())
         .args(["sniff", "--json"])
         .arg(&client_file)
@@ -505,10 +606,10 @@ fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addres
     // one its sniffed calls read and wrote.
     let sent = call_with(&client_calls, "write", &token);
     let received = call_with(&server_calls, "read", &token);
-    assert_eq!(sent["peer"], nginx.addr.to_string(), "{sent:#}");
+    assert_eq!(sent["peer"], nginx.addr().to_string(), "{sent:#}");
     assert_eq!(sent["local"], received["peer"], "{sent:#}");
     assert_eq!(received["pid"].as_u64(), Some(u64::from(worker)));
-    assert_eq!(received["local"], nginx.addr.to_string());
+    assert_eq!(received["local"], nginx.addr().to_string());
     assert!(
         received["peer"].as_str().unwrap().starts_with("127.0.0.1:"),
         "{received:#}"
@@ -521,11 +622,12 @@ fn issue_13_sniff_in_process_shows_curl_s_token_on_both_sides_with_socket_addres
     assert_eq!(got(worker), before);
 }
 
+// Issue 13.
 /// tstclnt (NSS) under in-process sniff: NSPR's `PR_Read`/`PR_Write`/`PR_Send`/`PR_Recv`
 /// also serve its request file and stdout, and only the calls on NSS's TLS layer are captured,
 /// each with the socket under it.
 #[test]
-fn issue_13_sniff_in_process_captures_an_nss_client_on_its_tls_socket_only() {
+fn sniff_in_process_captures_an_nss_client_on_its_tls_socket_only() {
     let serve = support::Serve::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let token = crate::sniff::token();
@@ -667,8 +769,9 @@ fn attach_refused(
     out
 }
 
+// Issue 13.
 #[test]
-fn issue_13_processes_the_user_backend_cannot_attach_to_are_refused_in_one_line() {
+fn processes_the_user_backend_cannot_attach_to_are_refused_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let exe = static_tls_program(dir.path());
     let out = attach_refused(&mut Command::new(&exe), |c| Some(c.id()));
@@ -699,8 +802,9 @@ fn issue_13_processes_the_user_backend_cannot_attach_to_are_refused_in_one_line(
     serve.stop();
 }
 
+// Issue 13.
 #[test]
-fn issue_13_backend_misuse_gets_one_line_errors() {
+fn backend_misuse_gets_one_line_errors() {
     let out = support::tlsscope(&["trace", "--backend", "user", "--lib", "/bin/true"]);
     support::assert_one_line_error(&out, &["--backend user", "-p PID"]);
     let out = support::tlsscope(&["trace", "--backend", "kernel", "--", "/bin/true"]);
@@ -719,13 +823,14 @@ fn issue_13_backend_misuse_gets_one_line_errors() {
     support::assert_one_line_error(&out, &["--attach-all", "its own processes"]);
 }
 
+// Issue 13.
 /// --comm narrows a started program's threads in process: curl's calls are reported only
 /// under its own name.
 #[test]
-fn issue_13_comm_narrows_a_command_s_threads_in_process() {
+fn comm_narrows_a_started_command_s_threads_in_process() {
     let nginx = NginxDir::new();
     let _server = nginx.start();
-    let url = format!("https://{}/", nginx.addr);
+    let url = format!("https://{}/", nginx.addr());
     let json = nginx.path("trace.json");
     let trace = |comm: &str| {
         let out = Command::new(support::bin())
@@ -751,14 +856,15 @@ fn issue_13_comm_narrows_a_command_s_threads_in_process() {
     );
 }
 
+// Issue 13.
 /// `sniff --ring-size` sizes each thread's ring in process: curl reading a 1 MiB page through
 /// a 64 KiB ring (drained every 20 ms) loses records and says so; the default ring holds it.
 #[test]
-fn issue_13_the_in_process_ring_size_is_the_one_asked_for() {
+fn the_in_process_ring_size_is_the_one_asked_for() {
     let nginx = NginxDir::new();
     std::fs::write(nginx.path("html/big.bin"), vec![b'x'; 1 << 20]).unwrap();
     let _server = nginx.start();
-    let url = format!("https://{}/big.bin", nginx.addr);
+    let url = format!("https://{}/big.bin", nginx.addr());
     let capture = nginx.path("capture.jsonl");
     let sniff = |ring: &[&str]| {
         let out = Command::new(support::bin())
@@ -819,10 +925,11 @@ fn served(stdout: &str, label: &str) -> u64 {
         .unwrap()
 }
 
+// Issue 13.
 /// The built-in server loads OpenSSL with dlopen and calls it through its own table: under the
 /// library its calls still pass the wrappers, and the counts equal the server's own.
 #[test]
-fn issue_13_the_built_in_server_under_the_user_backend_counts_its_own_calls() {
+fn the_built_in_server_under_the_user_backend_counts_its_own_calls() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
     let (addr, mut trace) = built_in_server_under_trace(dir.path(), &json, &[], &[]);
@@ -860,27 +967,27 @@ fn built_in_server_under_trace(
     prefix: &[&str],
     global: &[&str],
 ) -> (SocketAddr, Child) {
-    let addr = SocketAddr::from(([127, 0, 0, 1], crate::trace::free_port()));
-    let listen = addr.to_string();
     let exe = support::bin();
     let mut server = prefix.to_vec();
     server.push(exe.to_str().unwrap());
     server.extend_from_slice(global);
-    server.extend(["serve", "--listen", &listen, "--threads", "1"]);
+    // Port 0: the server's first line on stdout says which port it got.
+    server.extend(["serve", "--listen", "127.0.0.1:0", "--threads", "1"]);
     let mut trace = trace_command(
         dir,
         &["--probes", "handshake,io", "--json", json.to_str().unwrap()],
         &server,
     );
-    crate::trace::wait_for_port(addr, &mut trace);
+    let addr = support::wait_for_listening_line(&dir.join("trace.out"), &mut trace);
     (addr, trace)
 }
 
+// Issue 13.
 /// A wrapper that fails (a panic, injected for the test) never reaches the program: the server
 /// serves every request, the failure is counted and reported, that wrapper stops counting, and
 /// the other functions' counts stay exact.
 #[test]
-fn issue_13_a_failing_wrapper_is_disabled_and_counted_and_the_program_keeps_serving() {
+fn a_failing_wrapper_is_disabled_and_counted_and_the_program_keeps_serving() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
     let inject = format!(
@@ -916,23 +1023,16 @@ fn issue_13_a_failing_wrapper_is_disabled_and_counted_and_the_program_keeps_serv
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+// Issue 13.
 /// Python's `_ssl` module brings libssl in with RTLD_LOCAL, out of reach of the library's
 /// `dlsym(RTLD_NEXT)`: the wrappers still find the real functions, the program works, and its
 /// `SSL_*_ex` calls are counted.
 #[test]
-fn issue_13_a_program_with_a_locally_loaded_libssl_works_under_the_user_backend() {
+fn a_program_with_a_locally_loaded_libssl_works_under_the_user_backend() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("trace.json");
-    let port = crate::trace::free_port();
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut server = Command::new(support::bin())
-        .args(["serve", "--listen", &addr.to_string(), "--threads", "1"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    crate::trace::wait_for_port(addr, &mut server);
-    let _server = Running(server);
+    let server = support::Serve::start(&["--threads", "1"]);
+    let addr = server.addr;
     let script = format!(
         "import ssl, urllib.request\n\
          c = ssl.create_default_context(); c.check_hostname = False; c.verify_mode = ssl.CERT_NONE\n\
@@ -954,11 +1054,12 @@ fn issue_13_a_program_with_a_locally_loaded_libssl_works_under_the_user_backend(
     assert!(calls(&doc, "SSL_read_ex", "success") >= 1, "{stdout}");
 }
 
+// Issue 13.
 /// Attached to tlsscope's built-in server, which calls OpenSSL through dlsym pointers: only
 /// libssl's own GOT calls into libcrypto can be redirected, and the SSL_* functions are said
 /// not to be traced instead of being counted as wrapped and silently missed.
 #[test]
-fn issue_13_functions_no_got_entry_reaches_are_not_claimed_as_traced() {
+fn functions_no_got_entry_reaches_are_not_claimed_as_traced() {
     let serve = support::Serve::start(&["--threads", "1"]);
     let pid = serve.pid().to_string();
     let out = support::tlsscope(&["trace", "--backend", "user", "-p", &pid, "-d", "1s"]);
@@ -973,16 +1074,6 @@ fn issue_13_functions_no_got_entry_reaches_are_not_claimed_as_traced() {
         );
     }
     assert!(stderr.contains("dlsym pointers"), "{stderr}");
-}
-
-/// `n` loopback ports nothing listens on right now, all different.
-fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
 }
 
 /// `tlsscope sniff -p PID ARGS`, with the default backend (in process for -p), returned once
@@ -1056,16 +1147,20 @@ fn each_connection_shows_its_own_peer(backend: Option<&str>) {
             sniff_until(worker, &args, "functions attached")
         }
     };
-    let ports = free_ports(3);
-    for (i, port) in ports.iter().enumerate() {
-        let url = format!("https://{}/?connection-{i}", nginx.addr);
-        let port = port.to_string();
+    // Each curl's local port, as curl reports it (`-w`): a port chosen for curl beforehand
+    // could be taken by another process first.
+    let mut ports = Vec::new();
+    for i in 0..3 {
+        let url = format!("https://{}/?connection-{i}", nginx.addr());
         let out = support::curl(
             &nginx.path("cert.pem"),
             &url,
-            &["--local-port", &port, "-o", "/dev/null"],
+            &["-o", "/dev/null", "-w", "%{local_port}"],
         );
         assert!(out.status.success(), "{}", support::text(&out.stderr));
+        let port: u16 = support::text(&out.stdout).trim().parse().unwrap();
+        assert!(!ports.contains(&port), "{port} twice: {ports:?}");
+        ports.push(port);
     }
     let stderr = stop_sniff(sniff);
     let calls = sniffed(&calls_file);
@@ -1073,7 +1168,7 @@ fn each_connection_shows_its_own_peer(backend: Option<&str>) {
     for (i, peer) in peers.iter().enumerate() {
         let request = call_with(&calls, "read", &format!("connection-{i}"));
         assert_eq!(&request["peer"], peer, "{request:#}\n{stderr:#?}");
-        assert_eq!(request["local"], nginx.addr.to_string(), "{request:#}");
+        assert_eq!(request["local"], nginx.addr().to_string(), "{request:#}");
         // The response goes back on the same connection.
         assert!(
             calls
@@ -1107,7 +1202,7 @@ fn each_connection_shows_its_own_peer(backend: Option<&str>) {
         .filter(|l| l.contains("<->"))
         .map(|l| {
             let ends: Vec<&str> = l.split_whitespace().collect();
-            let server = nginx.addr.to_string();
+            let server = nginx.addr().to_string();
             let client = if ends[0] == server { ends[2] } else { ends[0] };
             client.rsplit(':').next().unwrap().parse().unwrap()
         })

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::support::{self, text, Serve};
-use crate::trace::{calls, free_port, one_at_a_time, Trace};
+use crate::trace::{calls, listening_on_a_free_port, one_at_a_time, Trace};
 
 const PROMETHEUS: &str = "/usr/bin/prometheus";
 const PROMTOOL: &str = "/usr/bin/promtool";
@@ -81,20 +81,21 @@ impl Prometheus {
             ),
         )
         .unwrap();
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let child = Command::new(PROMETHEUS)
-            .arg(format!("--config.file={}", config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.path().join("data").display()
-            ))
-            .arg(format!("--web.listen-address={addr}"))
-            .arg("--log.level=warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
-            .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {PROMETHEUS} (make deps): {e}"));
+        let (child, addr) = listening_on_a_free_port(PROMETHEUS, |port| {
+            Command::new(PROMETHEUS)
+                .arg(format!("--config.file={}", config.display()))
+                .arg(format!(
+                    "--storage.tsdb.path={}",
+                    dir.path().join("data").display()
+                ))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .arg("--log.level=warn")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.path().join("stderr.log")).unwrap())
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {PROMETHEUS} (make deps): {e}"))
+        });
         let mut p = Prometheus {
             child,
             addr,
@@ -180,22 +181,23 @@ fn handshakes(serve: &Serve, count: u64) {
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
 
+// Issue 16.
 #[test]
-fn issue_16_prometheus_scrapes_the_handshakes_trace_counts() {
+fn prometheus_scrapes_the_handshakes_trace_counts() {
     const N: u64 = 300;
     let _one = one_at_a_time();
     let serve = Serve::start(&[]);
     let pid = serve.pid().to_string();
-    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let metrics_arg = metrics.to_string();
-    let trace = Trace::start(&[
+    // Port 0: trace says which port it got.
+    let mut trace = Trace::start(&[
         "-p",
         &pid,
         "--probes",
         "handshake",
         "--metrics-listen",
-        &metrics_arg,
+        "127.0.0.1:0",
     ]);
+    let metrics = support::metrics_addr(&trace.stderr_line("metrics at"));
     let mut prometheus = Prometheus::start(metrics);
     prometheus.wait(Duration::from_secs(30), "scraping tlsscope", |p| {
         p.query(r#"up{job="tlsscope"}"#) == Some(1.0)
@@ -268,8 +270,9 @@ fn issue_16_prometheus_scrapes_the_handshakes_trace_counts() {
     serve.stop();
 }
 
+// Issue 16.
 #[test]
-fn issue_16_the_textfile_is_what_node_exporter_and_promtool_read() {
+fn the_metrics_textfile_is_what_node_exporter_and_promtool_read() {
     let _one = one_at_a_time();
     let serve = Serve::start(&[]);
     let pid = serve.pid().to_string();
@@ -306,8 +309,9 @@ fn issue_16_the_textfile_is_what_node_exporter_and_promtool_read() {
     serve.stop();
 }
 
+// Issue 16.
 #[test]
-fn issue_16_bad_metrics_options_are_one_line() {
+fn bad_metrics_options_are_one_line_errors() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let pid = std::process::id().to_string();
@@ -335,8 +339,9 @@ fn issue_16_bad_metrics_options_are_one_line() {
     support::assert_one_line_error(&out, &["--metrics-file", "/nonexistent/dir/t.prom"]);
 }
 
+// Issue 16.
 #[test]
-fn issue_16_the_systemd_units_command_line_serves_metrics() {
+fn the_systemd_units_command_line_serves_metrics() {
     let _one = one_at_a_time();
     let unit =
         std::fs::read_to_string(support::workspace_path("deploy/tlsscope-trace.service")).unwrap();
@@ -372,13 +377,12 @@ fn issue_16_the_systemd_units_command_line_serves_metrics() {
     // Its command line, on a loopback port, while the built-in server (on the system's
     // libssl, which the unit traces) makes handshakes.
     let serve = Serve::start(&[]);
-    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let listen = metrics.to_string();
+    // Port 0: trace says which port it got.
     let args: Vec<&str> = args
         .iter()
         .map(|a| {
             if a.starts_with("0.0.0.0:") {
-                listen.as_str()
+                "127.0.0.1:0"
             } else {
                 a
             }
@@ -389,6 +393,7 @@ fn issue_16_the_systemd_units_command_line_serves_metrics() {
         "metrics at",
         Duration::from_secs(60),
     );
+    let metrics = support::metrics_addr(trace.seen.last().unwrap());
     handshakes(&serve, 10);
     let (status, body) = http_get(metrics, "/metrics", "text/plain");
     support::terminate(&mut trace.child);
@@ -404,18 +409,19 @@ fn issue_16_the_systemd_units_command_line_serves_metrics() {
     assert!(handshakes >= 11.0, "{body}");
 }
 
+// Issue 16.
 #[test]
-fn issue_16_serve_metrics_count_what_the_server_counts() {
-    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let listen = metrics.to_string();
+fn serve_metrics_count_what_the_server_counts() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("serve.prom");
+    // Port 0: serve says which port it got.
     let serve = Serve::start(&[
         "--metrics-listen",
-        &listen,
+        "127.0.0.1:0",
         "--metrics-file",
         file.to_str().unwrap(),
     ]);
+    let metrics = support::metrics_addr(&serve.stdout_line("metrics at"));
     handshakes(&serve, 20);
     let (status, body) = http_get(metrics, "/metrics", "text/plain");
     assert_eq!(status, 200, "{body}");
@@ -440,30 +446,33 @@ fn issue_16_serve_metrics_count_what_the_server_counts() {
     );
 }
 
+// Issue 16.
 #[test]
-fn issue_16_bench_serves_its_live_figures() {
+fn bench_serves_its_live_figures_as_metrics() {
     let serve = Serve::start(&[]);
-    let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (file, json) = (dir.path().join("bench.prom"), dir.path().join("bench.json"));
-    let mut bench = Command::new(support::bin())
-        .args([
-            "bench",
-            &serve.addr.to_string(),
-            "--mode",
-            "keepalive",
-            "-c",
-            "2",
-        ])
-        .args(["-d", "3s", "--metrics-listen", &metrics.to_string()])
-        .arg("--metrics-file")
-        .arg(&file)
-        .arg("--json")
-        .arg(&json)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // Port 0: bench says which port it got.
+    let mut bench = support::start_until(
+        Command::new(support::bin())
+            .args([
+                "bench",
+                &serve.addr.to_string(),
+                "--mode",
+                "keepalive",
+                "-c",
+                "2",
+            ])
+            .args(["-d", "3s", "--metrics-listen", "127.0.0.1:0"])
+            .arg("--metrics-file")
+            .arg(&file)
+            .arg("--json")
+            .arg(&json)
+            .stdout(Stdio::null()),
+        "metrics at",
+        Duration::from_secs(60),
+    );
+    let metrics = support::metrics_addr(bench.seen.last().unwrap());
     // Mid-run: requests counted so far, and still counting.
     std::thread::sleep(Duration::from_millis(1500));
     let count = |body: &str| -> f64 {
@@ -481,7 +490,7 @@ fn issue_16_bench_serves_its_live_figures() {
         "{first}\n{second}"
     );
     assert!(promtool_check(&second).0, "{second}");
-    assert!(bench.wait().unwrap().success());
+    assert!(bench.child.wait().unwrap().success());
     serve.stop();
     // The file has the final figures: the run's own count.
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();

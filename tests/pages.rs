@@ -28,8 +28,9 @@ pub fn assert_page_renders(page: &Path) -> usize {
     plots
 }
 
+// Issue 16.
 #[test]
-fn issue_16_trace_html_has_a_histogram_per_function_and_the_intervals() {
+fn trace_html_has_a_histogram_per_function_and_the_intervals() {
     let _one = one_at_a_time();
     let serve = Serve::start(&[]);
     let pid = serve.pid().to_string();
@@ -74,8 +75,9 @@ fn issue_16_trace_html_has_a_histogram_per_function_and_the_intervals() {
     assert!(page.contains("calls per interval"));
 }
 
+// Issue 16.
 #[test]
-fn issue_16_bench_html_has_throughput_per_second_and_latency_by_percentile() {
+fn bench_html_has_throughput_per_second_and_latency_by_percentile() {
     let serve = Serve::start(&[]);
     let dir = tempfile::tempdir().unwrap();
     let (html, json) = (dir.path().join("bench.html"), dir.path().join("bench.json"));

@@ -45,8 +45,9 @@ fn profile_under_load(
     (out, dir, out_dir)
 }
 
+// Issue 15.
 #[test]
-fn issue_15_profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() {
+fn profile_of_a_loaded_server_shows_its_handshakes_down_to_libcrypto() {
     let serve = Serve::start(&["--threads", "1"]);
     let pid = serve.pid().to_string();
     let (out, _dir, out_dir) = profile_under_load(serve.pid(), serve.addr, &["--top", "60"]);
@@ -204,8 +205,9 @@ fn stacks_with<'a>(folded: &'a str, function: &str) -> Vec<Vec<&'a str>> {
         .collect()
 }
 
+// Issue 15.
 #[test]
-fn issue_15_profile_of_nginx_puts_ssl_do_handshake_back_from_its_plt_call() {
+fn profile_of_nginx_puts_ssl_do_handshake_back_from_its_plt_call() {
     // nginx calls SSL_do_handshake through its PLT; Debian's libssl jumps on from there, so
     // only the call instruction in ngx_ssl_handshake still names it.
     let nginx = Nginx::start(NginxOpts::default());
@@ -229,8 +231,9 @@ fn issue_15_profile_of_nginx_puts_ssl_do_handshake_back_from_its_plt_call() {
     }
 }
 
+// Issue 15.
 #[test]
-fn issue_15_profile_refuses_a_missing_process_and_an_idle_one_with_one_line() {
+fn profile_refuses_a_missing_process_and_an_idle_one_with_one_line() {
     let out = support::tlsscope(&["profile", "-p", "4194303", "-d", "1s"]);
     support::assert_one_line_error(&out, &["no process 4194303"]);
     // Not root (and perf_event_paranoid above 1, as Debian sets it): said before anything else.
@@ -251,8 +254,9 @@ fn issue_15_profile_refuses_a_missing_process_and_an_idle_one_with_one_line() {
     support::assert_error_line(&out, &["no samples", "used no CPU"]);
 }
 
+// Issue 15.
 #[test]
-fn issue_15_ctrl_c_ends_a_profile_early_and_keeps_what_was_sampled() {
+fn ctrl_c_ends_a_profile_early_and_keeps_what_was_sampled() {
     let serve = Serve::start(&["--threads", "1"]);
     let mut load = handshake_load(serve.addr);
     let dir = tempfile::tempdir().unwrap();
@@ -307,8 +311,9 @@ fn per_op(table: &str, function: &str) -> Vec<f64> {
         .collect()
 }
 
+// Issue 15.
 #[test]
-fn issue_15_compare_profile_finds_3_0_2s_method_store_walk_absent_from_1_1_1w() {
+fn compare_profile_finds_3_0_2s_method_store_walk_absent_from_1_1_1w() {
     let libs = format!(
         "{},{}",
         support::openssl_111w().display(),
@@ -467,8 +472,9 @@ fn issue_15_compare_profile_finds_3_0_2s_method_store_walk_absent_from_1_1_1w() 
     assert!(dom.contains("data-flames-loaded=\"3\""), "{dom}");
 }
 
+// Issue 15.
 #[test]
-fn issue_15_profile_matrix_is_compare_profile_by_its_own_name() {
+fn profile_matrix_is_compare_profile_by_its_own_name() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("m");
     let out = support::tlsscope(&[

@@ -148,12 +148,9 @@ pub(crate) fn contains(hay: &[u8], needle: &str) -> bool {
     hay.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
+/// A token no other test's traffic carries (see `support::unique_token`).
 pub(crate) fn token() -> String {
-    format!(
-        "tok{}x{}",
-        std::process::id(),
-        Instant::now().elapsed().as_nanos()
-    )
+    support::unique_token()
 }
 
 #[test]
@@ -171,7 +168,11 @@ fn curl_to_nginx_both_sides_with_sockets_and_ports() {
     ]);
     let token = token();
     let url = format!("https://{}/post-{token}", nginx.addr());
-    let out = support::curl(
+    // A curl with a comm of its own: libssl is probed in every process, other tests' curls
+    // included.
+    let curl = support::UniqueProgram::new("curl");
+    let out = support::curl_as(
+        curl.path(),
         &nginx.cert(),
         &url,
         &[
@@ -197,7 +198,7 @@ fn curl_to_nginx_both_sides_with_sockets_and_ports() {
             .cloned()
             .unwrap_or_else(|| panic!("no {direction} with {needle:?}: {calls:#?}"))
     };
-    let is_curl = |c: &Value| c["comm"] == "curl";
+    let is_curl = |c: &Value| c["comm"] == curl.comm();
     let is_nginx = |c: &Value| c["pid"] == nginx.pid();
     // The request, as curl wrote it and as nginx read it.
     let request_line = format!("POST /post-{token} HTTP/1.1");
@@ -512,6 +513,17 @@ fn n(v: &Value) -> u64 {
 
 /// Python's ssl module writes a 1 MiB body with one SSL_write_ex.
 fn python_post(addr: SocketAddr, cert: &std::path::Path, token: &str, size: usize) {
+    python_post_as(std::path::Path::new("python3"), addr, cert, token, size);
+}
+
+/// Like `python_post`, with the python3 at `program`.
+fn python_post_as(
+    program: &std::path::Path,
+    addr: SocketAddr,
+    cert: &std::path::Path,
+    token: &str,
+    size: usize,
+) {
     let script = format!(
         "import socket, ssl\n\
          ctx = ssl.create_default_context(cafile={cert:?})\n\
@@ -524,7 +536,7 @@ fn python_post(addr: SocketAddr, cert: &std::path::Path, token: &str, size: usiz
         port = addr.port(),
         len = token.len(),
     );
-    support::python(&script);
+    support::python_as(program, &script);
 }
 
 #[test]
@@ -533,17 +545,20 @@ fn a_one_mib_write_is_captured_whole_or_cut_exactly() {
     let serve = Serve::start(&[]);
     let libssl = support::system_libssl();
     let size = 1 << 20;
+    // A python3 with a comm of its own: other tests run python3 at the same time, and their
+    // calls would count among the cut ones.
+    let python = support::UniqueProgram::new("python3");
     for (max_bytes, whole) in [("2000000", true), ("1000", false)] {
         let sniff = Sniff::start(&[
             "--lib",
             libssl.to_str().unwrap(),
             "--comm",
-            "python3",
+            python.comm(),
             "--max-bytes",
             max_bytes,
         ]);
         let token = token();
-        python_post(serve.addr, &serve.cert(), &token, size);
+        python_post_as(python.path(), serve.addr, &serve.cert(), &token, size);
         let (code, stderr, calls) = sniff.stop();
         assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{stderr}");
         let body = calls
@@ -585,11 +600,13 @@ fn a_gnutls_client_is_captured() {
     .map(PathBuf::from)
     .find(|p| p.exists())
     .expect("libgnutls30 (a dependency of gnutls-bin) is installed");
-    let sniff = Sniff::start(&["--lib", lib.to_str().unwrap(), "--comm", "gnutls-cli"]);
+    let gnutls_cli = support::UniqueProgram::new("gnutls-cli");
+    let sniff = Sniff::start(&["--lib", lib.to_str().unwrap(), "--comm", gnutls_cli.comm()]);
     let token = token();
     let request =
         format!("GET /gnutls-{token} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    let mut child = Command::new("gnutls-cli")
+    let mut child = gnutls_cli
+        .command()
         .args([
             "--insecure",
             "--port",
@@ -632,7 +649,9 @@ fn an_nss_client_is_captured_on_its_tls_socket_only() {
         lib.exists(),
         "libnss3 (a dependency of libnss3-tools) is installed"
     );
-    let sniff = Sniff::start(&["--lib", lib.to_str().unwrap(), "--comm", "tstclnt"]);
+    // A tstclnt with a comm of its own: tests/inproc runs tstclnt too, without the lock.
+    let tstclnt = support::UniqueProgram::new("tstclnt");
+    let sniff = Sniff::start(&["--lib", lib.to_str().unwrap(), "--comm", tstclnt.comm()]);
     let token = token();
     let request =
         format!("GET /nss-{token} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
@@ -641,7 +660,8 @@ fn an_nss_client_is_captured_on_its_tls_socket_only() {
     let dir = tempfile::tempdir().unwrap();
     let request_file = dir.path().join("request");
     std::fs::write(&request_file, &request).unwrap();
-    let mut child = Command::new("tstclnt")
+    let mut child = tstclnt
+        .command()
         .args(["-h", "127.0.0.1", "-p", &serve.addr.port().to_string()])
         .args(["-D", "-o", "-A"])
         .arg(&request_file)
@@ -925,18 +945,17 @@ fn a_flavour_server_is_sniffed_whole(prefix: &std::path::Path, backend: &str) {
     } else {
         let dir = tempfile::tempdir().unwrap();
         let (out, stdout) = (dir.path().join("calls.jsonl"), dir.path().join("serve.out"));
-        let addr = SocketAddr::from(([127, 0, 0, 1], crate::trace::free_port()));
         let exe = support::bin();
         let mut child = Command::new(&exe)
             .args(["sniff", "--backend", "user", "--json"])
             .arg(&out)
             .args(["--", exe.to_str().unwrap(), "--openssl", prefix, "serve"])
-            .args(["--listen", &addr.to_string(), "--threads", "1"])
+            .args(["--listen", "127.0.0.1:0", "--threads", "1"])
             .stdout(Stdio::from(std::fs::File::create(&stdout).unwrap()))
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        crate::trace::wait_for_port(addr, &mut child);
+        let addr = support::wait_for_listening_line(&stdout, &mut child);
         crate::trace::bench(addr, &bench_args);
         std::thread::sleep(Duration::from_millis(300));
         // SAFETY: kill signals a child we started and have not reaped.

@@ -48,8 +48,13 @@ pub fn tlsscope(args: &[&str]) -> Output {
 /// Runs a Python 3 script (`python3 -c`), at most 60 s; panics with its stderr unless it
 /// succeeds. Returns its output.
 pub fn python(script: &str) -> Output {
+    python_as(Path::new("python3"), script)
+}
+
+/// Like [`python`], running the python3 at `program` (e.g. a [`UniqueProgram`]'s path).
+pub fn python_as(program: &Path, script: &str) -> Output {
     let out = run_with_timeout(
-        Command::new("python3").args(["-c", script]),
+        Command::new(program).args(["-c", script]),
         Duration::from_secs(60),
     );
     assert!(out.status.success(), "python3: {}", text(&out.stderr));
@@ -152,6 +157,8 @@ pub struct Serve {
     pub addr: SocketAddr,
     pub dir: tempfile::TempDir,
     stats_path: PathBuf,
+    /// Its stdout after the "listening" line.
+    later: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Serve {
@@ -218,13 +225,37 @@ impl Serve {
             .and_then(|rest| rest.split_whitespace().next())
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("no address in {line:?}"));
-        // Keep draining stdout so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in rx {});
+        // Keep draining stdout so the server never blocks on a full pipe, keeping its lines.
+        let later = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = std::sync::Arc::clone(&later);
+        std::thread::spawn(move || {
+            for line in rx {
+                sink.lock().unwrap().push(line);
+            }
+        });
         Serve {
             child: Some(child),
             addr,
             dir,
             stats_path,
+            later,
+        }
+    }
+
+    /// The first line after the "listening" one that contains `needle`, waiting up to 20 s.
+    pub fn stdout_line(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let lines = self.later.lock().unwrap();
+            if let Some(line) = lines.iter().find(|l| l.contains(needle)) {
+                return line.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tlsscope serve printed no {needle:?}: {lines:?}"
+            );
+            drop(lines);
+            std::thread::sleep(Duration::from_millis(50));
         }
     }
 
@@ -337,8 +368,13 @@ pub const GET_AND_CLOSE: &str = "GET / HTTP/1.1\r\nHost: localhost\r\nConnection
 
 /// `curl` with the server's certificate as the only trust anchor.
 pub fn curl(cert: &Path, url: &str, extra: &[&str]) -> Output {
+    curl_as(Path::new("curl"), cert, url, extra)
+}
+
+/// Like [`curl`], running the curl at `program` (e.g. a [`UniqueProgram`]'s path).
+pub fn curl_as(program: &Path, cert: &Path, url: &str, extra: &[&str]) -> Output {
     run_with_timeout(
-        Command::new("curl")
+        Command::new(program)
             .args(["-sS", "--max-time", "20", "--cacert"])
             .arg(cert)
             .args(extra)
@@ -541,4 +577,245 @@ pub fn chromium_page(page: &Path) -> (String, Vec<String>) {
         .map(str::to_string)
         .collect();
     (text(&out.stdout), console)
+}
+
+/// A token no other test, run or process on the machine uses at the same time: this process's
+/// ID, a counter, and the nanoseconds since the UNIX epoch.
+pub fn unique_token() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is past 1970")
+        .as_nanos();
+    format!("tok{}x{n}x{since_epoch}", std::process::id())
+}
+
+/// A program on PATH (curl, python3, tstclnt...) under a name of its own, so that its processes
+/// have a comm (the name exec'd, at most 15 bytes) that no other test's copy has: a filter by
+/// comm on the whole machine then sees this test's process only. The link goes with the value.
+pub struct UniqueProgram {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    comm: String,
+}
+
+impl UniqueProgram {
+    /// `program` (the first executable of that name on PATH that is a real program, not a
+    /// script such as pyenv's shims, which pick what to run by the name they were called
+    /// under) linked as `<first letters of program><number>`.
+    pub fn new(program: &str) -> UniqueProgram {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let is_elf = |p: &Path| {
+            let mut magic = [0u8; 4];
+            std::fs::File::open(p)
+                .and_then(|mut f| f.read_exact(&mut magic))
+                .is_ok_and(|()| magic == *b"\x7fELF")
+        };
+        let target = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+            .filter_map(|dir| std::fs::canonicalize(dir.join(program)).ok())
+            .find(|p| is_elf(p))
+            .unwrap_or_else(|| panic!("{program} is not on PATH (make deps)"));
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        // Unique on the machine: this process's ID and a counter, in base 36.
+        let suffix = format!("{}{}", base36(std::process::id()), base36(n));
+        let stem: String = program.chars().take(15 - suffix.len().min(11)).collect();
+        let comm = format!("{stem}{suffix}");
+        assert!(comm.len() <= 15, "{comm:?} is longer than a comm");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(&comm);
+        std::os::unix::fs::symlink(&target, &path).expect("symlink the program");
+        UniqueProgram {
+            _dir: dir,
+            path,
+            comm,
+        }
+    }
+
+    /// The path to run: its processes' comm is [`UniqueProgram::comm`].
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The comm its processes have.
+    pub fn comm(&self) -> &str {
+        &self.comm
+    }
+
+    /// A command that runs it.
+    pub fn command(&self) -> Command {
+        Command::new(&self.path)
+    }
+}
+
+fn base36(mut n: u32) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).unwrap()
+}
+
+/// A loopback port that refuses connections and that nobody else can take while this value
+/// lives: a TCP socket bound to it that never listens (the kernel answers a connect with a
+/// reset). A port found by binding a listener and closing it could be taken by another test
+/// before it is used.
+pub struct RefusingPort {
+    _fd: std::os::fd::OwnedFd,
+    pub addr: SocketAddr,
+}
+
+impl RefusingPort {
+    /// A port on 127.0.0.1, or on ::1 when `v6`.
+    pub fn new(v6: bool) -> RefusingPort {
+        let family = if v6 { libc::AF_INET6 } else { libc::AF_INET };
+        // SAFETY: socket has no memory effects; the result is checked.
+        let raw = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(raw >= 0, "socket: {}", std::io::Error::last_os_error());
+        // SAFETY: raw is a new descriptor that nothing else owns.
+        let fd = unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) };
+        let fd_raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        let bound = if v6 {
+            // SAFETY: an all-zero sockaddr_in6 is valid; the fields set make it [::1]:0.
+            let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
+            sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sa.sin6_addr.s6_addr[15] = 1;
+            // SAFETY: sa is a sockaddr_in6 of the size given.
+            unsafe {
+                libc::bind(
+                    fd_raw,
+                    std::ptr::from_ref(&sa).cast(),
+                    std::mem::size_of_val(&sa) as libc::socklen_t,
+                )
+            }
+        } else {
+            // SAFETY: an all-zero sockaddr_in is valid; the fields set make it 127.0.0.1:0.
+            let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+            sa.sin_family = libc::AF_INET as libc::sa_family_t;
+            sa.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+            // SAFETY: sa is a sockaddr_in of the size given.
+            unsafe {
+                libc::bind(
+                    fd_raw,
+                    std::ptr::from_ref(&sa).cast(),
+                    std::mem::size_of_val(&sa) as libc::socklen_t,
+                )
+            }
+        };
+        assert_eq!(bound, 0, "bind: {}", std::io::Error::last_os_error());
+        // SAFETY: an all-zero sockaddr_storage is valid; getsockname fills it, up to len.
+        let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of_val(&storage) as libc::socklen_t;
+        // SAFETY: storage is large enough for any address; len says how large.
+        let named =
+            unsafe { libc::getsockname(fd_raw, std::ptr::from_mut(&mut storage).cast(), &mut len) };
+        assert_eq!(named, 0, "getsockname: {}", std::io::Error::last_os_error());
+        let port = if v6 {
+            // SAFETY: the socket is AF_INET6, so the storage holds a sockaddr_in6.
+            let sa = unsafe { &*std::ptr::from_ref(&storage).cast::<libc::sockaddr_in6>() };
+            u16::from_be(sa.sin6_port)
+        } else {
+            // SAFETY: the socket is AF_INET, so the storage holds a sockaddr_in.
+            let sa = unsafe { &*std::ptr::from_ref(&storage).cast::<libc::sockaddr_in>() };
+            u16::from_be(sa.sin_port)
+        };
+        let ip: std::net::IpAddr = if v6 {
+            std::net::Ipv6Addr::LOCALHOST.into()
+        } else {
+            std::net::Ipv4Addr::LOCALHOST.into()
+        };
+        RefusingPort {
+            _fd: fd,
+            addr: SocketAddr::new(ip, port),
+        }
+    }
+}
+
+/// The address in the first line of `path` (a file a server's stdout goes to) that says
+/// `https://ADDR` (the built-in server's "listening" line), waiting up to 20 s for it; panics
+/// if `child` (the server, or what started it) exits first. For a server told to listen on
+/// port 0, so that no other process can take its port between a choice and its bind.
+pub fn wait_for_listening_line(path: &Path, child: &mut Child) -> SocketAddr {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = std::fs::read_to_string(path).unwrap_or_default();
+        if let Some(addr) = out
+            .lines()
+            .filter_map(|l| l.split("https://").nth(1))
+            .filter_map(|rest| rest.split_whitespace().next())
+            .find_map(|a| a.trim_end_matches('/').parse().ok())
+        {
+            return addr;
+        }
+        if let Some(status) = child.try_wait().expect("wait") {
+            panic!("the server exited ({status}) before listening: {out}",);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no listening line in {}: {out}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Whether process `pid` holds a socket listening on TCP port `port` (any address), read from
+/// `/proc/net/tcp{,6}` and the process's fds: unlike a connect, not fooled by another process
+/// that listens on the port.
+pub fn listens(pid: u32, port: u16) -> bool {
+    let mut inodes = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = std::fs::read_to_string(table).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // local_address is HEXIP:HEXPORT; st 0A is LISTEN; the inode is the tenth field.
+            let listening = f.get(3) == Some(&"0A");
+            let on_port = f
+                .get(1)
+                .and_then(|a| a.rsplit(':').next())
+                .and_then(|p| u16::from_str_radix(p, 16).ok())
+                == Some(port);
+            if listening && on_port {
+                if let Some(inode) = f.get(9) {
+                    inodes.push(format!("socket:[{inode}]"));
+                }
+            }
+        }
+    }
+    if inodes.is_empty() {
+        return false;
+    }
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten().any(|fd| {
+        std::fs::read_link(fd.path())
+            .is_ok_and(|target| inodes.iter().any(|i| target.as_os_str() == i.as_str()))
+    })
+}
+
+/// A loopback port nothing listens on now, for a program that cannot be told to listen on port
+/// 0 and say which port it got. Another process may take it before the program binds it:
+/// callers check with [`listens`] and try another port when the program fails.
+pub fn probably_free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// The address in a "metrics at http://ADDR/metrics" line, as a command with
+/// `--metrics-listen 127.0.0.1:0` prints the port it got.
+pub fn metrics_addr(line: &str) -> SocketAddr {
+    line.split("metrics at http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no metrics address in {line:?}"))
 }

@@ -3,7 +3,7 @@
 //! the test in its own temporary directory.
 
 use std::fs::{self, File};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -419,7 +419,7 @@ impl Drop for ServerProcess {
 }
 
 /// Starts a server with `spawn(addr)` on a free loopback port and waits until `ready(pid)` and
-/// the port accepts a connection. Another process can take the port between our probe and the
+/// the server listens on the port. Another process can take the port between our probe and the
 /// server's bind; then the server exits saying so and we try another port.
 fn start_on_free_port(
     what: &str,
@@ -433,9 +433,11 @@ fn start_on_free_port(
         let deadline = Instant::now() + START_LIMIT;
         loop {
             let exited = process.child.try_wait().expect("wait");
+            // The server itself listens there: another process that took the port would
+            // answer a connect.
             if exited.is_none()
                 && ready(process.pid())
-                && TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+                && super::listens(process.pid(), addr.port())
             {
                 return (process, addr);
             }

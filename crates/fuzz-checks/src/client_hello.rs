@@ -11,8 +11,8 @@ use load::client_hello::{self, MAX_KEY_SHARES, RECORD_HEADER_BYTES};
 use load::wire::WireTap;
 
 /// Checks the reader and the counter on `data` (see the module's properties); panics on a
-/// violation.
-pub fn check(data: &[u8]) {
+/// violation. Accepted: a ClientHello (a record or a bare message) or a HelloRetryRequest.
+pub fn check(data: &[u8]) -> bool {
     let from_record = client_hello::parse_record(data);
     if let Some(h) = from_record {
         assert!(
@@ -28,13 +28,14 @@ pub fn check(data: &[u8]) {
         assert!(h.key_shares.groups().len() <= h.key_shares.count().min(MAX_KEY_SHARES));
         assert!(h.record_bytes() >= h.message_bytes + RECORD_HEADER_BYTES);
     }
-    if let Some(h) = client_hello::parse_message(data) {
+    let from_message = client_hello::parse_message(data);
+    if let Some(h) = &from_message {
         assert!(
             h.message_bytes <= data.len(),
             "the message is longer than the bytes"
         );
     }
-    let _ = client_hello::is_hello_retry_request(data);
+    let retry = client_hello::is_hello_retry_request(data);
     // The same stream, whole and in reads of a size the first byte picks.
     let read_bytes = usize::from(data.first().copied().unwrap_or(0)) + 1;
     let mut whole = WireTap::default();
@@ -51,4 +52,5 @@ pub fn check(data: &[u8]) {
         "the figures depend on the read size ({read_bytes} bytes)"
     );
     assert_eq!(whole.counts().server_bytes, data.len() as u64);
+    from_record.is_some() || from_message.is_some() || retry
 }

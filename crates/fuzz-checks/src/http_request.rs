@@ -9,7 +9,8 @@
 use server::http::{parse_request, route, HeadScan, HeadStatus, ParseError, Request};
 
 /// Checks the request parser on `data` (see the module's properties); panics on a violation.
-pub fn check(data: &[u8]) {
+/// Accepted: a request head parsed.
+pub fn check(data: &[u8]) -> bool {
     check_pieces(data);
     let request = match parse_request(data) {
         Ok(request) => request,
@@ -18,15 +19,16 @@ pub fn check(data: &[u8]) {
                 !contains(data, b"\r\n\r\n"),
                 "a complete head was called incomplete"
             );
-            return;
+            return false;
         }
-        Err(ParseError::Bad | ParseError::Unsupported | ParseError::TooLarge) => return,
+        Err(ParseError::Bad | ParseError::Unsupported | ParseError::TooLarge) => return false,
     };
     check_bounds(data, &request);
     check_prefix(data, &request);
     check_round_trip(&request);
     // Routing takes what the parser returned; it must cope with any of it.
     let _ = route(request.method, request.path);
+    true
 }
 
 /// `data`'s first byte picks the piece sizes (1 to 16 bytes, varying with the bytes read); the
@@ -133,9 +135,11 @@ mod tests {
 
     #[test]
     fn typical_requests_pass() {
-        check(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-        check(b"POST /bytes/5 HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello");
-        check(b"GET / HTTP/1.1\r\nHost");
-        check(b"\xff\xfe\r\n\r\n");
+        assert!(check(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+        assert!(check(
+            b"POST /bytes/5 HTTP/1.0\r\nContent-Length: 5\r\n\r\nhello"
+        ));
+        assert!(!check(b"GET / HTTP/1.1\r\nHost"));
+        assert!(!check(b"\xff\xfe\r\n\r\n"));
     }
 }

@@ -21,9 +21,10 @@ struct Outcome {
 }
 
 /// Checks the response parser on `data` (see the module's properties); panics on a violation.
-pub fn check(data: &[u8]) {
+/// Accepted: a response complete when the bytes end, or at the connection's close.
+pub fn check(data: &[u8]) -> bool {
     let Some((&split, response)) = data.split_first() else {
-        return;
+        return false;
     };
     let read_bytes = usize::from(split) + 1;
     let whole = outcome(&mut ResponseParser::new(), [response]);
@@ -44,6 +45,7 @@ pub fn check(data: &[u8]) {
         whole.body_bytes <= response.len() as u64,
         "more body than bytes"
     );
+    whole.fed == Ok(true) || whole.on_close == Some(Ok(()))
 }
 
 /// Feeds `reads` in order until the response is complete or fails, then closes if it may.
@@ -71,9 +73,11 @@ mod tests {
 
     #[test]
     fn typical_responses_pass() {
-        check(b"\x03HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello");
-        check(b"\x00HTTP/1.0 200 OK\r\n\r\nbody until close");
-        check(b"\x07HTTP/1.1 204 No Content\r\n\r\n");
-        check(b"\x01SSH-2.0-OpenSSH\r\n\r\n");
+        assert!(check(
+            b"\x03HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+        ));
+        assert!(check(b"\x00HTTP/1.0 200 OK\r\n\r\nbody until close"));
+        assert!(check(b"\x07HTTP/1.1 204 No Content\r\n\r\n"));
+        assert!(!check(b"\x01SSH-2.0-OpenSSH\r\n\r\n"));
     }
 }

@@ -16,8 +16,10 @@ pub mod http_response;
 pub mod proc_maps;
 pub mod saved_runs;
 
-/// A check: takes any bytes, panics when the parser breaks a property.
-pub type Check = fn(&[u8]);
+/// A check: takes any bytes, panics when the parser breaks a property, and says whether the
+/// parser accepted the input (a refused input is checked for less: the corpus replay requires
+/// its known-good inputs accepted, so a parser that refuses everything cannot pass).
+pub type Check = fn(&[u8]) -> bool;
 
 /// Every fuzz target: its name (the file in `fuzz/fuzz_targets/` and the folder in
 /// `fuzz/corpus/`) and its check.

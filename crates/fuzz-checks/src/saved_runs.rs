@@ -16,27 +16,32 @@ use model::compare::CompareDocument;
 const LEVEL: f64 = 0.95;
 
 /// Checks the saved-run loader on `data` (see the module's properties); panics on a violation.
-pub fn check(data: &[u8]) {
+/// Accepted: a compare document made.
+pub fn check(data: &[u8]) -> bool {
     let (first, second) = match data.iter().position(|&b| b == 0) {
         Some(nul) => (&data[..nul], &data[nul + 1..]),
         None => (data, data),
     };
     // `compare` reads files as strings: other bytes never reach the loader.
     let (Ok(first), Ok(second)) = (std::str::from_utf8(first), std::str::from_utf8(second)) else {
-        return;
+        return false;
     };
     let texts = [
         (PathBuf::from("a.json"), first),
         (PathBuf::from("b.json"), second),
     ];
     match load_texts(&texts, LEVEL, 0.01, model::Environment::default()) {
-        Ok(doc) => check_document(&doc),
+        Ok(doc) => {
+            check_document(&doc);
+            true
+        }
         Err(e) => {
             let message = e.to_string();
             assert!(
                 message.contains("a.json") || message.contains("b.json"),
                 "a refusal that names no file: {message}"
             );
+            false
         }
     }
 }
@@ -55,8 +60,8 @@ mod tests {
 
     #[test]
     fn not_json_is_refused_by_name() {
-        check(b"not json");
-        check(b"{\"kind\": \"bench\", \"schema_version\": 99}");
-        check(b"{\"kind\": \"bench\"}\0{\"kind\": \"trace\"}");
+        assert!(!check(b"not json"));
+        assert!(!check(b"{\"kind\": \"bench\", \"schema_version\": 99}"));
+        assert!(!check(b"{\"kind\": \"bench\"}\0{\"kind\": \"trace\"}"));
     }
 }
