@@ -902,7 +902,9 @@ fn the_readme_ipv6_example_pair_works() {
         let line = readme
             .lines()
             .find(|l| l.starts_with(start))
-            .unwrap_or_else(|| panic!("no line starting {start:?} in docs/serve.md or docs/bench.md"));
+            .unwrap_or_else(|| {
+                panic!("no line starting {start:?} in docs/serve.md or docs/bench.md")
+            });
         let command = line.split(" #").next().unwrap();
         command
             .split_whitespace()

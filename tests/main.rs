@@ -8,6 +8,7 @@ mod bench;
 mod bench_wire;
 mod cli;
 mod compare;
+mod docs;
 mod fresh_machine;
 mod groups;
 mod hostile;
