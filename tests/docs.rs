@@ -342,6 +342,8 @@ impl Bench {
                 line = line.replace("[::1]:4433", &v6.addr.to_string());
             }
             line = line
+                // The metrics port of the trace guide: a free one here.
+                .replace("127.0.0.1:9464", "127.0.0.1:0")
                 .replace("127.0.0.1:4433", &self.v4.addr.to_string())
                 .replace("localhost:4433", &format!("localhost:{port}"))
                 .replace("/tmp/cert.pem", &cert);
