@@ -928,20 +928,22 @@ fn old_spellings_work_with_one_notice_and_new_ones_without() {
     assert_eq!(stats["handshakes"]["full"], 3 * 8 + 4 + 5 + 2, "{stats}");
 }
 
-/// The README's IPv6 example works as shown: `serve --listen '[::1]:4433'` beside
-/// `bench '[::1]:4433'` (on a port of the server's choosing here, so tests in parallel do not
-/// collide).
+/// The guides' IPv6 example works as shown: `serve --listen '[::1]:4433'` (docs/serve.md)
+/// beside `bench '[::1]:4433'` (docs/bench.md), on a port of the server's choosing here, so
+/// tests in parallel do not collide.
 #[test]
-fn the_readme_ipv6_example_pair_works() {
-    let readme = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
-    )
-    .unwrap();
+fn the_guides_ipv6_example_pair_works() {
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs");
+    let readme = ["serve.md", "bench.md"]
+        .map(|guide| std::fs::read_to_string(docs.join(guide)).unwrap())
+        .concat();
     let example = |start: &str| -> Vec<String> {
         let line = readme
             .lines()
             .find(|l| l.starts_with(start))
-            .unwrap_or_else(|| panic!("no line starting {start:?} in README.md"));
+            .unwrap_or_else(|| {
+                panic!("no line starting {start:?} in docs/serve.md or docs/bench.md")
+            });
         let command = line.split(" #").next().unwrap();
         command
             .split_whitespace()

@@ -9,6 +9,7 @@ mod bench_wire;
 mod cli;
 mod compare;
 mod completions;
+mod docs;
 mod fresh_machine;
 mod groups;
 mod hostile;
