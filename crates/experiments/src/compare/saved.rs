@@ -327,7 +327,7 @@ mod tests {
     /// which the document's JSON writes as null, so `compare` wrote output it could not read
     /// back. Such a run is now refused, by file and metric.
     #[test]
-    fn issue_14_values_beyond_any_measurement_are_refused() {
+    fn values_beyond_any_measurement_are_refused_by_file_and_metric() {
         let text = include_str!("../../../../fuzz/corpus/saved_runs/bench-huge-values.json");
         let err = load_one(text).unwrap_err().to_string();
         assert!(err.contains("a.json: total has the value 1e308"), "{err}");
