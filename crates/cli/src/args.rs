@@ -361,8 +361,14 @@ pub enum ClientWork {
 }
 
 impl ClientWork {
-    pub fn typed(self) -> load::rustls_client::Work {
-        match self {
+    /// The work asked for, or the default: full when the client verifies the server (a lean
+    /// client checks no signature), lean otherwise.
+    pub fn resolve(given: Option<ClientWork>, verifies: bool) -> load::rustls_client::Work {
+        match given.unwrap_or(if verifies {
+            ClientWork::Full
+        } else {
+            ClientWork::Lean
+        }) {
             ClientWork::Full => load::rustls_client::Work::Full,
             ClientWork::Lean => load::rustls_client::Work::Lean,
         }

@@ -262,11 +262,7 @@ fn engine(
         _ => {}
     }
     let tickets = a.resume != Some(ResumeKind::Id);
-    let work = match (a.client_work, a.peer.verifies()) {
-        (Some(w), _) => w.typed(),
-        (None, true) => load::rustls_client::Work::Full,
-        (None, false) => load::rustls_client::Work::Lean,
-    };
+    let work = crate::args::ClientWork::resolve(a.client_work, a.peer.verifies());
     let trust = load::rustls_client::Trust {
         work,
         verify: a.peer.verifies().then_some(a.peer.cafile.as_deref()),

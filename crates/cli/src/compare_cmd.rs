@@ -125,9 +125,7 @@ fn matrix_config(
         (Some(ClientWork::Lean), false) if !client_engines.contains(&load::EngineKind::Rustls) => crate::usage_bail!(
             "--client-work lean: only the rustls client has a lean form; add --client-engine rustls, or drop --client-work"
         ),
-        (Some(w), _) => w.typed(),
-        (None, true) => load::rustls_client::Work::Full,
-        (None, false) => load::rustls_client::Work::Lean,
+        (given, verifies) => ClientWork::resolve(given, verifies),
     };
     Ok(MatrixConfig {
         exe: std::env::current_exe().context("finding the tlsscope executable")?,
