@@ -465,7 +465,7 @@ fn an_os_error_is_said_once() {
         pid: 7,
         source: std::io::Error::from_raw_os_error(libc::EACCES),
     });
-    let line = tlsscope::one_line(&e);
+    let line = app::common::usage::one_line(&e);
     assert_eq!(line.matches("os error 13").count(), 1, "{line}");
     // A result file that cannot be written is found before the server starts: said once.
     let out = support::tlsscope(&[

@@ -10,7 +10,7 @@ use clap_complete::Shell;
 use clap_mangen::Man;
 
 use crate::args::Opts;
-use crate::output::{to_stdout, OutputDir};
+use app::common::output::{to_stdout, OutputDir};
 
 /// The command the scripts complete.
 const BIN: &str = "tlsscope";

@@ -1,27 +1,15 @@
-//! `tlsscope`'s commands: the command line is parsed once (`args`), then each command calls the
-//! libraries and writes its outputs. The binary's `main` only calls [`main_with`].
+//! `tlsscope`'s command line: the argument definitions (`args`), parsed once, and a dispatch to
+//! the command's folder in the `app` crate. The binary's `main` only calls [`main_with`].
 
 pub mod args;
-mod bench_cmd;
-mod client;
-mod compare_cmd;
 mod completions;
-mod handshake_cmd;
-mod lab_cmd;
-mod library;
-mod openssl_cmd;
-pub mod output;
-mod profile_cmd;
-mod serve_cmd;
-pub mod signals;
-mod sniff_cmd;
 pub mod spelling;
-mod trace_cmd;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
+use app::common::usage::{failure_status, one_line, UsageError};
 use args::{Command, OpensslCommand, Opts};
 
 /// Runs the command line `argv` (program name first): parses it, runs the command, and prints an
@@ -53,43 +41,6 @@ pub fn main_with(argv: impl IntoIterator<Item = std::ffi::OsString>) -> ExitCode
     }
 }
 
-/// Exit status 3 when the library under test lacks what was asked (a group, a key type, a
-/// feature: compare's matrix reports such a variant as not run), 1 for any other failure.
-fn failure_status(e: &anyhow::Error) -> ExitCode {
-    let lacks = e.chain().any(|c| {
-        matches!(
-            c.downcast_ref::<ossl::Error>(),
-            Some(ossl::Error::NotInLibrary { .. })
-        )
-    });
-    if lacks {
-        ExitCode::from(experiments::servers::EXIT_NOT_IN_LIBRARY)
-    } else {
-        ExitCode::FAILURE
-    }
-}
-
-/// A command line that parses but asks for what cannot be done (options that exclude each
-/// other, a value out of range): a usage error, exit status 2, as clap's own.
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-/// Returns early from a command with a [`UsageError`].
-#[macro_export]
-macro_rules! usage_bail {
-    ($($arg:tt)*) => {
-        return Err(anyhow::Error::new($crate::UsageError(format!($($arg)*))))
-    };
-}
-
 /// Prints a usage error as one line pointing to the subcommand's help; exit status 2.
 fn usage_line(why: &str, argv: &[std::ffi::OsString]) -> ExitCode {
     eprintln!(
@@ -99,42 +50,24 @@ fn usage_line(why: &str, argv: &[std::ffi::OsString]) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// The error and its causes joined on one line, each said once: a cause whose text an outer
-/// message already includes (an OS error quoted in its context) is not repeated.
-pub fn one_line(e: &anyhow::Error) -> String {
-    let top: &(dyn std::error::Error + 'static) = e.as_ref();
-    experiments::error::one_line(top)
-}
-
 /// Runs a parsed command line; the exit status says how it ended.
 pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
-    // Before any probe is loaded: libbpf's log goes through tlsscope, shown only with -v.
-    probes::log::set_verbose(opts.verbose);
+    app::common::show_library_log(opts.verbose);
     let openssl = opts.openssl.as_deref();
     // The one library a command loads, resolved once (compare takes a list of its own).
-    let library = || library::source(openssl);
+    let library = || app::common::library::source(openssl);
     match opts.command {
-        Command::Serve(a) => serve_cmd::run(&library()?, &a),
-        Command::Bench(a) => bench_cmd::run(&library()?, openssl.is_some(), &a),
-        Command::Handshake(a) => handshake_cmd::run(&library()?, &a),
-        Command::Trace(a) => trace_cmd::run(&a),
-        Command::Lab(a) => lab_cmd::run(&library()?, &a),
-        Command::Compare(a) => compare_cmd::run(openssl, &a),
-        Command::CompareWorker { spec } => compare_cmd::worker(library(), &spec),
-        Command::Sniff(a) => sniff_cmd::run(&a),
-        Command::Profile(a) => profile_cmd::run(openssl, &a),
-        Command::Openssl(OpensslCommand::Build(a)) => {
-            let jobs = a
-                .jobs
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-            openssl_cmd::build(&a.versions, a.source.as_deref(), jobs, a.force)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Openssl(OpensslCommand::List) => {
-            library::print_system_library()?;
-            openssl_cmd::list()?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Serve(a) => app::serve::run(&library()?, &a),
+        Command::Bench(a) => app::bench::run(&library()?, openssl.is_some(), &a),
+        Command::Handshake(a) => app::handshake::run(&library()?, &a),
+        Command::Trace(a) => app::trace::run(&a),
+        Command::Lab(a) => app::lab::run(&library()?, &a),
+        Command::Compare(a) => app::compare::run(openssl, &a),
+        Command::CompareWorker { spec } => app::compare::worker(library(), &spec),
+        Command::Sniff(a) => app::sniff::run(&a),
+        Command::Profile(a) => app::profile::run(openssl, &a),
+        Command::Openssl(OpensslCommand::Build(a)) => app::openssl::build_command(&a),
+        Command::Openssl(OpensslCommand::List) => app::openssl::list_command(),
         Command::Completions(a) => completions::print_completions(a.shell),
         Command::Man(a) => completions::man_pages(a.dir.as_ref()),
     }

@@ -1,5 +1,5 @@
 //! The saved-run loader of `tlsscope compare a.json b.json`
-//! (`experiments::compare::saved::load_texts`), which reads JSON files that may come from another
+//! (`app::compare::saved::load_texts`), which reads JSON files that may come from another
 //! tlsscope version, another machine, or a hand edit.
 //!
 //! The input is one saved run, or two separated by a NUL byte (which JSON text cannot hold);
@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use experiments::compare::saved::load_texts;
+use app::compare::saved::load_texts;
 use model::compare::CompareDocument;
 
 /// The confidence level `compare` uses unless told otherwise.

@@ -1,0 +1,301 @@
+//! `tlsscope compare`'s options, as the command line defines them.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use crate::bench::config::{ClientEngine, ClientWork};
+use crate::common::args::*;
+use crate::common::output::{OutputDir, OutputFile};
+
+/// A confidence level, between 0.5 and 1 (exclusive).
+/// A percentage from 0 to under 100.
+pub(crate) fn parse_percentage(s: &str) -> Result<f64, String> {
+    let p = real_number(s)?;
+    if !(0.0..100.0).contains(&p) {
+        return Err("a percentage from 0 to under 100 (e.g. 1)".into());
+    }
+    Ok(p)
+}
+
+pub(crate) fn parse_level(s: &str) -> Result<f64, String> {
+    let l = real_number(s)?;
+    if !(l > 0.5 && l < 1.0) {
+        return Err("a confidence level between 0.5 and 1 (e.g. 0.95)".into());
+    }
+    Ok(l)
+}
+
+/// Which side's library varies in `compare --matrix`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Side {
+    Client,
+    Server,
+    Both,
+}
+
+impl Side {
+    pub fn typed(self) -> crate::compare::matrix::Side {
+        match self {
+            Side::Client => crate::compare::matrix::Side::Client,
+            Side::Server => crate::compare::matrix::Side::Server,
+            Side::Both => crate::compare::matrix::Side::Both,
+        }
+    }
+}
+
+/// A TLS version of a compare variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum TlsChoice {
+    #[value(name = "1.2")]
+    V1_2,
+    #[value(name = "1.3")]
+    V1_3,
+    /// Whatever the libraries agree on.
+    Any,
+}
+
+impl TlsChoice {
+    pub fn typed(self) -> Option<crate::compare::session::Tls> {
+        match self {
+            TlsChoice::V1_2 => Some(crate::compare::session::Tls::V1_2),
+            TlsChoice::V1_3 => Some(crate::compare::session::Tls::V1_3),
+            TlsChoice::Any => None,
+        }
+    }
+}
+
+/// The server of a compare variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ServerChoice {
+    /// tlsscope serve, on the variant's server library.
+    Builtin,
+    /// Debian's nginx (/usr/sbin/nginx), on the variant's server library (3.x only).
+    Nginx,
+}
+
+impl ServerChoice {
+    pub fn typed(self) -> crate::compare::matrix::ServerKind {
+        match self {
+            ServerChoice::Builtin => crate::compare::matrix::ServerKind::Builtin,
+            ServerChoice::Nginx => crate::compare::matrix::ServerKind::Nginx,
+        }
+    }
+}
+
+/// What each variant of a compare matrix is compared with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BaselineChoice {
+    /// The first variant with results.
+    First,
+    /// Within each set of variants sharing every setting but the library (certificate,
+    /// group, client, server, ...), the first library: the libraries side by side.
+    SameSettings,
+}
+
+impl BaselineChoice {
+    pub fn typed(self) -> crate::compare::session::Baseline {
+        match self {
+            BaselineChoice::First => crate::compare::session::Baseline::First,
+            BaselineChoice::SameSettings => crate::compare::session::Baseline::SameSettings,
+        }
+    }
+}
+
+/// Full or resumed handshakes in a compare variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HandshakeChoice {
+    #[value(alias = "off")]
+    Full,
+    #[value(alias = "on")]
+    Resumed,
+}
+
+/// The client's SSL_CTX in a compare variant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum CtxChoice {
+    Shared,
+    PerConnection,
+}
+
+/// An experiment of `compare --matrix`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ExperimentChoice {
+    Pretransfer,
+    Engine,
+    Load,
+}
+
+impl ExperimentChoice {
+    pub fn typed(self) -> crate::compare::session::ExperimentKind {
+        match self {
+            ExperimentChoice::Pretransfer => crate::compare::session::ExperimentKind::Pretransfer,
+            ExperimentChoice::Engine => crate::compare::session::ExperimentKind::Engine,
+            ExperimentChoice::Load => crate::compare::session::ExperimentKind::Load,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Saved runs to compare (from bench --json, trace --json or compare --json); the first
+    /// is the baseline.
+    pub files: Vec<PathBuf>,
+    /// Run the experiment across variants: the product of --openssl (a comma-separated list
+    /// here, built on demand; "system" is the system's), --cert-type, --tls, --groups, --resume
+    /// and --ctx.
+    #[arg(long)]
+    pub matrix: bool,
+    #[command(flatten)]
+    pub m: MatrixOptions,
+    /// Write the whole comparison (every sample) as JSON (`-`: on stdout, instead of the text).
+    #[arg(long, value_name = "FILE", value_parser = crate::common::output::file_or_stdout())]
+    pub json: Option<OutputFile>,
+    /// Write the tables as Markdown.
+    #[arg(long, value_name = "FILE", value_parser = crate::common::output::file_or_stdout())]
+    pub markdown: Option<OutputFile>,
+    /// Write one self-contained HTML page with the tables and plots.
+    #[arg(long, value_name = "FILE", value_parser = crate::common::output::file_or_stdout())]
+    pub html: Option<OutputFile>,
+    /// With --matrix: sample each worker's measured operations with perf (DWARF stacks) and
+    /// write per variant a flame graph, folded stacks and a pprof file, a differential flame
+    /// graph against the first variant, and profile.txt (CPU-us per operation per function,
+    /// with the change) into this directory.
+    #[arg(long, value_name = "DIR", requires = "matrix", value_parser = crate::common::output::DirParser)]
+    pub profile: Option<OutputDir>,
+}
+
+/// The variants of a matrix and how each is measured: `compare --matrix` and `profile --matrix`.
+#[derive(Debug, Args)]
+pub struct MatrixOptions {
+    /// Certificate types of the server (rsa2048, ecdsa-p256, ed25519, ...).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "rsa2048",
+        value_name = "LIST",
+        value_parser = parse_cert_type
+    )]
+    pub cert_type: Vec<ossl::CertType>,
+    /// TLS versions: 1.2, 1.3, or any.
+    #[arg(
+        long = "tls-versions",
+        alias = "tls",
+        value_delimiter = ',',
+        default_value = "1.3",
+        value_name = "LIST",
+        value_enum
+    )]
+    pub tls: Vec<TlsChoice>,
+    /// Key exchange groups, one per variant (e.g. X25519,P-256; "default" for the library's).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "default",
+        value_name = "LIST"
+    )]
+    pub groups: Vec<String>,
+    /// full and/or resumed handshakes.
+    #[arg(
+        long = "handshakes",
+        alias = "resume",
+        value_delimiter = ',',
+        default_value = "full",
+        value_name = "LIST",
+        value_enum
+    )]
+    pub resume: Vec<HandshakeChoice>,
+    /// The client's SSL_CTX: shared (one for all connections) and/or per-connection (a new one
+    /// per connection, loading the CA bundle each time, as curl does).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "shared",
+        value_name = "LIST",
+        value_enum
+    )]
+    pub ctx: Vec<CtxChoice>,
+    /// Which side's library the variants change; the other side uses --fixed-openssl.
+    #[arg(long, value_enum, default_value = "client")]
+    pub side: Side,
+    /// The library of the side that does not vary (default: the system's).
+    #[arg(long, value_name = "DIR|VERSION")]
+    pub fixed_openssl: Option<String>,
+    /// Experiments: pretransfer (sequential new connections to the server), engine
+    /// (in-process handshakes over memory BIOs, no sockets) and/or load (a closed loop of -c
+    /// concurrent new connections made by bench's load engine: rate, client and server CPU
+    /// per handshake, the server's busy share).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "pretransfer,engine",
+        value_name = "LIST",
+        value_enum
+    )]
+    pub experiment: Vec<ExperimentChoice>,
+    /// Measured operations per variant per round. Short rounds keep a round's variants close
+    /// in time, so drift in the machine seldom falls between them.
+    #[arg(short = 'n', long, default_value_t = 5, value_parser = at_least_2, allow_negative_numbers = true)]
+    pub count: usize,
+    /// Rounds; each round runs every variant once, in an order rotated every round. The rounds
+    /// are the replicates the verdicts are drawn from: at least 6 for a verdict.
+    #[arg(long, default_value_t = 200, value_parser = at_least_1, allow_negative_numbers = true)]
+    pub repeat: usize,
+    /// Operations before measuring, per variant per round.
+    #[arg(long, default_value_t = 1)]
+    pub warmup: usize,
+    /// Verify the server's certificate against the system CA bundle plus the server's own
+    /// certificate (as curl loads its bundle).
+    #[arg(long, value_enum, default_value = "on")]
+    pub verify: Switch,
+    /// Confidence level of the intervals and the test.
+    #[arg(long, default_value_t = 0.95, value_parser = parse_level, allow_negative_numbers = true)]
+    pub level: f64,
+    /// Changes smaller than this many percent are never called slower or faster, however
+    /// significant (criterion's noise threshold).
+    #[arg(long, default_value_t = 1.0, value_name = "PCT", value_parser = parse_percentage, allow_negative_numbers = true)]
+    pub noise_threshold: f64,
+    /// Test-only: the last variant's client burns PCT percent more CPU per operation (a
+    /// calibrated difference for checking the verdicts).
+    #[arg(long, default_value_t = 0.0, value_name = "PCT", hide = true, value_parser = parse_percentage)]
+    pub calibrate_slower: f64,
+    /// CPU for the server(s).
+    #[arg(long, default_value_t = 0)]
+    pub server_cpu: usize,
+    /// CPU for the client (the workers).
+    #[arg(long, default_value_t = 1)]
+    pub client_cpu: usize,
+    /// Servers the pretransfer and load experiments connect to: builtin (tlsscope serve)
+    /// and/or nginx (Debian's, one per 3.x server library, through LD_LIBRARY_PATH).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "builtin",
+        value_name = "LIST",
+        value_enum
+    )]
+    pub server: Vec<ServerChoice>,
+    /// The load experiment's clients: openssl (the client library) and/or rustls.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "openssl",
+        value_name = "LIST",
+        value_enum
+    )]
+    pub client_engine: Vec<ClientEngine>,
+    /// How much of a real client's work the load experiment's rustls client does: lean (one
+    /// key share per group, the server's signature not checked: the server's work is
+    /// unchanged, the client's is cut so that the server is what is measured) or full.
+    /// Default: lean with --verify off, full with --verify on.
+    #[arg(long, value_enum, value_name = "WORK")]
+    pub client_work: Option<ClientWork>,
+    /// The load experiment's concurrent connections (a closed loop), each new per handshake.
+    #[arg(short = 'c', long, default_value_t = 4, value_parser = at_least_1, allow_negative_numbers = true)]
+    pub connections: usize,
+    /// What each variant is compared with: first (the first variant with results) or
+    /// same-settings (the libraries side by side within each certificate, group, client
+    /// and server).
+    #[arg(long, value_enum, default_value = "first")]
+    pub baseline: BaselineChoice,
+}

@@ -1,0 +1,607 @@
+//! One variant's measurements, in a child process (`tlsscope --openssl X compare-worker SPEC`):
+//! each OpenSSL version is loaded in a process of its own, so every variant is measured the
+//! same way and one that crashes takes nothing else down.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use load::memory::{ClientContext, EngineError};
+use model::compare::Negotiated;
+use ossl::{ContextBuilder, Credentials, Role, Session, Settings};
+use serde::{Deserialize, Serialize};
+
+use super::session::{cert_type_serde, ExperimentKind, Tls};
+use crate::common::client::{connect_once, Probe};
+use crate::common::error::{Context, Error, Result};
+use crate::fail;
+
+/// What a worker is asked to do.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WorkerSpec {
+    pub experiments: Vec<ExperimentKind>,
+    /// Measured operations per experiment.
+    pub count: usize,
+    /// Operations before measuring (not recorded).
+    pub warmup: usize,
+    /// The server for "pretransfer".
+    pub target: Option<SocketAddr>,
+    /// CA bundle the pretransfer client verifies against (the system's bundle plus the
+    /// server's certificate, as curl loads one per context). None: no verification.
+    pub cafile: Option<PathBuf>,
+    /// The system's bundle, to which the engine adds its own server's certificate (a bundle
+    /// with two certificates of one subject would have OpenSSL pick the wrong one).
+    pub system_bundle: Option<PathBuf>,
+    /// The one version offered; None lets the library choose.
+    pub tls: Option<Tls>,
+    /// Key exchange groups, OpenSSL list syntax.
+    pub groups: Option<String>,
+    /// Offer the previous connection's session.
+    pub resume: bool,
+    /// A new client `SSL_CTX` per connection (curl's way) instead of one shared.
+    pub ctx_per_connection: bool,
+    /// The in-process engine's server certificate.
+    #[serde(with = "cert_type_serde")]
+    pub cert_type: ossl::CertType,
+    /// Pin the worker to this CPU.
+    pub cpu: Option<usize>,
+    /// perf's control FIFO when `compare --profile` samples this worker: each experiment's
+    /// measured operations are one sampling window (warm-up and setup are left out).
+    #[serde(default)]
+    pub profile_control: Option<PathBuf>,
+    /// Test-only: burn this much more CPU per measured operation, in percent of the
+    /// operation's own time, inside what is timed (`compare --calibrate-slower`).
+    #[serde(default)]
+    pub calibrate_slower_pct: f64,
+    /// The load experiment's concurrent connections (a closed loop).
+    #[serde(default = "one")]
+    pub connections: usize,
+    /// Which client makes the load experiment's connections.
+    #[serde(default)]
+    pub client_engine: load::EngineKind,
+    /// Full or lean, for a rustls client.
+    #[serde(default)]
+    pub client_work: load::rustls_client::Work,
+    /// The server's PID, whose CPU the load experiment reads over its window.
+    #[serde(default)]
+    pub server_pid: Option<u32>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// What a worker measured.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WorkerResult {
+    pub library: String,
+    /// Per metric name, microseconds.
+    pub samples: BTreeMap<String, Vec<f64>>,
+    pub negotiated: Vec<Negotiated>,
+    /// The client's wire figures over the round's measured handshakes: the load experiment's
+    /// when it runs (its engine is the client the variant names), else pretransfer's.
+    #[serde(default)]
+    pub wire: Option<load::wire::WireSummary>,
+    /// Connections the pretransfer experiment made, warm-up included (for the server's CPU).
+    pub connections: usize,
+    /// Handshakes the load experiment made, warm-up included (for the server's own count).
+    #[serde(default)]
+    pub load_handshakes: u64,
+    pub error: Option<String>,
+}
+
+impl WorkerResult {
+    /// The result of a worker that could not start: only why.
+    pub fn failed(error: String) -> WorkerResult {
+        WorkerResult {
+            error: Some(error),
+            ..WorkerResult::default()
+        }
+    }
+}
+
+/// A worker set up for its spec: contexts, credentials and the server's certificate are made
+/// once, and each [`Worker::batch`] measures one round. The matrix keeps one worker per
+/// variant for the whole run and asks each for a round in turn, so the variants of a round run
+/// one right after the other (their pair sees the same machine) and no round pays for setup.
+pub struct Worker {
+    lib: &'static ossl::Library,
+    spec: WorkerSpec,
+    pretransfer: Option<Pretransfer>,
+    engine: Option<Engine>,
+    load: Option<Load>,
+}
+
+impl Worker {
+    /// Sets up every experiment of `spec`; says which one could not be set up, and why.
+    pub fn new(lib: &'static ossl::Library, spec: &WorkerSpec) -> Result<Worker> {
+        let mut w = Worker {
+            lib,
+            spec: spec.clone(),
+            pretransfer: None,
+            engine: None,
+            load: None,
+        };
+        for experiment in &spec.experiments {
+            let named = |e: Error| Error::msg(format!("{}: {e}", experiment.name()));
+            match experiment {
+                ExperimentKind::Pretransfer => {
+                    w.pretransfer = Some(Pretransfer::new(lib, spec).map_err(named)?)
+                }
+                ExperimentKind::Engine => w.engine = Some(Engine::new(lib, spec).map_err(named)?),
+                ExperimentKind::Load => w.load = Some(Load::new(lib, spec).map_err(named)?),
+            }
+        }
+        Ok(w)
+    }
+
+    /// One round: every experiment's warm-up and measured operations. A failed experiment is
+    /// reported in the result (with what was measured before it), not as an error.
+    pub fn batch(&mut self) -> WorkerResult {
+        let mut result = WorkerResult {
+            library: self.lib.name().to_string(),
+            ..WorkerResult::default()
+        };
+        for experiment in self.spec.experiments.clone() {
+            let outcome = match experiment {
+                ExperimentKind::Pretransfer => match &mut self.pretransfer {
+                    Some(p) => p.round(self.lib, &self.spec, &mut result),
+                    None => Ok(()),
+                },
+                ExperimentKind::Engine => match &mut self.engine {
+                    Some(e) => e.round(self.lib, &self.spec, &mut result),
+                    None => Ok(()),
+                },
+                ExperimentKind::Load => match &self.load {
+                    Some(l) => l.round(&self.spec, &mut result),
+                    None => Ok(()),
+                },
+            };
+            if let Err(e) = outcome {
+                result.error = Some(format!("{}: {e}", experiment.name()));
+                break;
+            }
+        }
+        result
+    }
+}
+
+/// Opens or closes the worker's sampling window, when it is profiled.
+fn sampling(spec: &WorkerSpec, open: bool) -> Result<()> {
+    if let Some(fifo) = &spec.profile_control {
+        profile::window(fifo, open).with_context(|| {
+            format!(
+                "telling perf to {} sampling through {}",
+                if open { "start" } else { "stop" },
+                fifo.display()
+            )
+        })?;
+    }
+    Ok(())
+}
+
+fn settings(spec: &WorkerSpec) -> Settings {
+    let mut s = Settings::new();
+    if let Some(v) = spec.tls {
+        s.min_version = Some(v.version());
+        s.max_version = Some(v.version());
+    }
+    // The matrix checked the spelling before starting any worker.
+    s.groups = spec.groups.as_deref().and_then(|g| g.parse().ok());
+    s
+}
+
+/// A client context: the spec's settings, and verification against `cafile` when given (which
+/// loads the whole bundle into the context's store, as curl does for each of its contexts).
+fn client_context(
+    lib: &'static ossl::Library,
+    settings: &Settings,
+    cafile: Option<&std::path::Path>,
+) -> Result<ossl::Context> {
+    let options = crate::common::client::ClientOptions {
+        settings: settings.clone(),
+        tickets: true,
+        verify: cafile.map(Some),
+        ..Default::default()
+    };
+    crate::common::client::client_context(lib, options)
+}
+
+fn record(negotiated: &mut Vec<Negotiated>, n: &ossl::Negotiated) {
+    Negotiated::tally(negotiated, Negotiated::one(n));
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Burns CPU for `pct` percent of `of` (nothing at 0) and says how long it took: the
+/// calibrated extra work of `compare --calibrate-slower`.
+fn burn(pct: f64, of: Duration) -> Duration {
+    // Not even a clock read inside the timed work when nothing is to be burnt.
+    if pct <= 0.0 {
+        return Duration::ZERO;
+    }
+    let start = Instant::now();
+    let until = of.mul_f64(pct / 100.0);
+    let mut x = 0u64;
+    while start.elapsed() < until {
+        for _ in 0..64 {
+            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+        }
+    }
+    start.elapsed()
+}
+
+/// Sequential connections, each new: context (per-connection mode), TCP connect, handshake
+/// ("pretransfer"), then GET / and the whole response ("request_total"). CPU of this process
+/// per connection goes in once per round.
+struct Pretransfer {
+    settings: Settings,
+    /// The one client context, unless a new one is made per connection.
+    shared: Option<ossl::Context>,
+    /// The probe's strings are static: its SNI and request path are fixed.
+    probe: Probe<'static>,
+    /// The session the next connection offers (resumption).
+    session: Option<Session>,
+}
+
+impl Pretransfer {
+    fn new(lib: &'static ossl::Library, spec: &WorkerSpec) -> Result<Pretransfer> {
+        let target = spec.target.context("no server to connect to")?;
+        let settings = settings(spec);
+        let shared = if spec.ctx_per_connection {
+            None
+        } else {
+            Some(client_context(lib, &settings, spec.cafile.as_deref())?)
+        };
+        let probe = Probe {
+            target,
+            sni: Some("localhost"),
+            verify: spec.cafile.is_some(),
+            timeout: Duration::from_secs(10),
+            request: Some("/"),
+            await_ticket: false,
+        };
+        Ok(Pretransfer {
+            settings,
+            shared,
+            probe,
+            session: None,
+        })
+    }
+
+    fn round(
+        &mut self,
+        lib: &'static ossl::Library,
+        spec: &WorkerSpec,
+        out: &mut WorkerResult,
+    ) -> Result<()> {
+        let cafile = spec.cafile.as_deref();
+        let (mut pre, mut total) = (Vec::new(), Vec::new());
+        let mut negotiated = Vec::new();
+        let mut wire = load::wire::WireByKind::default();
+        let mut cpu_start = (0.0, 0.0);
+        for i in 0..spec.warmup + spec.count {
+            if i == spec.warmup {
+                sampling(spec, true)?;
+                cpu_start = host::process_cpu_s();
+            }
+            let start = Instant::now();
+            let owned;
+            let ctx = match &self.shared {
+                Some(c) => c,
+                None => {
+                    owned = client_context(lib, &self.settings, cafile)?;
+                    &owned
+                }
+            };
+            let context_time = start.elapsed();
+            let offer = if spec.resume {
+                self.session.as_ref()
+            } else {
+                None
+            };
+            let o = connect_once(ctx, &self.probe, offer)
+                .with_context(|| format!("connection {}", i + 1))?;
+            let pre_time = context_time + o.connect + o.handshake;
+            let extra = burn(spec.calibrate_slower_pct, pre_time);
+            let done = start.elapsed();
+            out.connections += 1;
+            if spec.resume {
+                self.session = o.session;
+            }
+            if i < spec.warmup {
+                continue;
+            }
+            pre.push(us(pre_time + extra));
+            total.push(us(done));
+            record(&mut negotiated, &o.negotiated);
+            if let Some(w) = &o.wire {
+                wire.add(o.negotiated.kind.is_resumed(), w);
+            }
+        }
+        // The load experiment's client, when it runs, is the one the variant's figures describe.
+        if !spec.experiments.contains(&ExperimentKind::Load) {
+            out.wire = wire.summary();
+        }
+        let cpu_end = host::process_cpu_s();
+        sampling(spec, false)?;
+        let cpu = (cpu_end.0 - cpu_start.0) + (cpu_end.1 - cpu_start.1);
+        out.samples.insert("pretransfer".into(), pre);
+        out.samples.insert("request_total".into(), total);
+        out.samples.insert(
+            "client_cpu_per_connection".into(),
+            vec![cpu * 1e6 / spec.count.max(1) as f64],
+        );
+        check_resumption(spec, &negotiated)?;
+        out.negotiated.extend(negotiated);
+        Ok(())
+    }
+}
+
+/// The in-process engine: client and server over memory BIOs in this thread.
+struct Engine {
+    server: ossl::Context,
+    settings: Settings,
+    /// The bundle the client verifies against (in `_dir`), when it verifies.
+    cafile: Option<PathBuf>,
+    shared: ossl::Context,
+    session: Option<Session>,
+    /// Kept while the contexts use them.
+    _creds: Credentials,
+    _dir: tempfile::TempDir,
+}
+
+impl Engine {
+    fn new(lib: &'static ossl::Library, spec: &WorkerSpec) -> Result<Engine> {
+        let creds = Credentials::generate(lib, spec.cert_type)?;
+        let mut sb = ContextBuilder::new(lib, Role::Server)?;
+        sb.credentials(&creds)?;
+        sb.session_cache(true)?.tickets(true);
+        let server = sb.build();
+        // The client verifies against the same bundle as in pretransfer, plus this certificate.
+        let dir = tempfile::tempdir()?;
+        let cafile = match (&spec.cafile, &spec.system_bundle) {
+            (Some(_), Some(bundle)) => {
+                let ca = dir.path().join("ca.pem");
+                let mut pem = std::fs::read(bundle)
+                    .with_context(|| format!("reading {}", bundle.display()))?;
+                pem.extend_from_slice(creds.cert.to_pem()?.as_bytes());
+                std::fs::write(&ca, pem)?;
+                Some(ca)
+            }
+            (Some(_), None) => {
+                let ca = dir.path().join("ca.pem");
+                std::fs::write(&ca, creds.cert.to_pem()?)?;
+                Some(ca)
+            }
+            (None, _) => None,
+        };
+        let settings = settings(spec);
+        let shared = client_context(lib, &settings, cafile.as_deref())?;
+        Ok(Engine {
+            server,
+            settings,
+            cafile,
+            shared,
+            session: None,
+            _creds: creds,
+            _dir: dir,
+        })
+    }
+
+    fn round(
+        &mut self,
+        lib: &'static ossl::Library,
+        spec: &WorkerSpec,
+        out: &mut WorkerResult,
+    ) -> Result<()> {
+        let verify_host = self.cafile.as_ref().map(|_| "localhost");
+        let (settings, cafile) = (&self.settings, self.cafile.as_deref());
+        let make = || client_context(lib, settings, cafile).map_err(|e| e.to_string());
+        let client = if spec.ctx_per_connection {
+            ClientContext::PerHandshake(&make)
+        } else {
+            ClientContext::Shared(&self.shared)
+        };
+        let (mut total, mut client_us, mut server_us) = (Vec::new(), Vec::new(), Vec::new());
+        let mut negotiated = Vec::new();
+        for i in 0..spec.warmup + spec.count {
+            if i == spec.warmup {
+                sampling(spec, true)?;
+            }
+            let offer = if spec.resume {
+                self.session.as_ref()
+            } else {
+                None
+            };
+            let h = load::memory::handshake(&client, &self.server, offer, verify_host).map_err(
+                |e| match e {
+                    EngineError::Setup(e) => Error::from(e),
+                    other => Error::msg(other),
+                },
+            )?;
+            if spec.resume {
+                self.session = h.session;
+            }
+            let extra = burn(spec.calibrate_slower_pct, h.timing.total);
+            if i < spec.warmup {
+                continue;
+            }
+            total.push(us(h.timing.total + extra));
+            client_us.push(us(h.timing.client + extra));
+            server_us.push(us(h.timing.server));
+            record(&mut negotiated, &h.negotiated);
+        }
+        sampling(spec, false)?;
+        out.samples.insert("engine_handshake".into(), total);
+        out.samples.insert("engine_client".into(), client_us);
+        out.samples.insert("engine_server".into(), server_us);
+        check_resumption(spec, &negotiated)?;
+        for mut n in negotiated {
+            n.handshake = format!("{} (engine)", n.handshake);
+            out.negotiated.push(n);
+        }
+        Ok(())
+    }
+}
+
+/// A closed loop of `connections` new connections to the server, made by the load engine
+/// bench uses (OpenSSL or rustls), handshake only: the rate, the client's and the server's
+/// CPU per handshake and the server's busy share, each as bench computes them over the
+/// measured window.
+struct Load {
+    client: LoadClient,
+    target: SocketAddr,
+}
+
+/// The load experiment's client: only the one the variant names is made (a rustls client
+/// needs no OpenSSL context, nor the client library to have the variant's groups).
+enum LoadClient {
+    Openssl(ossl::Context),
+    Rustls(Box<load::RustlsClient>),
+}
+
+/// Local addresses the load experiment connects from: a round of full handshakes leaves its
+/// ports in TIME_WAIT, and a long matrix would run out of one address's.
+const LOAD_SOURCE_IPS: u8 = 16;
+
+impl Load {
+    fn new(lib: &'static ossl::Library, spec: &WorkerSpec) -> Result<Load> {
+        let target = spec.target.context("no server to connect to")?;
+        let settings = settings(spec);
+        let client = match spec.client_engine {
+            load::EngineKind::Openssl => {
+                LoadClient::Openssl(client_context(lib, &settings, spec.cafile.as_deref())?)
+            }
+            load::EngineKind::Rustls => {
+                let trust = load::rustls_client::Trust {
+                    work: spec.client_work,
+                    verify: spec.cafile.as_deref().map(Some),
+                    credentials: None,
+                    keylog: None,
+                };
+                LoadClient::Rustls(Box::new(
+                    load::RustlsClient::new(&settings, trust, Some(lib), None)
+                        .map_err(Error::msg)?,
+                ))
+            }
+        };
+        Ok(Load { client, target })
+    }
+
+    fn config(&self, spec: &WorkerSpec, count: u64) -> load::LoadConfig {
+        load::LoadConfig {
+            target: self.target,
+            server_name: Some("localhost".into()),
+            verify_host: spec.cafile.as_ref().map(|_| "localhost".into()),
+            threads: 1,
+            connections: spec.connections.max(1),
+            cpus: spec.cpu.into_iter().collect(),
+            duration: None,
+            count: Some(count),
+            warmup: Duration::ZERO,
+            mode: if spec.resume {
+                load::Mode::Resume {
+                    by: load::ResumeBy::Ticket,
+                    ratio: 1.0,
+                }
+            } else {
+                load::Mode::Full
+            },
+            request: None,
+            rate: None,
+            timeout: Duration::from_secs(10),
+            record_connections: false,
+            source_ips: crate::bench::session::source_ips(self.target, LOAD_SOURCE_IPS),
+            server_pid: spec.server_pid,
+        }
+    }
+
+    /// One run of `count` connections, checked as bench checks its runs; a warm-up only for
+    /// errors (its slots may end before they have a session to offer).
+    fn run(&self, spec: &WorkerSpec, count: u64, warm_up: bool) -> Result<load::RunResult> {
+        let client = match &self.client {
+            LoadClient::Rustls(r) => load::Client::Rustls(r),
+            LoadClient::Openssl(ctx) => load::Client::Openssl(ctx),
+        };
+        let never = std::sync::atomic::AtomicBool::new(false);
+        let (mut r, _) =
+            crate::bench::session::run(client, self.config(spec, count), &never, &|_| {})?;
+        if warm_up {
+            r.resumption.problem = None;
+        }
+        crate::bench::session::check(&r).map_err(Error::msg)?;
+        Ok(r)
+    }
+
+    fn round(&self, spec: &WorkerSpec, out: &mut WorkerResult) -> Result<()> {
+        // The warm-up: one closed loop's worth of connections per warm-up operation.
+        if spec.warmup > 0 {
+            let warm = self.run(spec, (spec.warmup * spec.connections.max(1)) as u64, true)?;
+            out.load_handshakes += warm.handshakes.total;
+        }
+        sampling(spec, true)?;
+        let r = self.run(spec, spec.count as u64, false);
+        sampling(spec, false)?;
+        let r = r?;
+        out.load_handshakes += r.handshakes.total;
+        out.library = r.client.library.clone();
+        let mut add = |name: &str, v: f64| {
+            out.samples.insert(name.into(), vec![v]);
+        };
+        add(
+            "load_handshake_rate",
+            r.handshakes.total as f64 / r.duration_s,
+        );
+        add(
+            "load_client_cpu_per_handshake",
+            r.cpu.client_cpu_s_per_1000_handshakes * 1e3,
+        );
+        if let Some(s) = &r.cpu.server {
+            add("load_server_cpu_per_handshake", s.cpu_us_per_handshake);
+            add("load_server_busy", s.busy_pct);
+        }
+        // Resumed: each connection slot's first handshake in a run is full (it has no session
+        // yet), and load's own rule (99% of the offers resumed, as asked) was checked above.
+        let negotiated: Vec<Negotiated> = r.negotiated.clone();
+        if !spec.resume {
+            check_resumption(spec, &negotiated)?;
+        }
+        for mut n in negotiated {
+            n.handshake = format!("{} (load)", n.handshake);
+            Negotiated::tally(&mut out.negotiated, n);
+        }
+        // Bench's own wire figures (load::wire), taken over as they are.
+        if r.wire.is_some() {
+            out.wire = r.wire.clone();
+        }
+        Ok(())
+    }
+}
+
+/// Resumption asked for must be what was obtained (all but none of the measured handshakes);
+/// full handshakes must all be full.
+fn check_resumption(spec: &WorkerSpec, negotiated: &[Negotiated]) -> Result<()> {
+    let total: u64 = negotiated.iter().map(|n| n.count).sum();
+    let full: u64 = negotiated
+        .iter()
+        .filter(|n| n.handshake == "full")
+        .map(|n| n.count)
+        .sum();
+    if spec.resume && total > 0 && (full as f64) > 0.01 * total as f64 {
+        fail!(
+            "resumption was asked for, but {full} of {} were full",
+            crate::render::words::count(total, "handshake")
+        );
+    }
+    if !spec.resume && full != total {
+        fail!(
+            "full handshakes were asked for, but {} of {total} resumed",
+            total - full
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,717 @@
+//! A sniff session: each captured call filtered, given its socket's ends and handed to
+//! `crate::sniff::render` (text, hex or JSON lines, and a pcap), losses said in the stream where they
+//! happened, and the tally for the summary.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use model::sniff::{Losses, Record, Tally};
+use probes::sniff::{
+    Assembler, Call, Capture, Direction, Polled, SniffConfig, SniffCounters, Sniffer,
+};
+use probes::Target;
+
+use crate::common::error::Result;
+use crate::fail;
+use crate::render::pcap::PcapWriter;
+use crate::sniff::render::{push_hex, push_text, redact_headers, write_json, write_lost_line};
+use crate::trace::session::BackendChoice;
+
+/// What to sniff and how, as typed values.
+pub struct Request<'a> {
+    /// -p, --binary, --lib (empty with a command).
+    pub targets: Vec<Target>,
+    /// A program to start and sniff (`sniff -- COMMAND ARGS...`).
+    pub command: &'a [std::ffi::OsString],
+    pub backend: BackendChoice,
+    pub selection: probes::Selection,
+    pub config: SniffConfig,
+    /// Where the kernel backend's probes go (`--placement`).
+    pub placement: probes::PlacementMode,
+}
+
+/// A running capture, and the program tlsscope started, if it did.
+pub struct Session {
+    pub capture: Box<dyn Capture>,
+    pub child: Option<std::process::Child>,
+    /// The targets, in words (for the in-process backend).
+    pub targets: Vec<String>,
+    /// How the capture was set up, where the user should know (a fallback, and why).
+    pub notes: Vec<String>,
+}
+
+/// Starts sniffing: the kernel's uprobes on the targets, or tlsscope's library in a program it
+/// starts or in running processes (`--backend user`; auto where it covers every function).
+pub fn start(request: &Request<'_>) -> Result<Session> {
+    let c = &request.config;
+    let user = |tracer: probes::user::UserTracer| -> Box<dyn Capture> {
+        tracer.enable_sniff(c.max_bytes);
+        Box::new(tracer)
+    };
+    if !request.command.is_empty() {
+        if request.backend == BackendChoice::Kernel {
+            fail!("--backend kernel sniffs running processes: start the program, then tlsscope sniff -p PID (or leave --backend out to sniff the command in process)");
+        }
+        if !request.targets.is_empty() {
+            fail!("a command is its own target: leave out -p, --binary and --lib, or the command");
+        }
+        let tracer = probes::user::UserTracer::new(
+            &request.selection,
+            probes::Buckets::Log2,
+            false,
+            c.threads.clone(),
+            c.user_ring_bytes,
+        )?;
+        let child = crate::trace::session::spawn(request.command, &tracer)?;
+        let targets = vec![format!("pid {}", child.id())];
+        return Ok(Session {
+            capture: user(tracer),
+            child: Some(child),
+            targets,
+            notes: Vec::new(),
+        });
+    }
+    let pids = crate::trace::session::processes_only(&request.targets);
+    // With auto, a --ring-size only the kernel's ring takes (4K, 8K...) asks for the kernel.
+    let try_user =
+        crate::trace::session::user_first(request.backend, &pids, &request.selection, "sniff")?
+            && (request.backend == BackendChoice::User
+                || probes::user::valid_ring_bytes(c.user_ring_bytes));
+    let mut notes = Vec::new();
+    if try_user {
+        match probes::user::UserTracer::attach(
+            &request.selection,
+            probes::Buckets::Log2,
+            false,
+            &pids,
+            c.threads.comm.clone(),
+            c.user_ring_bytes,
+        ) {
+            Ok(tracer) => {
+                let targets = crate::trace::session::attached_words(&tracer);
+                return Ok(Session {
+                    capture: user(tracer),
+                    child: None,
+                    targets,
+                    notes,
+                });
+            }
+            Err(e @ probes::Error::Attach { .. }) if request.backend == BackendChoice::Auto => {
+                notes.push(format!("{e}; sniffing with the kernel backend instead"));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // The handshake calls are probed whatever --handshake says (see
+    // `SniffConfig::handshake_records`).
+    let selection = match request.selection {
+        probes::Selection::Plaintext { .. } => probes::Selection::Plaintext { handshake: true },
+        ref other => other.clone(),
+    };
+    let plan = probes::Plan::new(&request.targets, selection)?.with_placement(request.placement);
+    let sniffer = Sniffer::start(c, &plan)?;
+    notes.extend(placement_note(sniffer.attached()));
+    notes.extend(unseen_notes(sniffer.attached()));
+    // Said when the plan follows children the user did not name.
+    let targets = if plan.children.is_empty() {
+        Vec::new()
+    } else {
+        crate::trace::session::planned_words(&request.targets, &plan)
+    };
+    Ok(Session {
+        capture: Box::new(sniffer),
+        child: None,
+        targets,
+        notes,
+    })
+}
+
+/// Where the kernel probes sit, as trace says it: "placement: 6 of 8 functions on emulated
+/// instructions (2 entry, 4 callee); single-stepped: ...".
+fn placement_note(attached: &[probes::AttachPoint]) -> Option<String> {
+    let docs: Vec<(&str, model::trace::PlacementDoc)> = attached
+        .iter()
+        .map(|p| (p.function.name, crate::trace::session::placement_doc(p)))
+        .collect();
+    crate::trace::render::placement_line(docs.iter().map(|(f, d)| (*f, d)))
+}
+
+/// The calls a callee placement does not see (they return before the callee is called, having
+/// moved no data), one line per function.
+fn unseen_notes(attached: &[probes::AttachPoint]) -> Vec<String> {
+    attached
+        .iter()
+        .filter_map(|p| {
+            let unseen = p.placement.unseen()?;
+            Some(format!(
+                "{} is probed at its callee: {unseen}",
+                p.function.name
+            ))
+        })
+        .collect()
+}
+
+/// What the capture leaves out, in one line ("SSL_read_ex, SSL_write_ex in libssl: why"; a
+/// clause per file and reason), or None when it leaves out nothing.
+pub fn not_sniffed_line(missing: &[probes::Missing]) -> Option<String> {
+    let mut groups: Vec<(&std::path::Path, &str, Vec<&str>)> = Vec::new();
+    for m in missing {
+        match groups
+            .iter_mut()
+            .find(|(path, reason, _)| *path == m.path && *reason == m.reason)
+        {
+            Some((_, _, functions)) => functions.push(m.function),
+            None => groups.push((&m.path, &m.reason, vec![m.function])),
+        }
+    }
+    let clauses: Vec<String> = groups
+        .iter()
+        .map(|(path, reason, functions)| {
+            format!("{} in {}: {reason}", functions.join(", "), path.display())
+        })
+        .collect();
+    (!clauses.is_empty()).then(|| format!("not sniffed: {}", clauses.join("; ")))
+}
+
+/// How calls are shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Hex,
+    Json,
+    /// Counted, not shown.
+    Quiet,
+}
+
+/// What to show of the calls.
+#[derive(Clone, Debug)]
+pub struct View {
+    pub format: Format,
+    /// Only calls whose payload contains this.
+    pub grep: Option<String>,
+    /// Mask Authorization, Cookie and Set-Cookie values.
+    pub redact_headers: bool,
+}
+
+/// Sockets whose /proc ends `Writer` keeps, at most; past it the table starts again.
+const MAX_SOCKETS: usize = 4096;
+
+/// How many formatted bytes `Writer` gathers before it writes them.
+const CHUNK: usize = 1 << 20;
+
+/// Where calls go (the stream, and a pcap when asked for), and what has been written so far.
+pub struct Writer<'a, W: Write> {
+    view: View,
+    out: &'a mut dyn Write,
+    pcap: Option<&'a mut PcapWriter<W>>,
+    clock: Clock,
+    tally: Tally,
+    /// Socket ends found in /proc for calls the backend gave none, per (pid, socket inode):
+    /// never per fd, which the process gives to its next connection.
+    endpoints: HashMap<(u32, u64), Option<(SocketAddr, SocketAddr)>>,
+    /// The kernel's loss counters when a loss was last written.
+    lost_reported: SniffCounters,
+    /// What was formatted and not yet written: records go out in chunks of `CHUNK` bytes (a
+    /// chunk that size passes through the stream's own buffer uncopied).
+    pending: Vec<u8>,
+    /// What the stream was handed, and what of it the output is known to hold.
+    delivery: Delivery,
+}
+
+/// The calls handed to the stream and not yet known to be wholly in the output, oldest first:
+/// they count as shown once the output holds them, and as not written if it fails first.
+#[derive(Default)]
+struct Delivery {
+    /// Bytes handed to the stream so far.
+    handed_bytes: u64,
+    in_flight: std::collections::VecDeque<InFlight>,
+    /// The output file, to ask how much of the stream it holds (the stream may be written by a
+    /// thread of its own, behind what was handed to it); None: what was handed counts.
+    output_file: Option<std::fs::File>,
+}
+
+impl Delivery {
+    /// Counts as shown in `tally` the calls the output holds by now.
+    fn count_written(&mut self, tally: &mut Tally) {
+        let held = match &self.output_file {
+            Some(f) => f.metadata().map_or(0, |m| m.len()),
+            None => self.handed_bytes,
+        };
+        while let Some(call) = self.in_flight.front().copied() {
+            if call.end > held {
+                break;
+            }
+            self.in_flight.pop_front();
+            count_shown(tally, call.direction, call.bytes);
+        }
+    }
+}
+
+/// A capture's tally whose last calls may still be on their way to the output: settled once
+/// the stream is finished (see [`Writer::into_tally`]).
+pub struct Unsettled {
+    tally: Tally,
+    delivery: Delivery,
+}
+
+impl Unsettled {
+    /// The tally, once the stream is finished or has failed: the calls the output holds count
+    /// as shown, the rest as not written; with a file, what it holds in bytes.
+    pub fn settle(mut self) -> Tally {
+        self.delivery.count_written(&mut self.tally);
+        self.tally.unwritten += self.delivery.in_flight.len() as u64;
+        if let Some(f) = &self.delivery.output_file {
+            self.tally.output_bytes = f.metadata().ok().map(|m| m.len());
+        }
+        self.tally
+    }
+}
+
+/// A call formatted for the stream: where it ends in the stream, and what it adds to the tally
+/// once written.
+#[derive(Clone, Copy, Debug)]
+struct InFlight {
+    end: u64,
+    direction: Direction,
+    bytes: u64,
+}
+
+impl<'a, W: Write> Writer<'a, W> {
+    pub fn new(view: View, out: &'a mut dyn Write, pcap: Option<&'a mut PcapWriter<W>>) -> Self {
+        let tally = Tally {
+            quiet: view.format == Format::Quiet,
+            ..Tally::default()
+        };
+        Writer {
+            view,
+            out,
+            pcap,
+            clock: Clock::now(),
+            tally,
+            endpoints: HashMap::new(),
+            lost_reported: SniffCounters::default(),
+            pending: Vec::with_capacity(CHUNK),
+            delivery: Delivery::default(),
+        }
+    }
+
+    /// Counts what reached the stream by the size of `file` (the stream's file, written from
+    /// its start), not by what was handed to it; a file that is not a regular one (a pipe, a
+    /// device) has no size to tell, and what was handed to it counts.
+    pub fn measured_by(mut self, file: std::fs::File) -> Self {
+        if file.metadata().is_ok_and(|m| m.is_file()) {
+            self.delivery.output_file = Some(file);
+        }
+        self
+    }
+
+    /// Filters, resolves and writes one call, whose captured bytes are `data`.
+    pub fn call(&mut self, call: &Call, data: &[u8]) -> io::Result<()> {
+        emit(self, call, data)
+    }
+
+    /// Writes a line for the calls lost since the last one, if any; true when it did.
+    pub fn losses(&mut self, now: &SniffCounters) -> io::Result<bool> {
+        if now.lost_calls <= self.lost_reported.lost_calls {
+            return Ok(false);
+        }
+        if self.view.format != Format::Quiet {
+            let lost = losses(now, Some(&self.lost_reported));
+            write_lost_line(&mut self.pending, self.view.format == Format::Json, &lost)?;
+            self.write_chunk()?;
+        }
+        self.lost_reported = *now;
+        Ok(true)
+    }
+
+    /// Writes what is pending, and flushes the stream.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.write_pending()?;
+        let flushed = self.out.flush();
+        // Handed to a stream that failed to flush is not written; a file's size still tells.
+        if flushed.is_ok() || self.delivery.output_file.is_some() {
+            self.delivery.count_written(&mut self.tally);
+        }
+        flushed
+    }
+
+    /// Writes the pending records once they fill a chunk.
+    fn write_chunk(&mut self) -> io::Result<()> {
+        if self.pending.len() >= CHUNK {
+            self.write_pending()?;
+        }
+        Ok(())
+    }
+
+    fn write_pending(&mut self) -> io::Result<()> {
+        let written = self.out.write_all(&self.pending);
+        if written.is_ok() {
+            self.delivery.handed_bytes += self.pending.len() as u64;
+        }
+        self.pending.clear();
+        written
+    }
+
+    /// What was written, for the summary, settled once the stream is finished
+    /// ([`Unsettled::settle`]): the stream's writer may still be behind.
+    pub fn into_tally(self) -> Unsettled {
+        Unsettled {
+            tally: self.tally,
+            delivery: self.delivery,
+        }
+    }
+}
+
+/// The loss figures of the kernel's counters: all of them, or (with `before`) since then.
+pub fn losses(now: &SniffCounters, before: Option<&SniffCounters>) -> Losses {
+    let before = before.copied().unwrap_or_default();
+    Losses {
+        calls: now.lost_calls - before.lost_calls,
+        records: now.lost_records - before.lost_records,
+        unchecked: now.unchecked - before.unchecked,
+    }
+}
+
+/// Converts the probes' CLOCK_MONOTONIC times to wall-clock time for the pcap.
+#[derive(Clone, Copy)]
+pub struct Clock {
+    realtime_minus_monotonic_ns: i128,
+}
+
+impl Clock {
+    pub fn now() -> Clock {
+        let read = |id| {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: clock_gettime writes the timespec it is given; both clocks exist on Linux.
+            unsafe { libc::clock_gettime(id, &mut ts) };
+            i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec)
+        };
+        Clock {
+            realtime_minus_monotonic_ns: read(libc::CLOCK_REALTIME) - read(libc::CLOCK_MONOTONIC),
+        }
+    }
+
+    fn wall_us(&self, monotonic_ns: u64) -> u64 {
+        let ns = i128::from(monotonic_ns) + self.realtime_minus_monotonic_ns;
+        u64::try_from(ns / 1000).unwrap_or(0)
+    }
+}
+
+/// Filters, resolves and writes one call, whose captured bytes are `data`.
+fn emit<W: Write>(w: &mut Writer<'_, W>, call: &Call, data: &[u8]) -> io::Result<()> {
+    let (view, tally) = (&w.view, &mut w.tally);
+    let quiet = view.format == Format::Quiet;
+    tally.calls += 1;
+    if call.incomplete {
+        tally.incomplete += 1;
+    }
+    if call.uncaptured_bytes > 0 && !(quiet && w.pcap.is_none()) {
+        tally.cut_calls += 1;
+        tally.cut_bytes += call.uncaptured_bytes;
+    }
+    if call.total_bytes == 0 && call.direction != Direction::Handshake {
+        tally.failed_calls += 1;
+    }
+    if let Some(pattern) = &view.grep {
+        if !contains(data, pattern.as_bytes()) {
+            return Ok(());
+        }
+    }
+    if quiet {
+        // Counted, not shown: nothing goes to the stream that could fail to hold it.
+        count_shown(tally, call.direction, call.total_bytes);
+        if w.pcap.is_none() {
+            return Ok(());
+        }
+    }
+    // The backend's view, taken during the call; else /proc, while the socket is still open.
+    let ends = call.endpoints.or_else(|| {
+        let fd = call.fd?;
+        let inode = crate::common::sockets::socket_inode(call.pid, fd)?;
+        if w.endpoints.len() >= MAX_SOCKETS {
+            w.endpoints.clear();
+        }
+        *w.endpoints
+            .entry((call.pid, inode))
+            .or_insert_with(|| crate::common::sockets::endpoints_of_inode(call.pid, inode))
+    });
+    if let Some(pcap) = w.pcap.as_deref_mut() {
+        let sent = match call.direction {
+            Direction::Write => Some(true),
+            Direction::Read => Some(false),
+            Direction::Handshake => None,
+        };
+        match (ends, sent) {
+            (Some((local, peer)), Some(sent)) if !data.is_empty() => pcap.add(
+                call.pid,
+                local,
+                peer,
+                w.clock.wall_us(call.start_ns),
+                sent,
+                data,
+                call.uncaptured_bytes,
+            )?,
+            (None, Some(_)) if !data.is_empty() => pcap.skipped_calls += 1,
+            _ => {}
+        }
+    }
+    if quiet {
+        return Ok(());
+    }
+    let redacted;
+    let data: &[u8] = if view.redact_headers {
+        redacted = redact_headers(data);
+        &redacted
+    } else {
+        data
+    };
+    let record = Record {
+        start_ns: call.start_ns,
+        latency_ns: call.latency_ns,
+        pid: call.pid,
+        tid: call.tid,
+        comm: &call.comm,
+        fd: call.fd,
+        fd_from_earlier_call: call.fd_from_earlier_call,
+        local: ends.map(|e| e.0),
+        peer: ends.map(|e| e.1),
+        function: call.function,
+        direction: call.direction.name(),
+        ret: call.ret,
+        total_bytes: call.total_bytes,
+        uncaptured_bytes: call.uncaptured_bytes,
+        incomplete: call.incomplete,
+        data,
+    };
+    match view.format {
+        Format::Json => write_json(&mut w.pending, &record)?,
+        Format::Hex => push_hex(&mut w.pending, &record),
+        Format::Text | Format::Quiet => push_text(&mut w.pending, &record),
+    }
+    w.delivery.in_flight.push_back(InFlight {
+        end: w.delivery.handed_bytes + w.pending.len() as u64,
+        direction: call.direction,
+        bytes: call.total_bytes,
+    });
+    w.write_chunk()
+}
+
+/// Adds a call to what the summary says was shown (or, with --quiet, counted).
+fn count_shown(tally: &mut Tally, direction: Direction, bytes: u64) {
+    tally.shown += 1;
+    match direction {
+        Direction::Read => tally.reads += 1,
+        Direction::Write => tally.writes += 1,
+        Direction::Handshake => {}
+    }
+    tally.bytes += bytes;
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(haystack, needle).is_some()
+}
+
+/// How a capture ended.
+pub struct CaptureEnd {
+    /// How long it captured (the detach that follows is not counted).
+    pub window: Duration,
+    /// Why it ended early ("signal", "the sniffed process exited"); None when the duration ran
+    /// out or the output failed (see `write_error`).
+    pub ended_by: Option<String>,
+    /// Reading the ring buffer failed.
+    pub poll_error: Option<probes::Error>,
+    /// Writing failed (a closed pipe, a full disk).
+    pub write_error: Option<io::Error>,
+}
+
+/// How long the reader sleeps between polls while no calls come.
+const IDLE_POLL: Duration = Duration::from_millis(20);
+
+/// ... and while they do: small batches, often. The reader shares a CPU with other work (the
+/// load generator, in the benchmarks); at 80k requests a second a 20 ms batch kept that CPU for
+/// milliseconds at a time, the generator stalled, and the sniffed server sat idle for 8-10% of
+/// the run (2 ms: 1-2%).
+const BUSY_POLL: Duration = Duration::from_millis(2);
+
+/// The shortest wait between polls, for a ring that fills fast: a wakeup costs the CPU the
+/// reader shares.
+const MIN_POLL: Duration = Duration::from_micros(250);
+
+/// How full a ring may get between polls before the reader polls sooner, and how empty before
+/// it polls later again (up to `BUSY_POLL`): traffic that would fill a ring within `BUSY_POLL`
+/// is read more often instead of lost.
+const FILL_HIGH: f64 = 0.25;
+const FILL_LOW: f64 = 0.0625;
+
+/// The wait before the next poll, after one that found `polled` having waited `waited`.
+fn next_interval(waited: Duration, polled: Polled) -> Duration {
+    if polled.calls == 0 {
+        return IDLE_POLL;
+    }
+    let busy = waited.min(BUSY_POLL);
+    match polled.fullest {
+        Some(f) if f > FILL_HIGH => (busy / 2).max(MIN_POLL),
+        Some(f) if f < FILL_LOW => (busy * 2).min(BUSY_POLL),
+        Some(_) => busy.max(MIN_POLL),
+        None => BUSY_POLL,
+    }
+}
+
+/// How often the output is flushed, at least, while calls keep coming.
+const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// Reads the sniffer's calls into `writer` until `until` says stop or writing fails; the
+/// output is flushed when the calls pause and every `FLUSH_EVERY` while they flow, and losses are written where they happen. What is still
+/// in the ring buffer at the end is written too, unless the output is gone.
+pub fn capture<W: Write>(
+    sniffer: &dyn Capture,
+    writer: &mut Writer<'_, W>,
+    until: &crate::trace::session::Until<'_>,
+) -> CaptureEnd {
+    let started = std::time::Instant::now();
+    let mut assembler = Assembler::default();
+    let mut interval = IDLE_POLL;
+    let (mut unflushed, mut last_flush) = (false, started);
+    let mut end = CaptureEnd {
+        window: Duration::ZERO,
+        ended_by: None,
+        poll_error: None,
+        write_error: None,
+    };
+    loop {
+        let (polled, written) = poll_into(sniffer, interval, &mut assembler, writer);
+        let polled = match polled {
+            Ok(polled) => polled,
+            Err(e) => {
+                end.poll_error = Some(e);
+                break;
+            }
+        };
+        let seen = polled.calls;
+        interval = next_interval(interval, polled);
+        let result = written.and_then(|()| match sniffer.counters() {
+            Ok(now) => writer.losses(&now).map(|lost| lost || seen > 0),
+            Err(_) => Ok(seen > 0),
+        });
+        // What was written reaches the reader when the calls pause, and at least every
+        // FLUSH_EVERY while they flow (a closed pipe shows up then, not at exit).
+        let result = result.and_then(|wrote| {
+            unflushed |= wrote;
+            if unflushed && (seen == 0 || last_flush.elapsed() >= FLUSH_EVERY) {
+                unflushed = false;
+                last_flush = std::time::Instant::now();
+                writer.flush()
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = result {
+            end.write_error = Some(e);
+            break;
+        }
+        if until.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            end.ended_by = Some("signal".into());
+            break;
+        }
+        if until.duration.is_some_and(|d| started.elapsed() >= d) {
+            break;
+        }
+        if !until.pids.is_empty() && until.pids.iter().all(|&p| !crate::trace::session::alive(p)) {
+            end.ended_by = Some("the sniffed process exited".into());
+            break;
+        }
+    }
+    end.window = started.elapsed();
+    if end.poll_error.is_none() && end.write_error.is_none() {
+        let (_, written) = poll_into(sniffer, Duration::ZERO, &mut assembler, writer);
+        if written.is_ok() {
+            for call in assembler.finish() {
+                if writer.call(&call, &call.data).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    end
+}
+
+/// One poll of the capture, each call written as it is handed over; after a write error the
+/// rest of the poll's calls are drained unwritten. Returns the poll's result and the writes'.
+fn poll_into<W: Write>(
+    sniffer: &dyn Capture,
+    interval: Duration,
+    assembler: &mut Assembler,
+    writer: &mut Writer<'_, W>,
+) -> (Result<Polled, probes::Error>, io::Result<()>) {
+    let mut written = Ok(());
+    let polled = sniffer.poll(interval, assembler, &mut |call, data| {
+        if written.is_ok() {
+            written = writer.call(call, data);
+        }
+    });
+    (polled, written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn polled(calls: usize, fullest: Option<f64>) -> Polled {
+        Polled { calls, fullest }
+    }
+
+    #[test]
+    fn what_is_not_sniffed_is_said_in_one_line() {
+        let missing = |function, path: &str, reason: &str| probes::Missing {
+            function,
+            path: path.into(),
+            reason: reason.into(),
+        };
+        assert_eq!(not_sniffed_line(&[]), None);
+        let line = not_sniffed_line(&[
+            missing("SSL_read_ex", "libssl", "not called"),
+            missing("SSL_write_ex", "libssl", "not called"),
+            missing("gnutls_record_recv", "/x/libgnutls.so.30", "stripped"),
+        ]);
+        assert_eq!(
+            line.as_deref(),
+            Some(
+                "not sniffed: SSL_read_ex, SSL_write_ex in libssl: not called; \
+                 gnutls_record_recv in /x/libgnutls.so.30: stripped"
+            )
+        );
+    }
+
+    #[test]
+    fn the_reader_polls_sooner_as_a_ring_fills_and_later_as_it_empties() {
+        // Nothing came: back to the idle wait, whatever the ring.
+        assert_eq!(next_interval(MIN_POLL, polled(0, Some(0.9))), IDLE_POLL);
+        // Calls after an idle wait: at most the busy wait, halved while the ring fills.
+        assert_eq!(next_interval(IDLE_POLL, polled(5, Some(0.1))), BUSY_POLL);
+        let mut wait = IDLE_POLL;
+        let mut waits = Vec::new();
+        for _ in 0..8 {
+            wait = next_interval(wait, polled(100, Some(0.5)));
+            waits.push(wait);
+        }
+        assert_eq!(waits[0], BUSY_POLL / 2);
+        assert!(waits.windows(2).all(|w| w[1] <= w[0]), "{waits:?}");
+        assert_eq!(*waits.last().unwrap(), MIN_POLL);
+        // A nearly empty ring: doubled back up to the busy wait, not beyond.
+        for _ in 0..8 {
+            wait = next_interval(wait, polled(100, Some(0.01)));
+        }
+        assert_eq!(wait, BUSY_POLL);
+        // Between the marks the wait stays; a backend that cannot tell gets the busy wait.
+        assert_eq!(
+            next_interval(BUSY_POLL / 4, polled(9, Some(0.1))),
+            BUSY_POLL / 4
+        );
+        assert_eq!(next_interval(MIN_POLL, polled(9, None)), BUSY_POLL);
+    }
+}
