@@ -10,7 +10,7 @@ CARGO ?= cargo
 # it) and Prometheus with promtool (prometheus: the metrics tests scrape tlsscope with it; its
 # service is not started); bash-completion, zsh, fish, man-db and groff-base, which load and
 # render the completions and man pages `make build` installs (the tests drive them).
-APT_PACKAGES := ca-certificates gcc g++ make perl cmake ninja-build pkg-config binutils openssl \
+APT_PACKAGES := ca-certificates xz-utils gcc g++ make perl cmake ninja-build pkg-config binutils openssl \
 	curl nginx wrk procps util-linux mount iproute2 clang libelf-dev zlib1g-dev linux-libc-dev \
 	bpftrace gnutls-bin tshark python3 bpftool libnss3-tools chromium linux-perf prometheus \
 	bash-completion zsh fish man-db groff-base

@@ -14,6 +14,7 @@
 
 BENCH_NAME=${BENCH_NAME:-bench}
 NGINX=${NGINX:-/usr/sbin/nginx}
+BENCH_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 die() { echo "$BENCH_NAME: error: $*" >&2; exit 1; }
 note() { echo "$BENCH_NAME: $*" >&2; }
@@ -364,6 +365,24 @@ tls_params() {
     timeout 15 openssl s_client -connect "127.0.0.1:$port" -brief "$@" </dev/null 2>&1 |
         grep -E '^(Protocol version|Ciphersuite|Signature type|Server Temp Key|Negotiated TLS1.3 group)' |
         tr '\n' ';' || true
+}
+
+# --- the run's summary and its packing --------------------------------------------------------
+# The statistics of a run's CSV, as Markdown on stdout, from the one shared summarizer.
+# usage: summarize_run REPORT CSV... [NAME=VALUE]...   (see bench/lib/summarize)
+summarize_run() { python3 "$BENCH_LIB/summarize" "$@"; }
+
+# Shrinks the finished RUN_DIR: its Markdown and env.txt stay, the rest goes into raw.tar.xz
+# (bench/lib/pack-run, which also drops byte-identical copies). A script calls it last, after
+# its summary is written. BENCH_PACK=0 leaves the run as it is (observe-overhead sets it for the
+# runs it nests, reads their CSVs, then packs the whole). usage: pack_run [--keep PATH]...
+pack_run() {
+    if [[ ${BENCH_PACK:-1} == 0 ]]; then
+        note "BENCH_PACK=0: $RUN_DIR left unpacked"
+        return 0
+    fi
+    "$BENCH_LIB/pack-run" "$@" "$RUN_DIR" >&2 ||
+        note "packing $RUN_DIR failed; its files are all still there (pack it with bench/lib/pack-run)"
 }
 
 # Lines of env.txt every script writes. usage: env_common TLSSCOPE_BIN TLSSCOPE_SRC TLSSCOPE_SHA REPO
