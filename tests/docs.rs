@@ -552,3 +552,28 @@ fn lab_guide_examples_run() {
 fn openssl_guide_examples_run() {
     run_examples_of("docs/openssl.md", Order::InTurn);
 }
+
+/// Every reference from the README, docs/ and bench/README.md into bench/runs/ names a file
+/// that exists: packing a run keeps only its summaries outside raw.tar.xz, so a link to a raw
+/// file breaks silently unless something checks it.
+#[test]
+fn every_link_into_bench_runs_names_a_kept_file() {
+    let out = Command::new("bash")
+        .arg(workspace().join("bench/lib/check-run-links"))
+        .arg(workspace())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "broken references into bench/runs/:\n{stdout}"
+    );
+    assert!(
+        stdout.contains("references into bench/runs/ exist"),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("all 0 "),
+        "no reference was found to check: {stdout}"
+    );
+}
