@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use crate::bench::config::{ClientEngine, ClientWork};
+use crate::common::client_args::{ClientEngine, ClientWork};
 use crate::common::args::*;
 use crate::common::output::{OutputDir, OutputFile};
 
