@@ -76,7 +76,10 @@ pub enum RunProblem {
     /// The mode's resumption rule was not met (the load engine says how).
     Resumption { mode: RunMode, problem: String },
     /// Operations failed: the total, and the count of each kind.
-    Errors { total: u64, kinds: Vec<(String, u64)> },
+    Errors {
+        total: u64,
+        kinds: Vec<(String, u64)>,
+    },
     /// In keep-alive, connections were still being set up when the measured window closed.
     ConnectionsNotUp {
         connected: u64,
