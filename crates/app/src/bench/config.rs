@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 
 use crate::common::args::*;
-use crate::common::client_args::{ClientEngine, ClientWork, RustlsProvider};
+use crate::common::client_args::{ClientEngine, ClientTls, ClientWork, RustlsProvider};
 use crate::common::output::OutputFile;
 use crate::common::target::Endpoint;
 
@@ -192,8 +192,6 @@ pub enum IfRustlsRefused {
     FailNamed,
 }
 
-pub use crate::common::client_args::ClientTls;
-
 /// The rustls client refused the settings of a run that asked for it (rustls's reason).
 #[derive(Debug)]
 pub struct RustlsRefused {
@@ -329,5 +327,88 @@ impl BenchArgs {
                 },
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// `tlsscope bench`'s options alone, parsed as the command line would.
+    #[derive(Parser)]
+    struct BenchOnly {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn config(argv: &[&str], library: &ossl::LibrarySource) -> anyhow::Result<BenchConfig> {
+        let mut all = vec!["bench"];
+        all.extend_from_slice(argv);
+        BenchOnly::try_parse_from(all)
+            .unwrap()
+            .bench
+            .config(library)
+    }
+
+    fn named() -> ossl::LibrarySource {
+        ossl::LibrarySource::Dir("/opt/openssl".into())
+    }
+
+    #[test]
+    fn the_client_is_rustls_by_default_and_openssl_where_one_is_named() {
+        let system = ossl::LibrarySource::System;
+        let c = config(&[], &system).unwrap();
+        assert!(matches!(
+            c.client,
+            ClientChoice::Rustls {
+                if_refused: IfRustlsRefused::FallBack,
+                work: load::rustls_client::Work::Lean,
+                ..
+            }
+        ));
+        assert_eq!(config(&[], &named()).unwrap().client, ClientChoice::Openssl);
+        let c = config(&["--client-engine", "openssl"], &system).unwrap();
+        assert_eq!(c.client, ClientChoice::Openssl);
+        let c = config(&["--client-engine", "rustls", "--verify"], &system).unwrap();
+        assert!(matches!(
+            c.client,
+            ClientChoice::Rustls {
+                if_refused: IfRustlsRefused::FailNamed,
+                work: load::rustls_client::Work::Full,
+                ..
+            }
+        ));
+        let c = config(&["--rustls-provider", "ring"], &system).unwrap();
+        assert!(matches!(
+            c.client,
+            ClientChoice::Rustls {
+                if_refused: IfRustlsRefused::Fail,
+                provider: Some(load::rustls_client::Provider::Ring),
+                ..
+            }
+        ));
+        let why = config(&["--client-engine", "rustls"], &named()).unwrap_err();
+        assert!(why
+            .to_string()
+            .starts_with("--client-engine rustls and --openssl"));
+        let why = config(&["--client-work", "lean"], &named()).unwrap_err();
+        assert!(why.to_string().starts_with("--client-work: "), "{why}");
+    }
+
+    #[test]
+    fn a_run_measures_ten_seconds_unless_counted_and_takes_the_targets_path() {
+        let system = ossl::LibrarySource::System;
+        let c = config(&["https://127.0.0.1:4433/index.html"], &system).unwrap();
+        assert_eq!(c.duration, Some(std::time::Duration::from_secs(10)));
+        assert_eq!(c.request.as_deref(), Some("/index.html"));
+        assert!(c.outputs.text);
+        let c = config(&["-n", "5", "--request", "/a", "--json", "-"], &system).unwrap();
+        assert_eq!((c.duration, c.count), (None, Some(5)));
+        assert_eq!(c.request.as_deref(), Some("/a"));
+        assert!(!c.outputs.text);
+        let c = config(&["--mode", "resume", "--resume-by", "id"], &system).unwrap();
+        assert!(!c.tls.tickets && !c.tls.settings.tickets);
     }
 }
