@@ -87,3 +87,43 @@ pub fn not_resumed(not_resumed: usize, count: usize) -> String {
         crate::render::words::count(count as u64 - 1, "connection")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// `tlsscope handshake`'s options alone, parsed as the command line would.
+    #[derive(Parser)]
+    struct HandshakeOnly {
+        #[command(flatten)]
+        handshake: HandshakeArgs,
+    }
+
+    fn config(argv: &[&str]) -> anyhow::Result<HandshakeConfig> {
+        let mut all = vec!["handshake"];
+        all.extend_from_slice(argv);
+        let a = HandshakeOnly::try_parse_from(all).unwrap().handshake;
+        a.config(&ossl::LibrarySource::System)
+    }
+
+    #[test]
+    fn the_request_is_checked_once_and_defaults_to_the_targets_path() {
+        let why = config(&["--request", "index.html"]).unwrap_err();
+        assert!(why.is::<crate::common::usage::UsageError>());
+        assert_eq!(
+            why.to_string(),
+            "--request index.html: the path must start with /"
+        );
+        let c = config(&["https://127.0.0.1:4433/a", "--cafile", "/ca.pem"]).unwrap();
+        assert_eq!(c.request.as_deref(), Some("/a"));
+        assert_eq!(c.tls.verify(), Some(Some(std::path::Path::new("/ca.pem"))));
+        assert!(c.tls.tickets);
+        assert_eq!(
+            not_resumed(2, 5),
+            "--resume: 2 of 4 connections after the first did not resume \
+             (is the server's session cache or ticket support off?)"
+        );
+    }
+}

@@ -240,4 +240,26 @@ mod tests {
         assert_eq!(l.idle_timeout, std::time::Duration::from_secs(60));
         assert_eq!(l.max_connections, 64);
     }
+
+    #[test]
+    fn async_without_an_engine_is_a_note_and_too_few_connections_a_usage_error() {
+        let system = ossl::LibrarySource::System;
+        let c = serve_args(&["--async"]).config(&system).unwrap();
+        assert_eq!(c.notes.len(), 1);
+        assert!(c.notes[0].starts_with("--async without --async-engine"));
+        let c = serve_args(&["--async", "--async-engine", "dasync"])
+            .config(&system)
+            .unwrap();
+        assert!(c.notes.is_empty());
+        let c = serve_args(&["--tickets", "off"]).config(&system).unwrap();
+        assert!(c.settings.session_cache && !c.settings.tickets);
+        let why = serve_args(&["--threads", "4", "--max-connections", "2"])
+            .config(&system)
+            .unwrap_err();
+        assert!(why.is::<crate::common::usage::UsageError>());
+        assert_eq!(
+            why.to_string(),
+            "--max-connections must be at least one per thread (4)"
+        );
+    }
 }
