@@ -58,7 +58,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
     let library = || app::common::library::source(openssl);
     match opts.command {
         Command::Serve(a) => app::serve::run(&library()?, &a),
-        Command::Bench(a) => app::bench::run(&library()?, openssl.is_some(), &a),
+        Command::Bench(a) => app::bench::run(&library()?, &a),
         Command::Handshake(a) => app::handshake::run(&library()?, &a),
         Command::Trace(a) => app::trace::run(&a),
         Command::Lab(a) => app::lab::run(&library()?, &a),

@@ -1,10 +1,12 @@
-//! `tlsscope bench`'s options, as the command line defines them.
+//! `tlsscope bench`'s options, as the command line defines them, and the typed settings of a
+//! run made from them once ([`BenchArgs::config`]): the only code that knows bench's flag names.
 
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
 use crate::common::args::*;
+use crate::common::client_args::{ClientEngine, ClientTls, ClientWork, RustlsProvider};
 use crate::common::output::OutputFile;
 use crate::common::target::Endpoint;
 
@@ -17,68 +19,6 @@ pub enum BenchMode {
     Resume,
     /// A handshake per connection, then HTTP/1.1 requests on it.
     Keepalive,
-}
-
-/// The load client's TLS engine.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ClientEngine {
-    /// rustls (built in), on ring or aws-lc-rs (see --rustls-provider).
-    Rustls,
-    /// The OpenSSL `--openssl` names (the system's by default).
-    Openssl,
-}
-
-impl ClientEngine {
-    pub fn typed(self) -> load::EngineKind {
-        match self {
-            ClientEngine::Rustls => load::EngineKind::Rustls,
-            ClientEngine::Openssl => load::EngineKind::Openssl,
-        }
-    }
-}
-
-/// The rustls client's crypto provider.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum RustlsProvider {
-    /// ring: classic groups, the cheaper.
-    Ring,
-    /// aws-lc-rs: also X25519MLKEM768, SecP256r1MLKEM768, MLKEM768/1024 and ML-DSA.
-    #[value(name = "aws-lc-rs")]
-    AwsLcRs,
-}
-
-impl RustlsProvider {
-    pub fn typed(self) -> load::rustls_client::Provider {
-        match self {
-            RustlsProvider::Ring => load::rustls_client::Provider::Ring,
-            RustlsProvider::AwsLcRs => load::rustls_client::Provider::AwsLcRs,
-        }
-    }
-}
-
-/// How much of a real client's work the rustls client does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ClientWork {
-    /// A real client's: a fresh key share per connection, the server's signature checked.
-    Full,
-    /// A load generator's: one key share per group for the run, the server's handshake
-    /// signature not checked (the server's work is unchanged).
-    Lean,
-}
-
-impl ClientWork {
-    /// The work asked for, or the default: full when the client verifies the server (a lean
-    /// client checks no signature), lean otherwise.
-    pub fn resolve(given: Option<ClientWork>, verifies: bool) -> load::rustls_client::Work {
-        match given.unwrap_or(if verifies {
-            ClientWork::Full
-        } else {
-            ClientWork::Lean
-        }) {
-            ClientWork::Full => load::rustls_client::Work::Full,
-            ClientWork::Lean => load::rustls_client::Work::Lean,
-        }
-    }
 }
 
 /// How TLS 1.2 resumes (TLS 1.3 always uses tickets/PSK).
@@ -183,4 +123,292 @@ pub struct BenchArgs {
     pub metrics: MetricsArgs,
     #[command(flatten)]
     pub tls: TlsArgs,
+}
+
+/// A bench run's settings, validated: what the session runs and where its outputs go.
+#[derive(Debug)]
+pub struct BenchConfig {
+    /// The OpenSSL under test (`--openssl`, resolved once): it checks the target, and is the
+    /// client when `client` says so.
+    pub library: ossl::LibrarySource,
+    pub target: Endpoint,
+    pub mode: load::Mode,
+    /// The mode as the metrics label it ("full", "resume", "keepalive").
+    pub mode_label: &'static str,
+    pub client: ClientChoice,
+    pub tls: ClientTls,
+    /// The name sent as SNI (and verified, with verification on).
+    pub sni: Option<String>,
+    /// The path to GET: --request, else the target URL's path (as wrk takes it).
+    pub request: Option<String>,
+    pub threads: usize,
+    pub connections: usize,
+    pub cpus: Vec<usize>,
+    /// How long to measure; None: until `count` operations are done.
+    pub duration: Option<std::time::Duration>,
+    pub count: Option<u64>,
+    pub warmup: std::time::Duration,
+    pub rate: Option<f64>,
+    pub timeout: std::time::Duration,
+    pub source_ips: u8,
+    pub server_pid: Option<u32>,
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    pub metrics_file: Option<PathBuf>,
+    pub outputs: Outputs,
+}
+
+/// Where a run's result goes.
+#[derive(Debug)]
+pub struct Outputs {
+    pub json: Option<OutputFile>,
+    /// One row per connection (recorded only when asked for).
+    pub csv: Option<OutputFile>,
+    pub html: Option<OutputFile>,
+    /// The text report on stdout: when no other output took stdout.
+    pub text: bool,
+}
+
+/// The load client a run uses, as the options choose it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum ClientChoice {
+    /// The OpenSSL client: --client-engine openssl, or --openssl without --client-engine.
+    Openssl,
+    /// The rustls client; `if_refused` says what follows when it cannot take the settings.
+    Rustls {
+        provider: Option<load::rustls_client::Provider>,
+        work: load::rustls_client::Work,
+        if_refused: IfRustlsRefused,
+    },
+}
+
+/// What a run does when the rustls client refuses its settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IfRustlsRefused {
+    /// The default client: the library's OpenSSL client runs instead, and the result says why.
+    FallBack,
+    /// Asked for through its provider or its work: the run fails with rustls's reason.
+    Fail,
+    /// Asked for by name (--client-engine rustls): the run fails, pointing to OpenSSL.
+    FailNamed,
+}
+
+/// The rustls client refused the settings of a run that asked for it (rustls's reason).
+#[derive(Debug)]
+pub struct RustlsRefused {
+    pub why: String,
+    pub named: bool,
+}
+
+impl std::fmt::Display for RustlsRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.named {
+            write!(
+                f,
+                "--client-engine rustls: {}; or use --client-engine openssl",
+                self.why
+            )
+        } else {
+            f.write_str(&self.why)
+        }
+    }
+}
+
+impl std::error::Error for RustlsRefused {}
+
+impl BenchArgs {
+    /// The run's settings, checked before any connection is made. `library` is `--openssl`,
+    /// resolved (a directory: the user named an OpenSSL, and so an OpenSSL client).
+    pub fn config(&self, library: &ossl::LibrarySource) -> anyhow::Result<BenchConfig> {
+        let a = self;
+        let text = !crate::common::output::one_on_stdout([&a.json, &a.csv, &a.html])?;
+        let mode = a.load_mode()?;
+        let openssl_named = matches!(library, ossl::LibrarySource::Dir(_));
+        let client = a.client(openssl_named)?;
+        // Resumption by session ID: do not ask for tickets, so the server falls back to its cache.
+        let tickets = a.resume != Some(ResumeKind::Id);
+        let credentials = a.cert.as_deref().zip(a.key.as_deref());
+        let tls = ClientTls::from_args(&a.tls, &a.peer, tickets, credentials)?;
+        Ok(BenchConfig {
+            library: library.clone(),
+            target: a.target.clone(),
+            mode,
+            mode_label: match a.mode {
+                BenchMode::Full => "full",
+                BenchMode::Resume => "resume",
+                BenchMode::Keepalive => "keepalive",
+            },
+            client,
+            tls,
+            sni: a.peer.server_name(&a.target),
+            request: a.request.clone().or_else(|| a.target.path.clone()),
+            threads: a.threads,
+            connections: a.connections,
+            cpus: a.cpus.clone(),
+            duration: match (a.duration, a.count) {
+                (None, None) => Some(std::time::Duration::from_secs(10)),
+                (d, _) => d,
+            },
+            count: a.count,
+            warmup: a.warmup,
+            rate: a.rate,
+            timeout: a.timeout,
+            source_ips: a.source_ips,
+            server_pid: a.server_pid,
+            metrics_listen: a.metrics.metrics_listen,
+            metrics_file: a.metrics.file().map(PathBuf::from),
+            outputs: Outputs {
+                json: a.json.clone(),
+                csv: a.csv.clone(),
+                html: a.html.clone(),
+                text,
+            },
+        })
+    }
+
+    /// The load mode, once the options that go together are checked.
+    fn load_mode(&self) -> anyhow::Result<load::Mode> {
+        let a = self;
+        if a.mode != BenchMode::Resume && (a.resume.is_some() || a.resume_ratio.is_some()) {
+            crate::usage_bail!("--resume-by and --resume-ratio go with --mode resume");
+        }
+        if a.connections < a.threads {
+            crate::usage_bail!(
+                "--connections {} is fewer than --threads {}: each thread needs a connection",
+                a.connections,
+                a.threads
+            );
+        }
+        if a.rate.is_some() && a.duration.is_none() && a.count.is_none() {
+            crate::usage_bail!("--rate needs a --duration or a --count to end the run");
+        }
+        if let Some(path) = &a.request {
+            if !path.starts_with('/') {
+                crate::usage_bail!("--request {path}: the path must start with /");
+            }
+        }
+        host::check_cpus("--cpus", &a.cpus).map_err(crate::common::usage::UsageError)?;
+        Ok(match a.mode {
+            BenchMode::Full => load::Mode::Full,
+            BenchMode::Keepalive => load::Mode::KeepAlive,
+            BenchMode::Resume => load::Mode::Resume {
+                by: match a.resume.unwrap_or(ResumeKind::Ticket) {
+                    ResumeKind::Ticket => load::ResumeBy::Ticket,
+                    ResumeKind::Id => load::ResumeBy::SessionId,
+                },
+                ratio: a.resume_ratio.unwrap_or(1.0),
+            },
+        })
+    }
+
+    /// The client engine: rustls unless OpenSSL was asked for (by --client-engine or by
+    /// naming one with --openssl); the rustls-only options refused with an OpenSSL client.
+    fn client(&self, openssl_named: bool) -> anyhow::Result<ClientChoice> {
+        let a = self;
+        match (a.client_engine, openssl_named) {
+            (Some(ClientEngine::Openssl), _) | (None, true) if a.rustls_provider.is_some() => anyhow::bail!(
+                "--rustls-provider: the client is OpenSSL (--openssl or --client-engine openssl); drop one of them"
+            ),
+            (Some(ClientEngine::Openssl), _) | (None, true) if a.client_work.is_some() => anyhow::bail!(
+                "--client-work: only the rustls client has a lean form, and the client is OpenSSL (--openssl or --client-engine openssl); drop --client-work"
+            ),
+            (Some(ClientEngine::Openssl), _) | (None, true) => Ok(ClientChoice::Openssl),
+            (Some(ClientEngine::Rustls), true) => anyhow::bail!(
+                "--client-engine rustls and --openssl: --openssl chooses an OpenSSL client; give one of them"
+            ),
+            (engine, false) => Ok(ClientChoice::Rustls {
+                provider: a.rustls_provider.map(|p| p.typed()),
+                work: ClientWork::resolve(a.client_work, a.peer.verifies()),
+                if_refused: match engine {
+                    Some(_) => IfRustlsRefused::FailNamed,
+                    None if a.rustls_provider.is_none() && a.client_work.is_none() => {
+                        IfRustlsRefused::FallBack
+                    }
+                    None => IfRustlsRefused::Fail,
+                },
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    /// `tlsscope bench`'s options alone, parsed as the command line would.
+    #[derive(Parser)]
+    struct BenchOnly {
+        #[command(flatten)]
+        bench: BenchArgs,
+    }
+
+    fn config(argv: &[&str], library: &ossl::LibrarySource) -> anyhow::Result<BenchConfig> {
+        let mut all = vec!["bench"];
+        all.extend_from_slice(argv);
+        BenchOnly::try_parse_from(all)
+            .unwrap()
+            .bench
+            .config(library)
+    }
+
+    fn named() -> ossl::LibrarySource {
+        ossl::LibrarySource::Dir("/opt/openssl".into())
+    }
+
+    #[test]
+    fn the_client_is_rustls_by_default_and_openssl_where_one_is_named() {
+        let system = ossl::LibrarySource::System;
+        let c = config(&[], &system).unwrap();
+        assert!(matches!(
+            c.client,
+            ClientChoice::Rustls {
+                if_refused: IfRustlsRefused::FallBack,
+                work: load::rustls_client::Work::Lean,
+                ..
+            }
+        ));
+        assert_eq!(config(&[], &named()).unwrap().client, ClientChoice::Openssl);
+        let c = config(&["--client-engine", "openssl"], &system).unwrap();
+        assert_eq!(c.client, ClientChoice::Openssl);
+        let c = config(&["--client-engine", "rustls", "--verify"], &system).unwrap();
+        assert!(matches!(
+            c.client,
+            ClientChoice::Rustls {
+                if_refused: IfRustlsRefused::FailNamed,
+                work: load::rustls_client::Work::Full,
+                ..
+            }
+        ));
+        let c = config(&["--rustls-provider", "ring"], &system).unwrap();
+        assert!(matches!(
+            c.client,
+            ClientChoice::Rustls {
+                if_refused: IfRustlsRefused::Fail,
+                provider: Some(load::rustls_client::Provider::Ring),
+                ..
+            }
+        ));
+        let why = config(&["--client-engine", "rustls"], &named()).unwrap_err();
+        assert!(why
+            .to_string()
+            .starts_with("--client-engine rustls and --openssl"));
+        let why = config(&["--client-work", "lean"], &named()).unwrap_err();
+        assert!(why.to_string().starts_with("--client-work: "), "{why}");
+    }
+
+    #[test]
+    fn a_run_measures_ten_seconds_unless_counted_and_takes_the_targets_path() {
+        let system = ossl::LibrarySource::System;
+        let c = config(&["https://127.0.0.1:4433/index.html"], &system).unwrap();
+        assert_eq!(c.duration, Some(std::time::Duration::from_secs(10)));
+        assert_eq!(c.request.as_deref(), Some("/index.html"));
+        assert!(c.outputs.text);
+        let c = config(&["-n", "5", "--request", "/a", "--json", "-"], &system).unwrap();
+        assert_eq!((c.duration, c.count), (None, Some(5)));
+        assert_eq!(c.request.as_deref(), Some("/a"));
+        assert!(!c.outputs.text);
+        let c = config(&["--mode", "resume", "--resume-by", "id"], &system).unwrap();
+        assert!(!c.tls.tickets && !c.tls.settings.tickets);
+    }
 }

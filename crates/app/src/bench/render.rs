@@ -1,11 +1,10 @@
-//! `report`: renders results for people (text, HTML pages, plots) and for other tools (CSV,
-//! pprof, pcap, Prometheus). The documents it renders live in `model`; text is rendered from
-//! the same data as the JSON.
+//! `tlsscope bench`'s text report and its per-connection CSV, rendered from the same result as
+//! the JSON.
 
 use std::io::{self, Write};
 
 use load::result::{ConnectionRow, RunMode, RunResult};
-use load::wire::{FigureSummary, WireKind, WireSummary};
+use load::wire::WireSummary;
 use model::Environment;
 use stats::LatencySummary;
 
@@ -207,46 +206,10 @@ pub fn bench_text(w: &mut impl Write, env: &Environment, r: &RunResult) -> io::R
 pub fn wire_text(w: &mut impl Write, wire: &WireSummary) -> io::Result<()> {
     for (name, kind) in [("full", &wire.full), ("resumed", &wire.resumed)] {
         if let Some(k) = kind {
-            writeln!(w, "  wire {name:<8}{}", wire_words(k))?;
+            writeln!(w, "  wire {name:<8}{}", crate::render::wire::words(k))?;
         }
     }
     Ok(())
-}
-
-/// One kind of handshake's wire figures in words: bytes each way and the ClientHello per
-/// handshake (a mean and its range when handshakes differed), key shares, round trips and
-/// HelloRetryRequests.
-pub fn wire_words(k: &WireKind) -> String {
-    let shares: Vec<String> = k
-        .key_shares
-        .iter()
-        .map(|s| {
-            if k.key_shares.len() == 1 {
-                s.words()
-            } else {
-                format!("{} in {}", s.words(), s.handshakes)
-            }
-        })
-        .collect();
-    format!(
-        "client {} B, server {} B per handshake; ClientHello {} B, key shares {}; round trips \
-         {}; HelloRetryRequests {}",
-        figure(&k.client_bytes),
-        figure(&k.server_bytes),
-        figure(&k.client_hello_bytes),
-        shares.join(", "),
-        figure(&k.round_trips),
-        k.hello_retry_requests
-    )
-}
-
-/// "290", or "295 (290-300)" when handshakes differed.
-fn figure(f: &FigureSummary) -> String {
-    if f.min == f.max {
-        f.min.to_string()
-    } else {
-        format!("{:.0} ({}-{})", f.per_handshake, f.min, f.max)
-    }
 }
 
 fn plural(n: usize) -> &'static str {

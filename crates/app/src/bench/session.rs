@@ -1,136 +1,240 @@
-//! One load run, as `bench` and the lab's experiments make it: the run in its threads, a
-//! watcher that stops it when asked and reports progress, and the result. Nothing printed.
+//! A bench run from its typed settings: load the library, make the client, check the target
+//! answers, run the load (with a progress line and live metrics), and return the document. Knows
+//! no flag names; prints only progress notes on stderr.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::io::IsTerminal;
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
 
-use load::result::RunMode;
-use load::{LoadConfig, Run, RunResult};
+use anyhow::Context as _;
+use load::{LoadConfig, Mode};
 
-use crate::common::error::Result;
+use crate::bench::config::{BenchConfig, ClientChoice, IfRustlsRefused, RustlsRefused};
+use crate::common::client::{connect_first, Probe};
+use crate::common::load_run::Progress;
 
-/// What a progress display gets every 50 ms: time since the start, operations and errors so
-/// far, and the measured window's length.
-pub struct Progress {
-    pub elapsed: Duration,
-    pub ops: u64,
-    pub errors: u64,
-    pub measured: Duration,
+/// What a run returns: the document, and one row per connection (when they were recorded).
+pub struct Measured {
+    pub document: model::bench::BenchDocument,
+    pub rows: Vec<load::result::ConnectionRow>,
 }
 
-/// Runs `cfg` with `client` until it ends or `interrupted` is set; `progress` is called about
-/// every 50 ms meanwhile (from another thread).
-pub fn run(
-    client: load::Client<'_>,
-    cfg: LoadConfig,
-    interrupted: &AtomicBool,
-    progress: &(dyn Fn(&Progress) + Sync),
-) -> Result<(RunResult, Vec<load::result::ConnectionRow>)> {
-    let run = Run::new(cfg)?;
-    let outcome = std::thread::scope(|scope| {
-        let watcher = scope.spawn(|| watch(&run, interrupted, progress));
-        let outcome = run.run(client);
-        run.shared().stop.store(true, Ordering::Relaxed);
-        let _ = watcher.join();
-        outcome
-    })?;
-    Ok(outcome)
-}
-
-fn watch(run: &Run, interrupted: &AtomicBool, progress: &(dyn Fn(&Progress) + Sync)) {
-    let shared = run.shared();
-    let started = Instant::now();
-    while !shared.stop.load(Ordering::Relaxed) {
-        if interrupted.load(Ordering::Relaxed) {
-            shared.stop.store(true, Ordering::Relaxed);
-            break;
+/// Checks the target answers and runs the load; `interrupted` (set by a signal handler the
+/// caller installed) ends the run early.
+pub fn run(cfg: &BenchConfig, interrupted: &AtomicBool) -> anyhow::Result<Measured> {
+    let exporter = Mutex::new(crate::common::metrics::Exporter::bind(
+        cfg.metrics_listen,
+        cfg.metrics_file.as_deref(),
+    )?);
+    let lib = crate::common::library::load(&cfg.library)?;
+    let engine = engine(lib, cfg)?;
+    // Said first: the library it falls back to may refuse the settings too.
+    if let Some(why) = &engine.fallback {
+        eprintln!("tlsscope bench: {why}");
+    }
+    let ctx = match (cfg.tls.context(lib), &engine.rustls) {
+        (Ok(ctx), _) => ctx,
+        // With rustls, the OpenSSL context only checks the target: where the library lacks a
+        // group the run asks for, it checks with the library's default groups.
+        (Err(_), Some(_)) if cfg.tls.settings.groups.is_some() => {
+            let mut tls = cfg.tls.clone();
+            tls.settings.groups = None;
+            tls.context(lib)?
         }
-        std::thread::sleep(Duration::from_millis(50));
-        let (ops, errors) = shared.progress_totals();
-        progress(&Progress {
-            elapsed: started.elapsed(),
-            ops,
-            errors,
-            measured: Instant::now().saturating_duration_since(shared.measure_start),
-        });
-    }
-}
+        (Err(e), _) => return Err(e),
+    };
 
-/// The source addresses for a target: several loopback addresses for a loopback IPv4 target
-/// (so long full-handshake runs never run out of local ports), else the kernel's choice.
-pub fn source_ips(target: SocketAddr, count: u8) -> Vec<IpAddr> {
-    match target.ip() {
-        IpAddr::V4(ip) if ip.is_loopback() && count > 1 => (1..=count)
-            .map(|last| IpAddr::V4(Ipv4Addr::new(127, 0, 0, last)))
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// Why a run measured nothing, where it can be told: in keep-alive, connections that were still
-/// being set up when the window closed (each starts its requests once its handshake is done,
-/// but a server busy with thousands of handshakes answers little else).
-fn empty_window(r: &RunResult) -> String {
-    let connected = r.handshakes.total;
-    if r.mode == RunMode::Keepalive && connected < r.connections as u64 {
-        let rate = connected as f64 / r.duration_s.max(1e-9);
-        let needed = if rate > 0.0 {
-            format!(
-                " (about {:.0} s at this server's {rate:.0} handshakes/s)",
-                r.connections as f64 / rate
-            )
-        } else {
-            String::new()
-        };
-        return format!(
-            "no request completed in the measured window: {connected} of {} had finished their handshake by its end, and the server was busy with the rest; give --warmup time for all of them to come up{needed}, or use fewer connections",
-            crate::render::words::count(r.connections as u64, "connection")
+    // One connection first: a target that is down, not TLS, or fails verification is a
+    // one-line error, not a run full of errors. Of a name's addresses, the first that answers
+    // is the one loaded.
+    let checked = connect_first(
+        &ctx,
+        &cfg.target,
+        |target| Probe {
+            target,
+            sni: cfg.sni.as_deref(),
+            verify: cfg.tls.verifies(),
+            timeout: cfg.timeout,
+            request: (cfg.mode != Mode::KeepAlive)
+                .then_some(cfg.request.as_deref())
+                .flatten(),
+            await_ticket: false,
+        },
+        None,
+    )
+    .context("checking the target before the run");
+    let addr = match (checked, &engine.rustls) {
+        (Ok((addr, _)), _) => addr,
+        (Err(e), None) => return Err(e),
+        // The library's check can fail where the rustls client does not (a post-quantum
+        // group or an ML-DSA key the library lacks): the client that runs decides, and when
+        // it fails too, both say why.
+        (Err(e), Some(r)) => rustls_first(r, cfg)
+            .map_err(|why| anyhow::anyhow!("{e:#}; the rustls client: {why}"))?,
+    };
+    if cfg.target.addrs.len() > 1 {
+        eprintln!(
+            "tlsscope bench: {} resolves to several addresses; loading {addr}",
+            cfg.target
         );
     }
-    "no operation completed in the measured window".into()
+    let load = load_config(cfg, addr);
+
+    let environment = crate::common::environment::collect(lib, std::env::args().collect());
+    if let Some(addr) = exporter.lock().ok().and_then(|e| e.addr()) {
+        eprintln!("tlsscope bench: metrics at http://{addr}/metrics");
+    }
+    let live = Mutex::new(crate::render::metrics::BenchMetrics {
+        mode: cfg.mode_label.to_string(),
+        target: addr.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        ..Default::default()
+    });
+    let render = |format| {
+        let m = live.lock().map_err(|_| "poisoned".to_string())?.clone();
+        Ok(crate::render::metrics::bench_exposition(&m, format))
+    };
+    let line = progress_line();
+    // Every 50 ms: the progress line, the live figures, and any waiting scrape.
+    let progress = |p: &Progress| {
+        line(p);
+        if let Ok(mut m) = live.lock() {
+            (m.ops, m.errors, m.measured_s) = (p.ops, p.errors, p.measured.as_secs_f64());
+        }
+        if let Ok(mut e) = exporter.lock() {
+            let _ = e.tick(&mut { render });
+        }
+    };
+    let client = match &engine.rustls {
+        Some(r) => load::Client::Rustls(r),
+        None => load::Client::Openssl(&ctx),
+    };
+    let (mut result, rows) = crate::common::load_run::run(client, load, interrupted, &progress)?;
+    result.warnings.extend(engine.fallback);
+    if let Ok(mut m) = live.lock() {
+        (m.ops, m.errors, m.measured_s) = (result.ops, result.errors_total, result.duration_s);
+    }
+    if let Ok(mut e) = exporter.lock() {
+        e.write_file(&mut { render })?;
+    }
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[K");
+    }
+    Ok(Measured {
+        document: model::bench::BenchDocument::new(environment, result),
+        rows,
+    })
 }
 
-/// A run that broke its own rules (errors, resumption not obtained, nothing done).
-pub fn check(r: &RunResult) -> std::result::Result<(), String> {
-    if let Some(problem) = &r.resumption.problem {
-        return Err(format!("--mode {}: {problem}", r.mode));
+/// The first of the target's addresses the rustls client completes a handshake with; else
+/// the first address's failure.
+fn rustls_first(r: &load::RustlsClient, cfg: &BenchConfig) -> Result<SocketAddr, String> {
+    let mut first = None;
+    for &addr in &cfg.target.addrs {
+        match r.probe(cfg.sni.as_deref(), addr, cfg.timeout) {
+            Ok(()) => return Ok(addr),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        }
     }
-    if r.errors_total > 0 {
-        let kinds: Vec<String> = r.errors.iter().map(|(k, n)| format!("{k}: {n}")).collect();
-        return Err(format!(
-            "{} failed ({})",
-            crate::render::words::count(r.errors_total, "operation"),
-            kinds.join(", ")
-        ));
-    }
-    if r.ops == 0 {
-        return Err(empty_window(r));
-    }
-    Ok(())
+    Err(first.unwrap_or_else(|| format!("{} has no address", cfg.target)))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// The client engine a run uses.
+struct Engine {
+    /// None: the OpenSSL context.
+    rustls: Option<load::RustlsClient>,
+    /// Why the default rustls client is not used, when a setting needs OpenSSL.
+    fallback: Option<String>,
+}
 
-    #[test]
-    fn an_empty_keepalive_window_says_how_many_connections_came_up() {
-        let mut r = RunResult {
-            mode: RunMode::Keepalive,
-            connections: 5000,
-            duration_s: 3.0,
-            ..RunResult::default()
-        };
-        r.handshakes.total = 3000;
-        let why = check(&r).unwrap_err();
-        assert!(why.contains("3000 of 5000 connections"), "{why}");
-        assert!(why.contains("--warmup"), "{why}");
-        assert!(why.contains("about 5 s"), "{why}");
-        r.mode = RunMode::Full;
-        assert_eq!(
-            check(&r).unwrap_err(),
-            "no operation completed in the measured window"
+fn engine(lib: &'static ossl::Library, cfg: &BenchConfig) -> anyhow::Result<Engine> {
+    let ClientChoice::Rustls {
+        provider,
+        work,
+        if_refused,
+    } = cfg.client
+    else {
+        return Ok(Engine {
+            rustls: None,
+            fallback: None,
+        });
+    };
+    let trust = load::rustls_client::Trust {
+        work,
+        verify: cfg.tls.verify(),
+        credentials: cfg.tls.credentials(),
+        keylog: cfg.tls.keylog_sink(),
+    };
+    match load::RustlsClient::new(&cfg.tls.settings, trust, Some(lib), provider) {
+        Ok(r) => Ok(Engine {
+            rustls: Some(r),
+            fallback: None,
+        }),
+        Err(why) => match if_refused {
+            IfRustlsRefused::FallBack => Ok(Engine {
+                rustls: None,
+                fallback: Some(format!(
+                    "the client is {} rather than the default rustls: {why}",
+                    lib.name()
+                )),
+            }),
+            IfRustlsRefused::Fail => Err(RustlsRefused { why, named: false }.into()),
+            IfRustlsRefused::FailNamed => Err(RustlsRefused { why, named: true }.into()),
+        },
+    }
+}
+
+/// The load engine's settings: `addr` is the address that answered.
+fn load_config(cfg: &BenchConfig, addr: SocketAddr) -> LoadConfig {
+    let host = cfg.sni.clone().unwrap_or_else(|| "localhost".to_string());
+    let path = match (cfg.mode, cfg.request.as_deref()) {
+        (_, Some(p)) => Some(p),
+        (Mode::KeepAlive, None) => Some("/"),
+        _ => None,
+    };
+    let keep_alive = cfg.mode == Mode::KeepAlive;
+    LoadConfig {
+        target: addr,
+        server_name: cfg.sni.clone(),
+        // The name the certificate must carry: the SNI name, else the address that answered.
+        verify_host: cfg
+            .tls
+            .verifies()
+            .then(|| cfg.sni.clone().unwrap_or_else(|| addr.ip().to_string())),
+        threads: cfg.threads,
+        connections: cfg.connections,
+        cpus: cfg.cpus.clone(),
+        duration: cfg.duration,
+        count: cfg.count,
+        warmup: cfg.warmup,
+        mode: cfg.mode,
+        request: path.map(|p| load::request_bytes(p, &host, keep_alive)),
+        rate: cfg.rate,
+        timeout: cfg.timeout,
+        record_connections: cfg.outputs.csv.is_some(),
+        source_ips: crate::common::load_run::source_ips(addr, cfg.source_ips),
+        server_pid: cfg.server_pid,
+    }
+}
+
+/// On a terminal, a progress line every second after the first two (erased at the end).
+fn progress_line() -> impl Fn(&Progress) + Sync {
+    let tty = std::io::stderr().is_terminal();
+    let last_second = std::sync::atomic::AtomicU64::new(0);
+    move |p| {
+        let second = p.elapsed.as_secs();
+        if !tty || second < 2 || last_second.swap(second, Ordering::Relaxed) == second {
+            return;
+        }
+        let rate = p.ops as f64 / p.measured.as_secs_f64().max(1e-9);
+        eprint!(
+            "\r  {:>6.1} s  {}  {rate:.0}/s  errors {}   \x1b[K",
+            p.elapsed.as_secs_f64(),
+            crate::render::words::count(p.ops, "op"),
+            p.errors
         );
     }
 }

@@ -100,20 +100,6 @@ pub struct Outcome {
     pub wire: Option<WireCounts>,
 }
 
-impl Outcome {
-    /// The connection as `crate::handshake::render` renders it, numbered `index`.
-    pub fn connection(&self, index: usize) -> crate::handshake::render::Connection<'_> {
-        crate::handshake::render::Connection {
-            index,
-            negotiated: &self.negotiated,
-            connect: self.connect,
-            handshake: self.handshake,
-            response: self.response,
-            wire: self.wire,
-        }
-    }
-}
-
 /// Tries each address `target` resolved to, in order, with the probe `at` makes for it; returns
 /// the first address that completed it. When none does, the first address's error, with how
 /// the others failed.

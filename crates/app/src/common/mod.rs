@@ -7,6 +7,7 @@ pub mod client_args;
 pub mod environment;
 pub mod error;
 pub mod library;
+pub mod load_run;
 pub mod metrics;
 pub mod output;
 pub mod servers;

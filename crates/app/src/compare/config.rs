@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
-use crate::bench::config::{ClientEngine, ClientWork};
 use crate::common::args::*;
+use crate::common::client_args::{ClientEngine, ClientWork};
 use crate::common::output::{OutputDir, OutputFile};
 
 /// A confidence level, between 0.5 and 1 (exclusive).

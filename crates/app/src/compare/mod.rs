@@ -20,8 +20,8 @@ use matrix::{Event, MatrixConfig};
 use model::compare::CompareDocument;
 use worker::WorkerSpec;
 
-use crate::bench::config::ClientEngine;
-use crate::bench::config::ClientWork;
+use crate::common::client_args::ClientEngine;
+use crate::common::client_args::ClientWork;
 use crate::compare::config::CompareArgs;
 use crate::compare::config::CtxChoice;
 use crate::compare::config::ExperimentChoice;

@@ -253,7 +253,7 @@ pub fn wire_table(doc: &CompareDocument) -> Table {
                 rows.push(vec![
                     v.label.clone(),
                     name.to_string(),
-                    crate::bench::render::wire_words(k),
+                    crate::render::wire::words(k),
                 ]);
             }
         }

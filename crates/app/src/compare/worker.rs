@@ -515,7 +515,7 @@ impl Load {
             rate: None,
             timeout: Duration::from_secs(10),
             record_connections: false,
-            source_ips: crate::bench::session::source_ips(self.target, LOAD_SOURCE_IPS),
+            source_ips: crate::common::load_run::source_ips(self.target, LOAD_SOURCE_IPS),
             server_pid: spec.server_pid,
         }
     }
@@ -529,11 +529,11 @@ impl Load {
         };
         let never = std::sync::atomic::AtomicBool::new(false);
         let (mut r, _) =
-            crate::bench::session::run(client, self.config(spec, count), &never, &|_| {})?;
+            crate::common::load_run::run(client, self.config(spec, count), &never, &|_| {})?;
         if warm_up {
             r.resumption.problem = None;
         }
-        crate::bench::session::check(&r).map_err(Error::msg)?;
+        crate::common::load_run::check(&r).map_err(Error::msg)?;
         Ok(r)
     }
 

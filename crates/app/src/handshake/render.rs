@@ -16,6 +16,20 @@ pub struct Connection<'a> {
     pub wire: Option<load::wire::WireCounts>,
 }
 
+impl<'a> Connection<'a> {
+    /// What one connection got, numbered `index`.
+    pub fn of(outcome: &'a crate::common::client::Outcome, index: usize) -> Connection<'a> {
+        Connection {
+            index,
+            negotiated: &outcome.negotiated,
+            connect: outcome.connect,
+            handshake: outcome.handshake,
+            response: outcome.response,
+            wire: outcome.wire,
+        }
+    }
+}
+
 /// "#1 127.0.0.1:4433 TLSv1.3 ... full connect=0.79ms handshake=1.86ms GET / -> 200".
 pub fn line(c: &Connection<'_>, addr: SocketAddr, request: Option<&str>) -> String {
     let n = c.negotiated;

@@ -215,10 +215,10 @@ fn experiment(e: &LabExperiment) -> String {
         escape(&obtained.join("; "))
     );
     s += &html_table(&runs_table(untraced, &e.traced, per));
-    let phases = crate::bench::page::phases(untraced);
+    let phases = crate::render::latency::phases(untraced);
     if !phases.is_empty() {
         s += &figure(
-            &crate::bench::page::percentile_plot(&phases),
+            &crate::render::latency::percentile_plot(&phases),
             &format!(
                 "{}: client-side latency by percentile, per phase (untraced)",
                 e.name

@@ -383,7 +383,7 @@ impl Run<'_> {
         };
         self.answers(ctx, server)?;
         let untraced = self.load(ctx, server, self.config.duration, self.config.warmup)?;
-        crate::bench::session::check(&untraced).map_err(Error::msg)?;
+        crate::common::load_run::check(&untraced).map_err(Error::msg)?;
         let mut note = None;
         let mut traced = Vec::new();
         for &backend in &self.config.backends {
@@ -397,7 +397,7 @@ impl Run<'_> {
                 (LabBackend::Kernel, None) => crate::fail!("no kernel probe plan for the server"),
                 (LabBackend::User, _) => self.traced_in_process(ctx, summary)?,
             };
-            crate::bench::session::check(&run.result).map_err(Error::msg)?;
+            crate::common::load_run::check(&run.result).map_err(Error::msg)?;
             traced.push(run);
         }
         Ok(Measured {
@@ -429,7 +429,7 @@ impl Run<'_> {
         warmup: Duration,
     ) -> Result<RunResult> {
         let cfg = load_config(self.config, self.e, server, duration, warmup);
-        crate::bench::session::run(
+        crate::common::load_run::run(
             load::Client::Rustls(&ctx.load),
             cfg,
             self.interrupted,
@@ -549,7 +549,7 @@ fn load_config(
         rate: None,
         timeout: Duration::from_secs(10),
         record_connections: false,
-        source_ips: crate::bench::session::source_ips(server.addr, 16),
+        source_ips: crate::common::load_run::source_ips(server.addr, 16),
         server_pid: Some(server.pid()),
     }
 }

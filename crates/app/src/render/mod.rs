@@ -2,8 +2,10 @@
 //! exposition, pcap and pprof files, and the words text reports are written in.
 
 pub mod html;
+pub mod latency;
 pub mod metrics;
 pub mod pcap;
 pub mod plot;
 pub mod pprof;
+pub mod wire;
 pub mod words;

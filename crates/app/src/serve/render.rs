@@ -125,6 +125,30 @@ fn requests(out: &mut impl Write, s: &StatsSnapshot) -> io::Result<()> {
     Ok(())
 }
 
+/// "tlsscope serve: listening on https://ADDR (rsa2048, OpenSSL 3.5.5, 1 thread, session cache
+/// on, tickets on)", with async mode's word where it is on.
+pub fn listening(
+    cfg: &crate::serve::config::ServeConfig,
+    l: &crate::serve::session::Listening<'_>,
+) -> String {
+    let on_off = |on: bool| if on { "on" } else { "off" };
+    let async_note = match (cfg.async_mode, l.engine) {
+        (false, _) => String::new(),
+        (true, Some(id)) => format!(", async with engine {id}"),
+        (true, None) => ", async (no engine: nothing pauses)".into(),
+    };
+    format!(
+        "tlsscope serve: listening on https://{} ({}, {}, {}, session cache {}, tickets {}{})",
+        l.addr,
+        l.cert_name,
+        l.lib.name(),
+        crate::render::words::count(cfg.threads, "thread"),
+        on_off(cfg.settings.session_cache),
+        on_off(cfg.settings.tickets),
+        async_note,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
