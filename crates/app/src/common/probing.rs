@@ -1,94 +1,14 @@
-//! What trace and sniff (and the lab) share on the session side: what to attach to (from the
-//! -p/--binary/--lib/--comm options), which backend, the targets in words, starting and ending
-//! a program tlsscope runs under its library, and when a trace or capture ends.
+//! What trace and sniff (and the lab) share on the session side: the backend choice, whether
+//! to try the in-process one first, the targets in words, starting and ending a program
+//! tlsscope runs under its library, and when a trace or capture ends. (The options that say
+//! what to attach to are checked in `attach_args`.)
 
-use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use probes::{Target, Threads};
+use probes::Target;
 
-use crate::common::args::TargetArgs;
 use crate::common::error::Result;
-
-impl TargetArgs {
-    /// Checks what to attach to (`verb`, "trace" or "sniff", names the command in the error) and
-    /// turns it into targets: processes, programs with TLS linked in, libraries; --comm is
-    /// checked here too.
-    pub fn targets(&self, verb: &str) -> anyhow::Result<Vec<Target>> {
-        let (pids, binary, lib) = (&self.pids, &self.binary, &self.lib);
-        if pids.is_empty() && binary.is_empty() && lib.is_empty() {
-            anyhow::bail!("nothing to {verb}: give -p PID, --binary PATH or --lib PATH");
-        }
-        if let Some(comm) = &self.comm {
-            if comm.is_empty() || comm.len() > 15 {
-                anyhow::bail!(
-                    "--comm {comm:?}: a thread name is 1 to 15 bytes (as in /proc/PID/comm)"
-                );
-            }
-        }
-        for pid in pids {
-            if !Path::new(&format!("/proc/{pid}")).exists() {
-                anyhow::bail!("no process with PID {pid}");
-            }
-        }
-        let mut targets = Vec::new();
-        // With --binary or --lib, the PIDs filter; alone, they also say which libraries to use.
-        if binary.is_empty() && lib.is_empty() {
-            targets.extend(pids.iter().map(|&p| Target::Pid(p)));
-        }
-        for path in binary {
-            if !path.is_file() {
-                anyhow::bail!("--binary {}: no such file", path.display());
-            }
-            targets.push(Target::Binary(path.clone()));
-        }
-        for path in lib {
-            if !path.is_file() {
-                anyhow::bail!("--lib {}: no such file", path.display());
-            }
-            targets.push(Target::Library(path.clone()));
-        }
-        Ok(targets)
-    }
-
-    /// The target options a command (after --) leaves meaningful: -p narrows its processes and
-    /// --comm its threads; --binary and --lib name what to attach to instead.
-    pub fn check_with_command(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            self.binary.is_empty() && self.lib.is_empty(),
-            "--binary and --lib name what to attach to: a command (after --) is its own target; leave one out"
-        );
-        Ok(())
-    }
-
-    /// The threads -p and --comm choose.
-    pub fn threads(&self) -> Threads {
-        Threads {
-            pids: self.pids.clone(),
-            comm: self.comm.clone(),
-        }
-    }
-}
-
-/// Checks that --backend fits what is traced (`verb`: "trace" or "sniff"): the kernel's probes
-/// go into running processes, not a command tlsscope starts; tlsscope's library goes into
-/// processes (a command, or -p), not files.
-pub fn check_backend(
-    backend: BackendChoice,
-    command: bool,
-    targets: &[Target],
-    verb: &str,
-) -> anyhow::Result<()> {
-    if command && backend == BackendChoice::Kernel {
-        let what = if verb == "trace" { "traces" } else { "sniffs" };
-        anyhow::bail!("--backend kernel {what} running processes: start the program, then tlsscope {verb} -p PID (or leave --backend out to {verb} the command in process)");
-    }
-    if !command && backend == BackendChoice::User && processes_only(targets).is_empty() {
-        anyhow::bail!("--backend user {verb}s processes: give -p PID (--binary and --lib need --backend kernel), or start the program: tlsscope {verb} -- COMMAND");
-    }
-    Ok(())
-}
 
 /// The backend asked for with `--backend`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

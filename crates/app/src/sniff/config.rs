@@ -16,8 +16,9 @@ use probes::sniff::SniffConfig;
 use probes::{PlacementMode, Selection, Target};
 
 use crate::common::args::*;
+use crate::common::attach_args::check_backend;
 use crate::common::output::OutputFile;
-use crate::common::probing::{check_backend, BackendChoice};
+use crate::common::probing::BackendChoice;
 use crate::render::pcap::PcapWriter;
 use crate::sniff::session::{Format, Incomplete, View};
 

@@ -11,8 +11,9 @@ use clap::Args;
 use probes::{Buckets, PlacementMode, Selection, Target};
 
 use crate::common::args::*;
+use crate::common::attach_args::check_backend;
 use crate::common::output::OutputFile;
-use crate::common::probing::{check_backend, BackendChoice};
+use crate::common::probing::BackendChoice;
 
 #[derive(Debug, Args)]
 pub struct TraceArgs {

@@ -15,13 +15,15 @@
 //!    duration, Ctrl-C, every traced process gone) while handing each `-i` interval to the
 //!    caller, detaches, and returns a [`session::Traced`]: the `model::trace::TraceDocument`,
 //!    the intervals, and why it ended.
-//! 4. **result -> report.** [`run`] writes the document as JSON (`--json`, `TraceDocument::
-//!    write_json`) and HTML ([`page::page`]), then the text report ([`render::trace_text`],
-//!    [`render::trace_footer`]); each interval's table is [`render::interval`].
+//! 4. **result -> report.** [`run`] writes the document as JSON (`--json`:
+//!    `TraceDocument::write_json`) and HTML (`--html`: [`page::page`]), then the text report
+//!    ([`render::trace_text`], [`render::trace_footer`]); each interval's table is
+//!    [`render::interval`].
 //!
 //! What trace shares with sniff and the lab (targets from the options, the backend choice,
 //! starting and ending a command, the end of a run, the figures per function) is in
-//! `crate::common::probing` and `crate::common::latency`.
+//! `crate::common::attach_args` (the target options, checked), `crate::common::probing` and
+//! `crate::common::latency`.
 
 pub mod config;
 pub mod page;
