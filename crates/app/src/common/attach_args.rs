@@ -86,3 +86,62 @@ pub fn check_backend(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(pids: &[u32], lib: &[&str], comm: Option<&str>) -> TargetArgs {
+        TargetArgs {
+            pids: pids.to_vec(),
+            binary: Vec::new(),
+            lib: lib.iter().map(std::path::PathBuf::from).collect(),
+            comm: comm.map(str::to_string),
+        }
+    }
+
+    fn refused(t: &TargetArgs, verb: &str) -> String {
+        t.targets(verb).expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn what_to_attach_to_is_checked_naming_the_option() {
+        assert_eq!(
+            refused(&args(&[], &[], None), "sniff"),
+            "nothing to sniff: give -p PID, --binary PATH or --lib PATH"
+        );
+        let me = std::process::id();
+        assert_eq!(
+            refused(&args(&[me], &[], Some("a-name-longer-than-15")), "trace"),
+            "--comm \"a-name-longer-than-15\": a thread name is 1 to 15 bytes (as in /proc/PID/comm)"
+        );
+        assert_eq!(
+            refused(&args(&[me], &["/nonexistent/libssl.so"], None), "trace"),
+            "--lib /nonexistent/libssl.so: no such file"
+        );
+        // -p alone: the processes; with a file, the PIDs only filter.
+        assert_eq!(
+            args(&[me], &[], None).targets("trace").unwrap(),
+            [Target::Pid(me)]
+        );
+        let exe = std::env::current_exe().unwrap();
+        let with_lib = args(&[me], &[exe.to_str().unwrap()], None);
+        assert_eq!(with_lib.targets("trace").unwrap(), [Target::Library(exe)]);
+    }
+
+    #[test]
+    fn a_backend_that_cannot_reach_the_targets_is_refused() {
+        assert_eq!(
+            check_backend(BackendChoice::Kernel, true, &[], "sniff").unwrap_err().to_string(),
+            "--backend kernel sniffs running processes: start the program, then tlsscope sniff -p PID (or leave --backend out to sniff the command in process)"
+        );
+        let lib = [Target::Library("/x.so".into())];
+        assert_eq!(
+            check_backend(BackendChoice::User, false, &lib, "trace").unwrap_err().to_string(),
+            "--backend user traces processes: give -p PID (--binary and --lib need --backend kernel), or start the program: tlsscope trace -- COMMAND"
+        );
+        assert!(check_backend(BackendChoice::User, false, &[Target::Pid(1)], "trace").is_ok());
+        assert!(check_backend(BackendChoice::User, true, &[], "trace").is_ok());
+        assert!(check_backend(BackendChoice::Kernel, false, &lib, "trace").is_ok());
+    }
+}

@@ -261,3 +261,75 @@ pub(crate) fn parse_size(s: &str) -> Result<u32, String> {
     }
     Ok(bytes as u32)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        args: SniffArgs,
+    }
+
+    /// `tlsscope sniff ARGS`, with a command after `--` (no root needed).
+    fn config(argv: &[&str]) -> anyhow::Result<Config> {
+        let line = Line::try_parse_from(std::iter::once("sniff").chain(argv.iter().copied()))
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        line.args.config()
+    }
+
+    #[test]
+    fn quiet_copies_no_payload_unless_the_pcap_wants_it() {
+        let c = config(&["-q", "--", "true"]).unwrap();
+        assert_eq!(c.view.format, Format::Quiet);
+        assert_eq!(c.probes.max_bytes, 0);
+        let pcap = std::env::temp_dir().join("tlsscope-unit-test.pcapng");
+        let c = config(&["-q", "--pcap", pcap.to_str().unwrap(), "--", "true"]).unwrap();
+        assert_eq!(c.probes.max_bytes, 16384);
+        assert_eq!(c.pcap.as_deref(), Some(pcap.as_path()));
+        assert!(!pcap.exists(), "the config creates no file");
+    }
+
+    #[test]
+    fn the_stream_goes_to_one_file_named_once() {
+        let dir = std::env::temp_dir();
+        let (a, b) = (
+            dir.join("tlsscope-unit-a.jsonl"),
+            dir.join("tlsscope-unit-b.txt"),
+        );
+        let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+        let c = config(&["--json", a, "--", "true"]).unwrap();
+        assert_eq!(c.view.format, Format::Json);
+        assert_eq!(c.stream.unwrap().path_or_dash(), Path::new(a));
+        // The old spelling: JSON lines into -o's file.
+        let c = config(&["--json", "-", "-o", b, "--", "true"]).unwrap();
+        assert_eq!(c.stream.unwrap().path_or_dash(), Path::new(b));
+        let e = config(&["--json", a, "-o", b, "--", "true"]).err().unwrap();
+        assert!(e
+            .downcast_ref::<crate::common::usage::UsageError>()
+            .is_some());
+        assert_eq!(
+            e.to_string(),
+            format!("--json {a} and -o {b}: say once where the stream goes (--json FILE for JSON lines)")
+        );
+        assert!(config(&["--hex", "--", "true"]).unwrap().stream.is_none());
+    }
+
+    #[test]
+    fn an_incomplete_capture_is_worded_with_the_option_that_helps() {
+        assert_eq!(
+            incomplete_message(&Incomplete::Lost {
+                calls: 3,
+                records: 1
+            }),
+            "3 calls lost in part or whole (1 ring-buffer record did not fit): use a larger --ring-size"
+        );
+        assert!(incomplete_message(&Incomplete::WrapperFailures(1))
+            .starts_with("1 in-process wrapper failed"));
+        assert!(
+            incomplete_message(&Incomplete::Unchecked(2)).starts_with("2 NSPR calls not sniffed")
+        );
+    }
+}

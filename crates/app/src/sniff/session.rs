@@ -841,6 +841,58 @@ mod tests {
     }
 
     #[test]
+    fn losses_come_first_then_failed_wrappers_then_unchecked_calls() {
+        let sniffed = |counters: SniffCounters, incomplete: u64| Sniffed {
+            tally: Tally {
+                incomplete,
+                ..Tally::default()
+            },
+            counters,
+            window: Duration::ZERO,
+            ended_by: None,
+            failure: None,
+        };
+        let counters = SniffCounters {
+            lost_calls: 5,
+            lost_records: 7,
+            unchecked: 2,
+            wrapper_failures: 1,
+            ..SniffCounters::default()
+        };
+        // The unchecked NSPR calls are counted in lost_calls too: not said twice.
+        assert_eq!(
+            sniffed(counters, 0).incomplete(),
+            Some(Incomplete::Lost {
+                calls: 3,
+                records: 7
+            })
+        );
+        let only_unchecked = SniffCounters {
+            lost_calls: 2,
+            wrapper_failures: 0,
+            ..counters
+        };
+        assert_eq!(
+            sniffed(only_unchecked, 0).incomplete(),
+            Some(Incomplete::Unchecked(2))
+        );
+        // A call the capture cut short is a loss, whatever the counters say.
+        assert!(matches!(
+            sniffed(only_unchecked, 1).incomplete(),
+            Some(Incomplete::Lost { calls: 0, .. })
+        ));
+        let failed_wrapper = SniffCounters {
+            wrapper_failures: 1,
+            ..SniffCounters::default()
+        };
+        assert_eq!(
+            sniffed(failed_wrapper, 0).incomplete(),
+            Some(Incomplete::WrapperFailures(1))
+        );
+        assert_eq!(sniffed(SniffCounters::default(), 0).incomplete(), None);
+    }
+
+    #[test]
     fn what_is_not_sniffed_is_said_in_one_line() {
         let missing = |function, path: &str, reason: &str| probes::Missing {
             function,

@@ -183,3 +183,76 @@ pub(crate) fn parse_linear(s: &str) -> Result<probes::Buckets, String> {
         _ => Err("not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)".to_string()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        args: TraceArgs,
+    }
+
+    /// `tlsscope trace ARGS`: a command after `--` keeps these tests from needing root (the
+    /// check that the kernel lets tlsscope trace is for running processes).
+    fn config(argv: &[&str]) -> anyhow::Result<Config> {
+        let line = Line::try_parse_from(std::iter::once("trace").chain(argv.iter().copied()))
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        line.args.config()
+    }
+
+    fn refused(argv: &[&str]) -> String {
+        match config(argv) {
+            Ok(_) => panic!("{argv:?} is accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_command_s_options_become_its_config() {
+        let c = config(&["-i", "2s", "--json", "-", "--per-pid", "--", "true", "x"]).unwrap();
+        assert_eq!(c.command, ["true", "x"]);
+        assert!(c.targets.is_empty());
+        assert_eq!(c.interval, Some(Duration::from_secs(2)));
+        // The JSON holds stdout: the text report and the intervals go elsewhere.
+        assert!(!c.text_to_stdout && !c.keep_intervals && c.histograms);
+        assert!(c.probes.per_pid && !c.probes.attach_all);
+        assert_eq!(c.probes.buckets, Buckets::Log2);
+        assert_eq!(c.backend, BackendChoice::Auto);
+        let c = config(&["--linear", "0,1000,200", "--no-histograms", "--", "true"]).unwrap();
+        assert!(c.text_to_stdout && !c.histograms);
+        assert!(matches!(
+            c.probes.buckets,
+            Buckets::Linear { step_us: 200, .. }
+        ));
+    }
+
+    #[test]
+    fn options_a_command_gives_no_meaning_are_refused_naming_them() {
+        assert_eq!(
+            refused(&["--attach-all", "--", "true"]),
+            "--attach-all attaches in every process: a command (after --) is traced in its own processes only; leave one out"
+        );
+        assert_eq!(
+            refused(&["--lib", "/x.so", "--", "true"]),
+            "--binary and --lib name what to attach to: a command (after --) is its own target; leave one out"
+        );
+        assert_eq!(
+            refused(&["--backend", "kernel", "--", "true"]),
+            "--backend kernel traces running processes: start the program, then tlsscope trace -p PID (or leave --backend out to trace the command in process)"
+        );
+    }
+
+    #[test]
+    fn two_outputs_on_stdout_are_a_usage_error() {
+        let e = config(&["--json", "-", "--html", "-", "--", "true"])
+            .err()
+            .unwrap();
+        assert!(e
+            .downcast_ref::<crate::common::usage::UsageError>()
+            .is_some());
+        assert!(e.to_string().contains("--json and --html"), "{e}");
+    }
+}
