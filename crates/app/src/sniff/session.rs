@@ -330,7 +330,7 @@ fn unseen_notes(attached: &[probes::AttachPoint]) -> Vec<String> {
 
 /// What the capture leaves out, in one line ("SSL_read_ex, SSL_write_ex in libssl: why"; a
 /// clause per file and reason), or None when it leaves out nothing.
-pub fn not_sniffed_line(missing: &[probes::Missing]) -> Option<String> {
+fn not_sniffed_line(missing: &[probes::Missing]) -> Option<String> {
     let mut groups: Vec<(&std::path::Path, &str, Vec<&str>)> = Vec::new();
     for m in missing {
         match groups
@@ -377,7 +377,7 @@ const MAX_SOCKETS: usize = 4096;
 const CHUNK: usize = 1 << 20;
 
 /// Where calls go (the stream, and a pcap when asked for), and what has been written so far.
-pub struct Writer<'a, W: Write> {
+struct Writer<'a, W: Write> {
     view: View,
     out: &'a mut dyn Write,
     pcap: Option<&'a mut PcapWriter<W>>,
@@ -426,7 +426,7 @@ impl Delivery {
 
 /// A capture's tally whose last calls may still be on their way to the output: settled once
 /// the stream is finished (see [`Writer::into_tally`]).
-pub struct Unsettled {
+struct Unsettled {
     tally: Tally,
     delivery: Delivery,
 }
@@ -551,7 +551,7 @@ pub fn losses(now: &SniffCounters, before: Option<&SniffCounters>) -> Losses {
 
 /// Converts the probes' CLOCK_MONOTONIC times to wall-clock time for the pcap.
 #[derive(Clone, Copy)]
-pub struct Clock {
+struct Clock {
     realtime_minus_monotonic_ns: i128,
 }
 
@@ -692,7 +692,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 /// How a capture ended.
-pub struct CaptureEnd {
+struct CaptureEnd {
     /// How long it captured (the detach that follows is not counted).
     pub window: Duration,
     /// Why it ended early ("signal", "the sniffed process exited"); None when the duration ran
@@ -743,7 +743,7 @@ const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// Reads the sniffer's calls into `writer` until `until` says stop or writing fails; the
 /// output is flushed when the calls pause and every `FLUSH_EVERY` while they flow, and losses are written where they happen. What is still
 /// in the ring buffer at the end is written too, unless the output is gone.
-pub fn capture<W: Write>(
+fn capture<W: Write>(
     sniffer: &dyn Capture,
     writer: &mut Writer<'_, W>,
     until: &Until<'_>,

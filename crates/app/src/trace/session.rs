@@ -254,7 +254,7 @@ fn attach(config: &Config) -> Result<Session> {
 
 /// The document's parts known once tracing is over, before the tracer (and its list of
 /// attached probes) is dropped. The figures are filled in from the final snapshot.
-pub fn document(
+fn document(
     targets: &[String],
     buckets: Buckets,
     tracer: &dyn Trace,
@@ -333,7 +333,7 @@ pub fn document(
 /// kernel backend; for the in-process backend (whose probes are tlsscope's own wrapper library)
 /// the TLS libraries the traced processes map, those still running.
 /// Repeats are left in (`environment::note_traced` names each file once).
-pub fn traced_files(tracer: &dyn probes::Trace, pids: &[u32]) -> Vec<String> {
+fn traced_files(tracer: &dyn probes::Trace, pids: &[u32]) -> Vec<String> {
     match tracer.backend() {
         probes::Backend::Kernel => tracer
             .attached()
@@ -349,8 +349,8 @@ pub fn traced_files(tracer: &dyn probes::Trace, pids: &[u32]) -> Vec<String> {
     }
 }
 
-/// The end of an interval of [`watch`]: the time since the start, how long it was, and whether
-/// it is the part of an interval the trace ended in (shorter than asked).
+/// The end of an interval of the wait loop: the time since the start, how long it was, and
+/// whether it is the part of an interval the trace ended in (shorter than asked).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IntervalEnd {
     pub at: Duration,
@@ -362,7 +362,7 @@ pub struct IntervalEnd {
 /// interval ends; at the end, the calls of the last interval, whole or partial, so no interval
 /// is lost; `tick` runs every 50 ms (metrics scrapes are answered there). Returns why it ended
 /// early, if it did ("signal", "the traced process exited"); None when the duration ran out.
-pub fn watch(
+fn watch(
     tracer: &dyn Trace,
     until: &Until<'_>,
     interval: Option<Duration>,
@@ -446,7 +446,7 @@ impl Intervals {
 
 /// The document's figures from the final snapshot: calls per function and outcome, lost
 /// cells, probed calls and what they cost.
-pub fn fill(doc: &mut TraceDocument, snapshot: &Snapshot, buckets: Buckets) {
+fn fill(doc: &mut TraceDocument, snapshot: &Snapshot, buckets: Buckets) {
     doc.functions = function_stats(snapshot, buckets);
     doc.dropped_cells = snapshot.dropped_cells;
     doc.wrapper_failures = wrapper_failures(snapshot);
@@ -468,7 +468,7 @@ fn wrapper_failures(snapshot: &Snapshot) -> Vec<WrapperFailureDoc> {
 }
 
 /// How many functions are probed, each once however many processes it is probed in.
-pub fn function_count(attached: &[probes::latency::Attached]) -> usize {
+fn function_count(attached: &[probes::latency::Attached]) -> usize {
     let mut names: Vec<&str> = attached.iter().map(|a| a.point.function.name).collect();
     names.sort_unstable();
     names.dedup();
@@ -476,7 +476,7 @@ pub fn function_count(attached: &[probes::latency::Attached]) -> usize {
 }
 
 /// The files the probes are in, each once: "libssl.so.3, libcrypto.so.3".
-pub fn file_names(attached: &[probes::latency::Attached]) -> String {
+fn file_names(attached: &[probes::latency::Attached]) -> String {
     let mut names: Vec<String> = Vec::new();
     for a in attached {
         let name = a.point.path.file_name().map_or_else(
@@ -492,7 +492,7 @@ pub fn file_names(attached: &[probes::latency::Attached]) -> String {
 
 /// The finite upper bounds of `buckets`, in microseconds: the `le` labels of the exported
 /// histograms. Log2: 1 us to 2^22 us (4.2 s), so the bounds stay the same in every export.
-pub fn bucket_bounds_us(buckets: Buckets) -> Vec<u64> {
+fn bucket_bounds_us(buckets: Buckets) -> Vec<u64> {
     match buckets {
         Buckets::Log2 => (0..=22).map(|b| 1u64 << b).collect(),
         Buckets::Linear { .. } => (0u8..=u8::MAX)
@@ -504,9 +504,7 @@ pub fn bucket_bounds_us(buckets: Buckets) -> Vec<u64> {
 /// Per traced function, the library it is traced in and that library's version ("libssl",
 /// "3.0.19"): the metrics' labels. Reading a version reads the library's file, so this is done
 /// once per trace, not per scrape.
-pub fn metric_libraries(
-    tracer: &dyn Trace,
-) -> std::collections::BTreeMap<String, (String, String)> {
+fn metric_libraries(tracer: &dyn Trace) -> std::collections::BTreeMap<String, (String, String)> {
     let mut libraries = std::collections::BTreeMap::new();
     let mut versions: std::collections::HashMap<&std::path::Path, String> = Default::default();
     for a in tracer.attached() {
@@ -534,7 +532,7 @@ pub fn metric_libraries(
 
 /// What a trace has counted up to `snapshot`, as metrics (`--metrics-listen`,
 /// `--metrics-file`), each function labeled from `libraries` ([`metric_libraries`]).
-pub fn metrics(
+fn metrics(
     snapshot: &Snapshot,
     buckets: Buckets,
     tracer: &dyn Trace,
