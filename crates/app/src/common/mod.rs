@@ -2,14 +2,17 @@
 //! targets, the blocking client, servers under test, signals, output files and errors.
 
 pub mod args;
+pub mod attach_args;
 pub mod client;
 pub mod client_args;
 pub mod environment;
 pub mod error;
+pub mod latency;
 pub mod library;
 pub mod load_run;
 pub mod metrics;
 pub mod output;
+pub mod probing;
 pub mod servers;
 pub mod signals;
 pub mod sockets;

@@ -31,7 +31,7 @@ pub struct LabArgs {
     /// Who traces the server: kernel (eBPF uprobes on it), user (tlsscope's library inside a
     /// server started under it), or auto (a traced run with each, side by side).
     #[arg(long, default_value = "auto", value_name = "BACKEND")]
-    pub backend: crate::trace::session::BackendChoice,
+    pub backend: crate::common::probing::BackendChoice,
     /// Also write the report as one self-contained HTML page: rates and the cost of tracing,
     /// where the server's time goes, and per experiment the handshakes, CPU, latency and the
     /// server's traced calls as histograms.

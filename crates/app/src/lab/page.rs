@@ -238,7 +238,7 @@ fn experiment(e: &LabExperiment) -> String {
             let per_op: f64 =
                 of.iter().map(|c| c.summary.count).sum::<u64>() as f64 / t.result.ops.max(1) as f64;
             s += &figure(
-                &crate::trace::page::histogram_plot(name, &of),
+                &crate::render::histogram::histogram_plot(name, &of),
                 &format!("{name}: {per_op:.2} calls per {per}, time per call by outcome"),
             );
         }

@@ -16,8 +16,8 @@ use probes::{Buckets, Calibration, Groups, Plan, Selection, Target, Threads, Tra
 
 use crate::common::client::{client_context, connect_once, ClientOptions, Probe};
 use crate::common::error::{Context, Error, Result};
+use crate::common::probing::BackendChoice;
 use crate::common::servers::{self, ServerProcess};
-use crate::trace::session::BackendChoice;
 
 /// The server under test.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -236,7 +236,7 @@ pub fn run(
             // crypto functions of a server with an engine loaded (they would crash it).
             let asked = Selection::latency(Groups::all(), engine.is_some());
             let mut left_out = Vec::new();
-            let everything = crate::trace::session::without_crypto_in_async_jobs(
+            let everything = crate::common::probing::without_crypto_in_async_jobs(
                 &asked,
                 &[server.pid()],
                 &mut left_out,
@@ -466,7 +466,7 @@ impl Run<'_> {
                 summary.not_attached.push(m.function);
             }
         }
-        *note = crate::trace::session::syscall_hooks_note(&tracer);
+        *note = crate::common::latency::syscall_hooks_note(&tracer);
         if self.crypto_left_out {
             let why = "kernel probes on SSL entry points only here: crypto functions run inside \
                        async jobs, on the jobs' own stacks, where a return probe loses its place \
@@ -481,7 +481,7 @@ impl Run<'_> {
         Ok(Traced {
             backend: LabBackend::Kernel,
             result,
-            calls: crate::trace::session::function_stats(&delta, Buckets::Log2),
+            calls: crate::common::latency::function_stats(&delta, Buckets::Log2),
         })
     }
 
@@ -521,7 +521,7 @@ impl Run<'_> {
         Ok(Traced {
             backend: LabBackend::User,
             result,
-            calls: crate::trace::session::function_stats(&snapshot, Buckets::Log2),
+            calls: crate::common::latency::function_stats(&snapshot, Buckets::Log2),
         })
     }
 }

@@ -1,10 +1,12 @@
 //! Rendering pieces that several commands' reports share: HTML pages, plots, Prometheus
 //! exposition, pcap and pprof files, and the words text reports are written in.
 
+pub mod histogram;
 pub mod html;
 pub mod latency;
 pub mod metrics;
 pub mod pcap;
+pub mod placement;
 pub mod plot;
 pub mod pprof;
 pub mod wire;

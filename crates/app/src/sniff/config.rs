@@ -1,9 +1,29 @@
-//! `tlsscope sniff`'s options, as the command line defines them.
+//! `tlsscope sniff`'s options, as the command line defines them ([`SniffArgs`]), and the
+//! checked settings made from them once ([`SniffArgs::config`] -> [`Config`]): the only part of
+//! the command that knows flag names, so the files the options name are opened here too, and
+//! an incomplete capture is worded here.
 
+use std::ffi::OsString;
+use std::fs::{File, OpenOptions};
+use std::io::BufWriter;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context;
 use clap::Args;
+use probes::sniff::SniffConfig;
+use probes::{PlacementMode, Selection, Target};
 
 use crate::common::args::*;
+use crate::common::attach_args::check_backend;
 use crate::common::output::OutputFile;
+use crate::common::probing::BackendChoice;
+use crate::render::pcap::PcapWriter;
+use crate::sniff::session::{Format, Incomplete, View};
+
+/// The kernel backend's ring buffer unless --ring-size says otherwise.
+const KERNEL_RING_BYTES: u32 = 16 << 20;
 
 #[derive(Debug, Args)]
 pub struct SniffArgs {
@@ -52,7 +72,7 @@ pub struct SniffArgs {
     /// attached with ptrace), or auto (user for a command, and for -p when the processes let it
     /// in and the in-process ring takes --ring-size; kernel otherwise, and for --binary/--lib).
     #[arg(long, default_value = "auto", value_name = "BACKEND")]
-    pub backend: crate::trace::session::BackendChoice,
+    pub backend: BackendChoice,
     /// Where the kernel backend's probes go: emulated (on an instruction the kernel emulates
     /// where one is as good as the entry: a push or NOP entry, the one after endbr64, or the
     /// first callee for calls from the function when it gets the function's buffer; cheaper
@@ -63,6 +83,164 @@ pub struct SniffArgs {
     /// exits, and ending the capture ends it (SIGTERM).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// What `tlsscope sniff` is asked to do, checked.
+pub struct Config {
+    /// What to attach to (-p, --binary, --lib); empty with a command.
+    pub targets: Vec<Target>,
+    /// -p: with a command, the processes it narrows the capture to; without, the processes
+    /// whose end ends the capture.
+    pub pids: Vec<u32>,
+    /// A program to start and sniff (after --), with its arguments; empty for none.
+    pub command: Vec<OsString>,
+    pub backend: BackendChoice,
+    /// Where the kernel backend's probes go.
+    pub placement: PlacementMode,
+    /// The functions to probe (the data calls, and the handshake's with --handshake).
+    pub selection: Selection,
+    /// The threads, bytes per call and ring sizes.
+    pub probes: SniffConfig,
+    pub duration: Option<Duration>,
+    /// What to show of each call.
+    pub view: View,
+    /// The file the stream goes to (-o FILE or --json FILE); None: standard output.
+    pub stream: Option<OutputFile>,
+    /// The pcapng file (--pcap), if any.
+    pub pcap: Option<PathBuf>,
+}
+
+impl SniffArgs {
+    /// Checks the options and makes them the capture's settings: what to attach to (a
+    /// process, file or library that is not there is an error here), the probes, the view and
+    /// where the stream goes.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let targets = if self.command.is_empty() {
+            probes::latency::check_can_trace()?;
+            self.target.targets("sniff")?
+        } else {
+            self.target.check_with_command()?;
+            Vec::new()
+        };
+        let stream = self.stream_file()?.cloned();
+        check_backend(self.backend, !self.command.is_empty(), &targets, "sniff")?;
+        // Counts only: the probes need not copy any payload (unless the pcap wants it).
+        let max_bytes = if self.quiet && self.pcap.is_none() {
+            0
+        } else {
+            self.max_bytes
+        };
+        Ok(Config {
+            targets,
+            pids: self.target.pids.clone(),
+            command: self.command.clone(),
+            backend: self.backend,
+            placement: self.placement,
+            selection: Selection::Plaintext {
+                handshake: self.handshake,
+            },
+            probes: SniffConfig {
+                threads: self.target.threads(),
+                max_bytes,
+                ring_bytes: self.ring_size.unwrap_or(KERNEL_RING_BYTES),
+                user_ring_bytes: self
+                    .ring_size
+                    .map_or(probes::user::DEFAULT_RING_BYTES, u64::from),
+                handshake_records: self.handshake,
+            },
+            duration: self.duration,
+            view: View {
+                format: if self.quiet {
+                    Format::Quiet
+                } else if self.json.is_some() {
+                    Format::Json
+                } else if self.hex {
+                    Format::Hex
+                } else {
+                    Format::Text
+                },
+                grep: self.grep.clone(),
+                redact_headers: self.redact_headers,
+            },
+            stream,
+            pcap: self.pcap.as_ref().and_then(|p| p.path.clone()),
+        })
+    }
+
+    /// The file the stream goes to (None: stdout): `-o FILE`, or `--json FILE`; the old
+    /// `--json -o FILE` (JSON into FILE) still means that.
+    fn stream_file(&self) -> anyhow::Result<Option<&OutputFile>> {
+        if let (Some(o), Some(j)) = (&self.output, &self.json) {
+            if !o.is_stdout() && !j.is_stdout() {
+                crate::usage_bail!(
+                    "--json {} and -o {}: say once where the stream goes (--json FILE for JSON lines)",
+                    j.path_or_dash().display(),
+                    o.path_or_dash().display()
+                );
+            }
+        }
+        Ok([&self.output, &self.json]
+            .into_iter()
+            .flatten()
+            .find(|f| !f.is_stdout()))
+    }
+}
+
+impl Config {
+    /// Creates the stream's file, if it goes to one (private: it holds plaintext).
+    pub fn create_stream(&self) -> anyhow::Result<Option<File>> {
+        self.stream
+            .as_ref()
+            .and_then(|o| Some((o.path.as_deref()?, &o.flag)))
+            .map(|(path, flag)| create_private(path, flag))
+            .transpose()
+    }
+
+    /// Creates the pcapng file, if one is asked for (private, as the stream).
+    pub fn create_pcap(&self) -> anyhow::Result<Option<PcapWriter<BufWriter<File>>>> {
+        let Some(path) = &self.pcap else {
+            return Ok(None);
+        };
+        Ok(Some(
+            PcapWriter::new(BufWriter::new(create_private(path, "--pcap")?))
+                .with_context(|| format!("--pcap {}: cannot write", path.display()))?,
+        ))
+    }
+}
+
+/// Opens a file for captured plaintext: created with mode 0600 (and kept so if it existed).
+/// `flag` names the option in errors.
+fn create_private(path: &Path, flag: &str) -> anyhow::Result<File> {
+    let f = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("{flag} {}: cannot create it", path.display()))?;
+    use std::os::unix::fs::PermissionsExt;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("{flag} {}: cannot make it private (0600)", path.display()))?;
+    Ok(f)
+}
+
+/// Why a capture is not complete, in the error line the user gets (after "tlsscope: error: ").
+pub fn incomplete_message(why: &Incomplete) -> String {
+    let count = crate::render::words::count;
+    match *why {
+        Incomplete::Lost { calls, records } => format!(
+            "{} lost in part or whole ({} did not fit): use a larger --ring-size",
+            count(calls, "call"),
+            count(records, "ring-buffer record")
+        ),
+        Incomplete::WrapperFailures(n) => format!(
+            "{} failed and stopped copying their function's calls in that process (the program kept running): later calls were not captured",
+            count(n, "in-process wrapper")
+        ),
+        Incomplete::Unchecked(n) => format!(
+            "{n} NSPR calls not sniffed: whether their file was a TLS socket could not be checked (the process's memory map was being changed)"
+        ),
+    }
 }
 
 /// "4M", "256K", "65536": a power of two of at least 4096 bytes.
@@ -82,4 +260,76 @@ pub(crate) fn parse_size(s: &str) -> Result<u32, String> {
         return Err("the ring size must be a power of two from 4K to 1024M".to_string());
     }
     Ok(bytes as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        args: SniffArgs,
+    }
+
+    /// `tlsscope sniff ARGS`, with a command after `--` (no root needed).
+    fn config(argv: &[&str]) -> anyhow::Result<Config> {
+        let line = Line::try_parse_from(std::iter::once("sniff").chain(argv.iter().copied()))
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        line.args.config()
+    }
+
+    #[test]
+    fn quiet_copies_no_payload_unless_the_pcap_wants_it() {
+        let c = config(&["-q", "--", "true"]).unwrap();
+        assert_eq!(c.view.format, Format::Quiet);
+        assert_eq!(c.probes.max_bytes, 0);
+        let pcap = std::env::temp_dir().join("tlsscope-unit-test.pcapng");
+        let c = config(&["-q", "--pcap", pcap.to_str().unwrap(), "--", "true"]).unwrap();
+        assert_eq!(c.probes.max_bytes, 16384);
+        assert_eq!(c.pcap.as_deref(), Some(pcap.as_path()));
+        assert!(!pcap.exists(), "the config creates no file");
+    }
+
+    #[test]
+    fn the_stream_goes_to_one_file_named_once() {
+        let dir = std::env::temp_dir();
+        let (a, b) = (
+            dir.join("tlsscope-unit-a.jsonl"),
+            dir.join("tlsscope-unit-b.txt"),
+        );
+        let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+        let c = config(&["--json", a, "--", "true"]).unwrap();
+        assert_eq!(c.view.format, Format::Json);
+        assert_eq!(c.stream.unwrap().path_or_dash(), Path::new(a));
+        // The old spelling: JSON lines into -o's file.
+        let c = config(&["--json", "-", "-o", b, "--", "true"]).unwrap();
+        assert_eq!(c.stream.unwrap().path_or_dash(), Path::new(b));
+        let e = config(&["--json", a, "-o", b, "--", "true"]).err().unwrap();
+        assert!(e
+            .downcast_ref::<crate::common::usage::UsageError>()
+            .is_some());
+        assert_eq!(
+            e.to_string(),
+            format!("--json {a} and -o {b}: say once where the stream goes (--json FILE for JSON lines)")
+        );
+        assert!(config(&["--hex", "--", "true"]).unwrap().stream.is_none());
+    }
+
+    #[test]
+    fn an_incomplete_capture_is_worded_with_the_option_that_helps() {
+        assert_eq!(
+            incomplete_message(&Incomplete::Lost {
+                calls: 3,
+                records: 1
+            }),
+            "3 calls lost in part or whole (1 ring-buffer record did not fit): use a larger --ring-size"
+        );
+        assert!(incomplete_message(&Incomplete::WrapperFailures(1))
+            .starts_with("1 in-process wrapper failed"));
+        assert!(
+            incomplete_message(&Incomplete::Unchecked(2)).starts_with("2 NSPR calls not sniffed")
+        );
+    }
 }

@@ -1,70 +1,246 @@
-//! A sniff session: each captured call filtered, given its socket's ends and handed to
-//! `crate::sniff::render` (text, hex or JSON lines, and a pcap), losses said in the stream where they
-//! happened, and the tally for the summary.
+//! A capture, from its checked [`Config`] to what it did ([`Sniffed`]): [`run`] attaches the
+//! sniffer (or starts the command under tlsscope's library), creates the output files, and
+//! writes each captured call as it completes: filtered, given its socket's ends and handed to
+//! `crate::sniff::render` (text, hex or JSON lines, and a pcap), losses said in the stream where
+//! they happened; at the end it detaches and settles the tally for the summary.
 
 use std::collections::HashMap;
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use model::sniff::{Losses, Record, Tally};
-use probes::sniff::{
-    Assembler, Call, Capture, Direction, Polled, SniffConfig, SniffCounters, Sniffer,
-};
-use probes::Target;
+use probes::sniff::{Assembler, Call, Capture, Direction, Polled, SniffCounters, Sniffer};
+use probes::Edge;
 
 use crate::common::error::Result;
-use crate::fail;
+use crate::common::latency::placement_doc;
+use crate::common::probing::{
+    alive, attached_words, end_program, planned_words, processes_only, spawn, user_first,
+    watched_pids, BackendChoice, Until,
+};
 use crate::render::pcap::PcapWriter;
+use crate::sniff::config::Config;
 use crate::sniff::render::{push_hex, push_text, redact_headers, write_json, write_lost_line};
-use crate::trace::session::BackendChoice;
 
-/// What to sniff and how, as typed values.
-pub struct Request<'a> {
-    /// -p, --binary, --lib (empty with a command).
-    pub targets: Vec<Target>,
-    /// A program to start and sniff (`sniff -- COMMAND ARGS...`).
-    pub command: &'a [std::ffi::OsString],
-    pub backend: BackendChoice,
-    pub selection: probes::Selection,
-    pub config: SniffConfig,
-    /// Where the kernel backend's probes go (`--placement`).
-    pub placement: probes::PlacementMode,
+/// Why a capture is not complete (it then ends with exit status 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Incomplete {
+    /// Calls lost in part or whole: the ring buffer was full (`records` did not fit).
+    Lost { calls: u64, records: u64 },
+    /// In-process wrappers that failed and stopped copying their function's calls.
+    WrapperFailures(u64),
+    /// NSPR calls whose file could not be checked for being a TLS socket.
+    Unchecked(u64),
+}
+
+/// What a capture did: what reached the output (the tally), the probes' counters, how long
+/// it captured, why it ended early, and what failed on the way (a poll, the output), which
+/// the caller reports after the summary.
+pub struct Sniffed {
+    pub tally: Tally,
+    pub counters: SniffCounters,
+    pub window: Duration,
+    pub ended_by: Option<String>,
+    pub failure: Option<anyhow::Error>,
+}
+
+impl Sniffed {
+    /// Why the capture is not complete, if it is not.
+    pub fn incomplete(&self) -> Option<Incomplete> {
+        let c = &self.counters;
+        if c.lost_calls > c.unchecked || self.tally.incomplete > 0 {
+            Some(Incomplete::Lost {
+                calls: c.lost_calls.saturating_sub(c.unchecked),
+                records: c.lost_records,
+            })
+        } else if c.wrapper_failures > 0 {
+            Some(Incomplete::WrapperFailures(c.wrapper_failures))
+        } else if c.unchecked > 0 {
+            Some(Incomplete::Unchecked(c.unchecked))
+        } else {
+            None
+        }
+    }
+}
+
+/// How long a command tlsscope started has to exit after SIGTERM when the capture ends.
+const CHILD_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs the capture `config` asks for until its end (the duration, `stop`, every sniffed
+/// process gone, the output closed or full): each call goes to the stream (and the pcap) as
+/// it completes. The probes are detached before this returns, on every way out.
+pub fn run(config: &Config, stop: &AtomicBool) -> anyhow::Result<Sniffed> {
+    let mut session = start(config)?;
+    // The files once the probes are in: a sniff that cannot start leaves no empty file (the
+    // command line checked that they can be made). The output file's size says how much of the
+    // stream it holds, whatever the writer thread has left to write when the disk fills.
+    let mut measure = None;
+    let mut out = match config.create_stream()? {
+        // Past the page cache: a busy server's capture runs at tens of MB/s.
+        Some(file) => {
+            measure = file.try_clone().ok();
+            Stream::File(host::DirectFile::new(file))
+        }
+        None => Stream::Stdout(BufWriter::new(io::stdout())),
+    };
+    let mut pcap = config.create_pcap()?;
+    for note in &session.notes {
+        eprintln!("tlsscope sniff: {note}");
+    }
+    let sniffer = &*session.capture;
+    let backend = sniffer.backend();
+    eprintln!(
+        "tlsscope sniff: {} {} ({}){}; Ctrl-C to stop",
+        crate::render::words::count(sniffer.functions().len() as u64, "function"),
+        match backend {
+            probes::Backend::Kernel => "attached",
+            probes::Backend::User => "wrapped in process",
+        },
+        sniffer.functions().join(", "),
+        if session.targets.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " in {}, {} backend",
+                session.targets.join(", "),
+                backend.name()
+            )
+        }
+    );
+    if let Some(line) = not_sniffed_line(sniffer.not_attached()) {
+        eprintln!("tlsscope sniff: {line}");
+    }
+    if let Some(note) = sniffer
+        .syscall_hooks()
+        .and_then(|h| h.note(Edge::Enter, probes::sniff::SYSCALL_ENTERS_EFFECT))
+    {
+        eprintln!("tlsscope sniff: {note}");
+    }
+
+    let mut writer = Writer::new(config.view.clone(), &mut out, pcap.as_mut());
+    if let Some(file) = measure {
+        writer = writer.measured_by(file);
+    }
+    let watched = watched_pids(session.child.as_ref(), &config.pids);
+    let until = Until {
+        duration: config.duration,
+        pids: &watched,
+        stop,
+    };
+    let end = capture(sniffer, &mut writer, &until);
+    let (window, mut ended_by) = (end.window, end.ended_by);
+    let mut failure: Option<anyhow::Error> = end.poll_error.map(Into::into);
+    if let Some(e) = &end.write_error {
+        ended_by = Some(output_problem(e, config));
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            failure = Some(anyhow::anyhow!("{}", ended_by.clone().unwrap_or_default()));
+        }
+    }
+    let counters = sniffer.counters();
+    if let Some(child) = session.child.as_mut() {
+        if let Some(how) = end_program(child, CHILD_GRACE) {
+            ended_by.get_or_insert(how);
+        }
+    }
+    crate::common::output::detach_noting(session, "sniff");
+    let mut flushed = writer.flush();
+    let unsettled = writer.into_tally();
+    flushed = flushed.and(out.finish());
+    let mut tally = unsettled.settle();
+    tally.output_failed = end.write_error.is_some();
+    if let Some(p) = pcap.as_mut() {
+        flushed = flushed.and(p.flush());
+    }
+    if let (Err(e), None) = (&flushed, &failure) {
+        if e.kind() != io::ErrorKind::BrokenPipe {
+            failure = Some(anyhow::anyhow!("{}", output_problem(e, config)));
+        }
+    }
+    Ok(Sniffed {
+        tally,
+        counters: counters?,
+        window,
+        ended_by,
+        failure,
+    })
+}
+
+/// Where the stream goes: a file (`-o`) or standard output.
+enum Stream {
+    File(host::DirectFile),
+    Stdout(BufWriter<io::Stdout>),
+}
+
+impl Stream {
+    /// Waits until everything written is where it goes, with the first error on the way.
+    fn finish(&mut self) -> io::Result<()> {
+        match self {
+            Stream::File(f) => f.wait(),
+            Stream::Stdout(s) => s.flush(),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::File(f) => f.write(data),
+            Stream::Stdout(s) => s.write(data),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::File(f) => f.flush(),
+            Stream::Stdout(s) => s.flush(),
+        }
+    }
+}
+
+/// Why writing failed, in the words the user needs.
+fn output_problem(e: &io::Error, config: &Config) -> String {
+    let target = match &config.stream {
+        Some(o) => o.path_or_dash().display().to_string(),
+        None => "standard output".to_string(),
+    };
+    match e.kind() {
+        io::ErrorKind::BrokenPipe => "output closed".to_string(),
+        _ if e.raw_os_error() == Some(libc::ENOSPC) => {
+            format!("cannot write to {target}: no space left on the device")
+        }
+        _ => format!("cannot write to {target}: {e}"),
+    }
 }
 
 /// A running capture, and the program tlsscope started, if it did.
-pub struct Session {
-    pub capture: Box<dyn Capture>,
-    pub child: Option<std::process::Child>,
+struct Session {
+    capture: Box<dyn Capture>,
+    child: Option<std::process::Child>,
     /// The targets, in words (for the in-process backend).
-    pub targets: Vec<String>,
+    targets: Vec<String>,
     /// How the capture was set up, where the user should know (a fallback, and why).
-    pub notes: Vec<String>,
+    notes: Vec<String>,
 }
 
 /// Starts sniffing: the kernel's uprobes on the targets, or tlsscope's library in a program it
 /// starts or in running processes (`--backend user`; auto where it covers every function).
-pub fn start(request: &Request<'_>) -> Result<Session> {
-    let c = &request.config;
+fn start(config: &Config) -> Result<Session> {
+    let c = &config.probes;
     let user = |tracer: probes::user::UserTracer| -> Box<dyn Capture> {
         tracer.enable_sniff(c.max_bytes);
         Box::new(tracer)
     };
-    if !request.command.is_empty() {
-        if request.backend == BackendChoice::Kernel {
-            fail!("--backend kernel sniffs running processes: start the program, then tlsscope sniff -p PID (or leave --backend out to sniff the command in process)");
-        }
-        if !request.targets.is_empty() {
-            fail!("a command is its own target: leave out -p, --binary and --lib, or the command");
-        }
+    if !config.command.is_empty() {
         let tracer = probes::user::UserTracer::new(
-            &request.selection,
+            &config.selection,
             probes::Buckets::Log2,
             false,
             c.threads.clone(),
             c.user_ring_bytes,
         )?;
-        let child = crate::trace::session::spawn(request.command, &tracer)?;
+        let child = spawn(&config.command, &tracer)?;
         let targets = vec![format!("pid {}", child.id())];
         return Ok(Session {
             capture: user(tracer),
@@ -73,16 +249,15 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
             notes: Vec::new(),
         });
     }
-    let pids = crate::trace::session::processes_only(&request.targets);
+    let pids = processes_only(&config.targets);
     // With auto, a --ring-size only the kernel's ring takes (4K, 8K...) asks for the kernel.
-    let try_user =
-        crate::trace::session::user_first(request.backend, &pids, &request.selection, "sniff")?
-            && (request.backend == BackendChoice::User
-                || probes::user::valid_ring_bytes(c.user_ring_bytes));
+    let try_user = user_first(config.backend, &pids, &config.selection)
+        && (config.backend == BackendChoice::User
+            || probes::user::valid_ring_bytes(c.user_ring_bytes));
     let mut notes = Vec::new();
     if try_user {
         match probes::user::UserTracer::attach(
-            &request.selection,
+            &config.selection,
             probes::Buckets::Log2,
             false,
             &pids,
@@ -90,7 +265,7 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
             c.user_ring_bytes,
         ) {
             Ok(tracer) => {
-                let targets = crate::trace::session::attached_words(&tracer);
+                let targets = attached_words(&tracer);
                 return Ok(Session {
                     capture: user(tracer),
                     child: None,
@@ -98,7 +273,7 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
                     notes,
                 });
             }
-            Err(e @ probes::Error::Attach { .. }) if request.backend == BackendChoice::Auto => {
+            Err(e @ probes::Error::Attach { .. }) if config.backend == BackendChoice::Auto => {
                 notes.push(format!("{e}; sniffing with the kernel backend instead"));
             }
             Err(e) => return Err(e.into()),
@@ -106,11 +281,11 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
     }
     // The handshake calls are probed whatever --handshake says (see
     // `SniffConfig::handshake_records`).
-    let selection = match request.selection {
+    let selection = match config.selection {
         probes::Selection::Plaintext { .. } => probes::Selection::Plaintext { handshake: true },
         ref other => other.clone(),
     };
-    let plan = probes::Plan::new(&request.targets, selection)?.with_placement(request.placement);
+    let plan = probes::Plan::new(&config.targets, selection)?.with_placement(config.placement);
     let sniffer = Sniffer::start(c, &plan)?;
     notes.extend(placement_note(sniffer.attached()));
     notes.extend(unseen_notes(sniffer.attached()));
@@ -118,7 +293,7 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
     let targets = if plan.children.is_empty() {
         Vec::new()
     } else {
-        crate::trace::session::planned_words(&request.targets, &plan)
+        planned_words(&config.targets, &plan)
     };
     Ok(Session {
         capture: Box::new(sniffer),
@@ -133,9 +308,9 @@ pub fn start(request: &Request<'_>) -> Result<Session> {
 fn placement_note(attached: &[probes::AttachPoint]) -> Option<String> {
     let docs: Vec<(&str, model::trace::PlacementDoc)> = attached
         .iter()
-        .map(|p| (p.function.name, crate::trace::session::placement_doc(p)))
+        .map(|p| (p.function.name, placement_doc(p)))
         .collect();
-    crate::trace::render::placement_line(docs.iter().map(|(f, d)| (*f, d)))
+    crate::render::placement::placement_line(docs.iter().map(|(f, d)| (*f, d)))
 }
 
 /// The calls a callee placement does not see (they return before the callee is called, having
@@ -155,7 +330,7 @@ fn unseen_notes(attached: &[probes::AttachPoint]) -> Vec<String> {
 
 /// What the capture leaves out, in one line ("SSL_read_ex, SSL_write_ex in libssl: why"; a
 /// clause per file and reason), or None when it leaves out nothing.
-pub fn not_sniffed_line(missing: &[probes::Missing]) -> Option<String> {
+fn not_sniffed_line(missing: &[probes::Missing]) -> Option<String> {
     let mut groups: Vec<(&std::path::Path, &str, Vec<&str>)> = Vec::new();
     for m in missing {
         match groups
@@ -202,7 +377,7 @@ const MAX_SOCKETS: usize = 4096;
 const CHUNK: usize = 1 << 20;
 
 /// Where calls go (the stream, and a pcap when asked for), and what has been written so far.
-pub struct Writer<'a, W: Write> {
+struct Writer<'a, W: Write> {
     view: View,
     out: &'a mut dyn Write,
     pcap: Option<&'a mut PcapWriter<W>>,
@@ -251,7 +426,7 @@ impl Delivery {
 
 /// A capture's tally whose last calls may still be on their way to the output: settled once
 /// the stream is finished (see [`Writer::into_tally`]).
-pub struct Unsettled {
+struct Unsettled {
     tally: Tally,
     delivery: Delivery,
 }
@@ -376,7 +551,7 @@ pub fn losses(now: &SniffCounters, before: Option<&SniffCounters>) -> Losses {
 
 /// Converts the probes' CLOCK_MONOTONIC times to wall-clock time for the pcap.
 #[derive(Clone, Copy)]
-pub struct Clock {
+struct Clock {
     realtime_minus_monotonic_ns: i128,
 }
 
@@ -517,7 +692,7 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 /// How a capture ended.
-pub struct CaptureEnd {
+struct CaptureEnd {
     /// How long it captured (the detach that follows is not counted).
     pub window: Duration,
     /// Why it ended early ("signal", "the sniffed process exited"); None when the duration ran
@@ -568,10 +743,10 @@ const FLUSH_EVERY: Duration = Duration::from_millis(100);
 /// Reads the sniffer's calls into `writer` until `until` says stop or writing fails; the
 /// output is flushed when the calls pause and every `FLUSH_EVERY` while they flow, and losses are written where they happen. What is still
 /// in the ring buffer at the end is written too, unless the output is gone.
-pub fn capture<W: Write>(
+fn capture<W: Write>(
     sniffer: &dyn Capture,
     writer: &mut Writer<'_, W>,
-    until: &crate::trace::session::Until<'_>,
+    until: &Until<'_>,
 ) -> CaptureEnd {
     let started = std::time::Instant::now();
     let mut assembler = Assembler::default();
@@ -621,7 +796,7 @@ pub fn capture<W: Write>(
         if until.duration.is_some_and(|d| started.elapsed() >= d) {
             break;
         }
-        if !until.pids.is_empty() && until.pids.iter().all(|&p| !crate::trace::session::alive(p)) {
+        if !until.pids.is_empty() && until.pids.iter().all(|&p| !alive(p)) {
             end.ended_by = Some("the sniffed process exited".into());
             break;
         }
@@ -663,6 +838,58 @@ mod tests {
 
     fn polled(calls: usize, fullest: Option<f64>) -> Polled {
         Polled { calls, fullest }
+    }
+
+    #[test]
+    fn losses_come_first_then_failed_wrappers_then_unchecked_calls() {
+        let sniffed = |counters: SniffCounters, incomplete: u64| Sniffed {
+            tally: Tally {
+                incomplete,
+                ..Tally::default()
+            },
+            counters,
+            window: Duration::ZERO,
+            ended_by: None,
+            failure: None,
+        };
+        let counters = SniffCounters {
+            lost_calls: 5,
+            lost_records: 7,
+            unchecked: 2,
+            wrapper_failures: 1,
+            ..SniffCounters::default()
+        };
+        // The unchecked NSPR calls are counted in lost_calls too: not said twice.
+        assert_eq!(
+            sniffed(counters, 0).incomplete(),
+            Some(Incomplete::Lost {
+                calls: 3,
+                records: 7
+            })
+        );
+        let only_unchecked = SniffCounters {
+            lost_calls: 2,
+            wrapper_failures: 0,
+            ..counters
+        };
+        assert_eq!(
+            sniffed(only_unchecked, 0).incomplete(),
+            Some(Incomplete::Unchecked(2))
+        );
+        // A call the capture cut short is a loss, whatever the counters say.
+        assert!(matches!(
+            sniffed(only_unchecked, 1).incomplete(),
+            Some(Incomplete::Lost { calls: 0, .. })
+        ));
+        let failed_wrapper = SniffCounters {
+            wrapper_failures: 1,
+            ..SniffCounters::default()
+        };
+        assert_eq!(
+            sniffed(failed_wrapper, 0).incomplete(),
+            Some(Incomplete::WrapperFailures(1))
+        );
+        assert_eq!(sniffed(SniffCounters::default(), 0).incomplete(), None);
     }
 
     #[test]

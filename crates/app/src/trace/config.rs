@@ -1,9 +1,19 @@
-//! `tlsscope trace`'s options, as the command line defines them.
+//! `tlsscope trace`'s options, as the command line defines them ([`TraceArgs`]), and the
+//! checked settings made from them once ([`TraceArgs::config`] -> [`Config`]): the only part of
+//! the command that knows flag names.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::Args;
+use probes::{Buckets, PlacementMode, Selection, Target};
 
 use crate::common::args::*;
+use crate::common::attach_args::check_backend;
 use crate::common::output::OutputFile;
+use crate::common::probing::BackendChoice;
 
 #[derive(Debug, Args)]
 pub struct TraceArgs {
@@ -63,13 +73,91 @@ pub struct TraceArgs {
     /// with ptrace), or auto (user for a command, and for -p when it covers every function
     /// asked for and the processes let it in; kernel otherwise).
     #[arg(long, default_value = "auto", value_name = "BACKEND")]
-    pub backend: crate::trace::session::BackendChoice,
+    pub backend: BackendChoice,
     #[command(flatten)]
     pub metrics: MetricsArgs,
     /// A program to start and trace, with its arguments (after --); the trace ends when it
     /// exits, and ending the trace ends it (SIGTERM).
     #[arg(last = true, value_name = "COMMAND")]
     pub command: Vec<std::ffi::OsString>,
+}
+
+/// What `tlsscope trace` is asked to do, checked.
+pub struct Config {
+    /// What to attach to (-p, --binary, --lib); empty with a command.
+    pub targets: Vec<Target>,
+    /// -p: with a command, the processes it narrows the trace to; without, the processes whose
+    /// end ends the trace.
+    pub pids: Vec<u32>,
+    /// A program to start and trace (after --), with its arguments; empty for none.
+    pub command: Vec<OsString>,
+    pub backend: BackendChoice,
+    /// The functions to probe (--probes, --functions, --exact-outcomes).
+    pub selection: Selection,
+    /// The threads, buckets, per-process split and --attach-all.
+    pub probes: probes::TraceConfig,
+    /// Where the kernel backend's probes go.
+    pub placement: PlacementMode,
+    pub duration: Option<Duration>,
+    /// How often the last interval's table is printed (-i).
+    pub interval: Option<Duration>,
+    pub metrics_listen: Option<SocketAddr>,
+    pub metrics_file: Option<PathBuf>,
+    /// Whether the intervals are kept for the report (the HTML page plots them).
+    pub keep_intervals: bool,
+    /// The text report (and the interval tables) on stdout: no --json or --html is `-`.
+    pub text_to_stdout: bool,
+    /// Histograms in the text report (not --no-histograms).
+    pub histograms: bool,
+    pub json: Option<OutputFile>,
+    pub html: Option<OutputFile>,
+}
+
+impl TraceArgs {
+    /// Checks the options and makes them the trace's settings: what to attach to (a process,
+    /// file or library that is not there is an error here), the probes, the outputs.
+    pub fn config(&self) -> anyhow::Result<Config> {
+        let text_to_stdout = !crate::common::output::one_on_stdout([&self.json, &self.html])?;
+        let targets = if self.command.is_empty() {
+            probes::latency::check_can_trace()?;
+            self.target.targets("trace")?
+        } else {
+            self.target.check_with_command()?;
+            anyhow::ensure!(
+                !self.attach_all,
+                "--attach-all attaches in every process: a command (after --) is traced in its own processes only; leave one out"
+            );
+            Vec::new()
+        };
+        check_backend(self.backend, !self.command.is_empty(), &targets, "trace")?;
+        Ok(Config {
+            targets,
+            pids: self.target.pids.clone(),
+            command: self.command.clone(),
+            backend: self.backend,
+            selection: Selection::Latency {
+                groups: self.probes,
+                only: self.functions.clone(),
+                exact: self.exact_outcomes,
+            },
+            probes: probes::TraceConfig {
+                threads: self.target.threads(),
+                buckets: self.linear.unwrap_or(Buckets::Log2),
+                per_pid: self.per_pid,
+                attach_all: self.attach_all,
+            },
+            placement: self.placement,
+            duration: self.duration,
+            interval: self.interval,
+            metrics_listen: self.metrics.metrics_listen,
+            metrics_file: self.metrics.file().map(PathBuf::from),
+            keep_intervals: self.html.is_some(),
+            text_to_stdout,
+            histograms: !self.no_histograms,
+            json: self.json.clone(),
+            html: self.html.clone(),
+        })
+    }
 }
 
 pub(crate) fn parse_groups(s: &str) -> Result<probes::Groups, String> {
@@ -93,5 +181,78 @@ pub(crate) fn parse_linear(s: &str) -> Result<probes::Buckets, String> {
     match numbers[..] {
         [min, max, step] => probes::Buckets::linear(min, max, step),
         _ => Err("not MIN,MAX,STEP in microseconds (e.g. 0,1000,200)".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Line {
+        #[command(flatten)]
+        args: TraceArgs,
+    }
+
+    /// `tlsscope trace ARGS`: a command after `--` keeps these tests from needing root (the
+    /// check that the kernel lets tlsscope trace is for running processes).
+    fn config(argv: &[&str]) -> anyhow::Result<Config> {
+        let line = Line::try_parse_from(std::iter::once("trace").chain(argv.iter().copied()))
+            .unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+        line.args.config()
+    }
+
+    fn refused(argv: &[&str]) -> String {
+        match config(argv) {
+            Ok(_) => panic!("{argv:?} is accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_command_s_options_become_its_config() {
+        let c = config(&["-i", "2s", "--json", "-", "--per-pid", "--", "true", "x"]).unwrap();
+        assert_eq!(c.command, ["true", "x"]);
+        assert!(c.targets.is_empty());
+        assert_eq!(c.interval, Some(Duration::from_secs(2)));
+        // The JSON holds stdout: the text report and the intervals go elsewhere.
+        assert!(!c.text_to_stdout && !c.keep_intervals && c.histograms);
+        assert!(c.probes.per_pid && !c.probes.attach_all);
+        assert_eq!(c.probes.buckets, Buckets::Log2);
+        assert_eq!(c.backend, BackendChoice::Auto);
+        let c = config(&["--linear", "0,1000,200", "--no-histograms", "--", "true"]).unwrap();
+        assert!(c.text_to_stdout && !c.histograms);
+        assert!(matches!(
+            c.probes.buckets,
+            Buckets::Linear { step_us: 200, .. }
+        ));
+    }
+
+    #[test]
+    fn options_a_command_gives_no_meaning_are_refused_naming_them() {
+        assert_eq!(
+            refused(&["--attach-all", "--", "true"]),
+            "--attach-all attaches in every process: a command (after --) is traced in its own processes only; leave one out"
+        );
+        assert_eq!(
+            refused(&["--lib", "/x.so", "--", "true"]),
+            "--binary and --lib name what to attach to: a command (after --) is its own target; leave one out"
+        );
+        assert_eq!(
+            refused(&["--backend", "kernel", "--", "true"]),
+            "--backend kernel traces running processes: start the program, then tlsscope trace -p PID (or leave --backend out to trace the command in process)"
+        );
+    }
+
+    #[test]
+    fn two_outputs_on_stdout_are_a_usage_error() {
+        let e = config(&["--json", "-", "--html", "-", "--", "true"])
+            .err()
+            .unwrap();
+        assert!(e
+            .downcast_ref::<crate::common::usage::UsageError>()
+            .is_some());
+        assert!(e.to_string().contains("--json and --html"), "{e}");
     }
 }

@@ -3,9 +3,10 @@
 
 use std::io::{self, Write};
 
-use model::trace::{FunctionStats, PlacementDoc, TraceDocument};
+use model::trace::{FunctionStats, TraceDocument};
 use stats::buckets::Bucket;
 
+use crate::render::histogram::us_label;
 use crate::render::words::duration;
 
 /// The text report: a histogram per function and outcome, then one stats table.
@@ -46,7 +47,7 @@ pub fn trace_footer(w: &mut impl Write, doc: &TraceDocument) -> io::Result<()> {
         .attached
         .iter()
         .filter_map(|a| Some((a.function.as_str(), a.placement.as_ref()?)));
-    if let Some(line) = placement_line(placed) {
+    if let Some(line) = crate::render::placement::placement_line(placed) {
         writeln!(w, "{line}")?;
     }
     for m in &doc.not_attached {
@@ -81,42 +82,24 @@ pub fn trace_footer(w: &mut impl Write, doc: &TraceDocument) -> io::Result<()> {
     Ok(())
 }
 
-/// "placement: 8 of 11 functions on emulated instructions (4 entry, 4 callee); single-stepped:
-/// SSL_connect, SSL_accept, SSL_get_error", for (function, placement) pairs (kernel probes).
-pub fn placement_line<'a>(
-    placed: impl IntoIterator<Item = (&'a str, &'a PlacementDoc)>,
-) -> Option<String> {
-    let placed: Vec<(&str, &PlacementDoc)> = placed.into_iter().collect();
-    if placed.is_empty() {
-        return None;
+/// One interval's table, headed by where it ends ("--- 2.0 s"; a partial one says how long it
+/// was).
+pub fn interval(
+    w: &mut impl Write,
+    functions: &[FunctionStats],
+    end: crate::trace::session::IntervalEnd,
+) -> io::Result<()> {
+    if end.partial {
+        writeln!(
+            w,
+            "--- {:.1} s (partial interval: the last {:.1} s)",
+            end.at.as_secs_f64(),
+            end.length.as_secs_f64()
+        )?;
+    } else {
+        writeln!(w, "--- {:.1} s", end.at.as_secs_f64())?;
     }
-    let emulated = placed.iter().filter(|(_, p)| p.emulated).count();
-    let mut kinds: Vec<String> = Vec::new();
-    for at in ["entry", "entry+4", "callee"] {
-        let n = placed
-            .iter()
-            .filter(|(_, p)| p.emulated && p.at == at)
-            .count();
-        if n > 0 {
-            kinds.push(format!("{n} {at}"));
-        }
-    }
-    let stepped: Vec<&str> = placed
-        .iter()
-        .filter(|(_, p)| !p.emulated)
-        .map(|(f, _)| *f)
-        .collect();
-    let mut line = format!(
-        "placement: {emulated} of {} on emulated instructions",
-        crate::render::words::count(placed.len() as u64, "function")
-    );
-    if !kinds.is_empty() {
-        line.push_str(&format!(" ({})", kinds.join(", ")));
-    }
-    if !stepped.is_empty() {
-        line.push_str(&format!("; single-stepped: {}", stepped.join(", ")));
-    }
-    Some(line)
+    stats_table(w, functions)
 }
 
 /// Columns: function, outcome, count, average, total, p50, p99 (estimated from buckets).
@@ -163,17 +146,6 @@ fn write_histogram(w: &mut impl Write, buckets: &[Bucket]) -> io::Result<()> {
         writeln!(w, "{range:<20} {:>10} |{bar:<52}|", b.count)?;
     }
     Ok(())
-}
-
-/// Microseconds with bpftrace's K/M suffixes for round values.
-pub(crate) fn us_label(us: u64) -> String {
-    if us >= 1_000_000 && us.is_multiple_of(1_000_000) {
-        format!("{}s", us / 1_000_000)
-    } else if us >= 1000 && us.is_multiple_of(1000) {
-        format!("{}ms", us / 1000)
-    } else {
-        format!("{us}us")
-    }
 }
 
 #[cfg(test)]

@@ -1,99 +1,260 @@
-//! Tracing, as `trace` and the lab do it: what to attach to, the trace document built from a
-//! tracer, and the kernel's cells grouped per function and outcome.
+//! A trace, from its checked [`Config`] to its [`Traced`] result: [`run`] binds the metrics
+//! exporter, attaches the probes (or starts the command under tlsscope's library), waits for
+//! the end while handing each interval's calls to the caller, detaches, and returns the trace
+//! document. It says how the trace was set up on stderr as it goes; the report is the caller's.
 
-use std::path::PathBuf;
+use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use model::trace::{
-    BucketScheme, FunctionStats, KernelHookDoc, MissingDoc, Overhead, PlacementDoc, ProbeDoc,
+    BucketScheme, FunctionStats, Interval, KernelHookDoc, MissingDoc, Overhead, ProbeDoc,
     TraceDocument, WrapperFailureDoc,
 };
 use probes::latency::SYSCALL_EXITS_EFFECT;
-use probes::{catalog, Buckets, Edge, Outcome, Snapshot, Target, Trace};
-use stats::buckets::{summarize, Bucket};
+use probes::{Buckets, Edge, Snapshot, Trace};
 
 use crate::common::error::Result;
-use crate::fail;
+use crate::common::latency::{function_stats, placement_doc, syscall_hooks_note};
+use crate::common::metrics::Exporter;
+use crate::common::probing::{
+    alive, attached_words, end_program, planned_words, processes_only, spawn, user_first,
+    watched_pids, without_crypto_in_async_jobs, BackendChoice, Until,
+};
+use crate::trace::config::Config;
 
-/// The one line worth saying about the tracer's syscall hooks, if any (a private tracefs mount,
-/// or hooks missing and what that costs).
-pub fn syscall_hooks_note(tracer: &dyn Trace) -> Option<String> {
-    tracer
-        .syscall_hooks()?
-        .note(Edge::Exit, SYSCALL_EXITS_EFFECT)
+/// Calls of tlsscope's own function used to measure the cost of a probed call.
+const CALIBRATION_CALLS: u64 = 20_000;
+
+/// How long a command tlsscope started has to exit after SIGTERM when the trace ends.
+const CHILD_GRACE: Duration = Duration::from_secs(10);
+
+/// How often the targets' process tree is read for children forked since the start (a read of
+/// every /proc/PID/stat).
+const FOLLOW_EVERY: Duration = Duration::from_millis(500);
+
+/// What a trace found: the document (figures, probes, environment), the intervals the HTML
+/// page plots (kept only when it is asked for), and why the trace ended early, if it did.
+pub struct Traced {
+    pub doc: TraceDocument,
+    pub intervals: Vec<Interval>,
+    pub ended_by: Option<String>,
 }
 
-/// Checks what to attach to (shared by trace and sniff, `verb` naming which) and turns it into
-/// targets: processes, programs with TLS linked in, libraries; `comm` is checked here too.
-pub fn targets(
-    pids: &[u32],
-    binary: &[PathBuf],
-    lib: &[PathBuf],
-    comm: Option<&str>,
-    verb: &str,
-) -> Result<Vec<Target>> {
-    if pids.is_empty() && binary.is_empty() && lib.is_empty() {
-        fail!("nothing to {verb}: give -p PID, --binary PATH or --lib PATH");
+/// Runs the trace `config` asks for until its end (the duration, `stop`, or every traced
+/// process gone); `each` gets every interval's calls as the interval ends (with -i).
+/// The probes are detached before this returns, on every way out.
+pub fn run(
+    config: &Config,
+    stop: &AtomicBool,
+    each: &mut dyn FnMut(&[FunctionStats], IntervalEnd) -> io::Result<()>,
+) -> anyhow::Result<Traced> {
+    // The metrics first: a taken port or an unwritable file is found before anything is
+    // attached or started.
+    let mut exporter = Exporter::bind(config.metrics_listen, config.metrics_file.as_deref())?;
+    let mut session = start(config)?;
+    for note in &session.notes {
+        eprintln!("tlsscope trace: {note}");
     }
-    if let Some(comm) = comm {
-        if comm.is_empty() || comm.len() > 15 {
-            fail!("--comm {comm:?}: a thread name is 1 to 15 bytes (as in /proc/PID/comm)");
+    let tracer = &*session.tracer;
+    let started = Instant::now();
+    eprintln!(
+        "tlsscope trace: {} {} ({}, {} backend); {}",
+        crate::render::words::count(function_count(tracer.attached()) as u64, "function"),
+        match tracer.backend() {
+            probes::Backend::Kernel => format!("attached in {}", file_names(tracer.attached())),
+            probes::Backend::User => "wrapped in process".to_string(),
+        },
+        session.targets.join(", "),
+        tracer.backend().name(),
+        match config.duration {
+            Some(d) => format!("for {:.1} s, Ctrl-C to stop early", d.as_secs_f64()),
+            None => "Ctrl-C to stop".to_string(),
         }
+    );
+    for m in tracer.not_attached() {
+        eprintln!(
+            "tlsscope trace: not traced: {} in {}: {}",
+            m.function,
+            m.path.display(),
+            m.reason
+        );
     }
-    for pid in pids {
-        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            fail!("no process with PID {pid}");
+    if let Some(note) = syscall_hooks_note(tracer) {
+        eprintln!("tlsscope trace: {note}");
+    }
+
+    // Fault injection for the tests: a panic while the probes are attached must still detach
+    // them (the tracer's Drop runs as the panic unwinds).
+    if std::env::var_os("TLSSCOPE_TEST_PANIC_WHILE_TRACING").is_some() {
+        panic!("TLSSCOPE_TEST_PANIC_WHILE_TRACING is set");
+    }
+    let watched = watched_pids(session.child.as_ref(), &config.pids);
+    let until = Until {
+        duration: config.duration,
+        pids: &watched,
+        stop,
+    };
+    let buckets = config.probes.buckets;
+    let cost = tracer.calibration().map_or(0.0, |c| c.cost_ns_per_call());
+    let libraries = metric_libraries(tracer);
+    let mut render = |format: crate::render::metrics::Format| {
+        let snapshot = tracer.snapshot().map_err(|e| e.to_string())?;
+        let m = metrics(&snapshot, buckets, tracer, cost, &libraries);
+        Ok(crate::render::metrics::exposition(&m, format))
+    };
+    if let Some(addr) = exporter.addr() {
+        eprintln!("tlsscope trace: metrics at http://{addr}/metrics");
+    }
+    let mut intervals: Vec<Interval> = Vec::new();
+    let mut keep = |functions: &[FunctionStats], end: IntervalEnd| {
+        // The page plots calls per interval: a partial one would show as a false drop.
+        if config.keep_intervals && !end.partial {
+            intervals.push(Interval {
+                at_s: end.at.as_secs_f64(),
+                functions: functions.to_vec(),
+            });
         }
-    }
-    let mut targets = Vec::new();
-    // With --binary or --lib, the PIDs filter; alone, they also say which libraries to use.
-    if binary.is_empty() && lib.is_empty() {
-        targets.extend(pids.iter().map(|&p| Target::Pid(p)));
-    }
-    for path in binary {
-        if !path.is_file() {
-            fail!("--binary {}: no such file", path.display());
-        }
-        targets.push(Target::Binary(path.clone()));
-    }
-    for path in lib {
-        if !path.is_file() {
-            fail!("--lib {}: no such file", path.display());
-        }
-        targets.push(Target::Library(path.clone()));
-    }
-    Ok(targets)
+        each(functions, end)
+    };
+    // Children the targets fork from now on (a reloaded server's new workers) are probed too.
+    let mut followed_at = Instant::now();
+    let end = watch(
+        tracer,
+        &until,
+        config.interval,
+        buckets,
+        &mut keep,
+        &mut || {
+            if followed_at.elapsed() >= FOLLOW_EVERY {
+                followed_at = Instant::now();
+                for (parent, child) in tracer.follow_children() {
+                    eprintln!("tlsscope trace: following pid {child}, forked by {parent} since the start (same library)");
+                }
+            }
+            exporter.tick(&mut render)
+        },
+    );
+    let snapshot = tracer.final_snapshot();
+    // The file's last figures: the final ones, before the probes go.
+    let written = match &snapshot {
+        Ok(last) => exporter.write_file(&mut |format| {
+            let m = metrics(last, buckets, tracer, cost, &libraries);
+            Ok(crate::render::metrics::exposition(&m, format))
+        }),
+        Err(_) => Ok(()),
+    };
+    let elapsed = started.elapsed();
+    let environment = crate::common::environment::host(std::env::args().collect());
+    let mut doc = document(&session.targets, buckets, tracer, elapsed, environment);
+    let paths = traced_files(tracer, &watched);
+    crate::common::environment::note_traced(&mut doc.environment, paths.iter().map(String::as_str));
+    // Detach before the report: a slow or closed stdout must not keep the probes in place.
+    let child_end = session
+        .child
+        .as_mut()
+        .and_then(|c| end_program(c, CHILD_GRACE));
+    crate::common::output::detach_noting(session, "trace");
+    let ended_by = end?.map(|why| match child_end {
+        Some(how) if why != "signal" => how,
+        _ => why,
+    });
+    fill(&mut doc, &snapshot?, buckets);
+    written?;
+    Ok(Traced {
+        doc,
+        intervals,
+        ended_by,
+    })
 }
 
-/// "pid 1, library /x.so".
-pub fn target_words(targets: &[Target]) -> String {
-    targets
+/// A running trace: its tracer, and the program tlsscope started, if it did.
+struct Session {
+    tracer: Box<dyn Trace>,
+    /// The targets, in words ("pid 12", "command nginx -g ...").
+    targets: Vec<String>,
+    child: Option<std::process::Child>,
+    /// What the user should know about how the trace was set up (a fallback, and why).
+    notes: Vec<String>,
+}
+
+/// Starts tracing: attaches to the targets, or starts the command under the probes.
+fn start(config: &Config) -> Result<Session> {
+    if config.command.is_empty() {
+        return attach(config);
+    }
+    let c = &config.probes;
+    // Trace copies no calls: the smallest rings.
+    let mut tracer = probes::user::UserTracer::new(
+        &config.selection,
+        c.buckets,
+        c.per_pid,
+        c.threads.clone(),
+        probes::user::MIN_RING_BYTES,
+    )?;
+    tracer.calibrate(CALIBRATION_CALLS)?;
+    let child = spawn(&config.command, &tracer)?;
+    let words = config
+        .command
         .iter()
-        .map(|t| match t {
-            Target::Pid(p) => format!("pid {p}"),
-            Target::Binary(p) => format!("binary {}", p.display()),
-            Target::Library(p) => format!("library {}", p.display()),
-        })
+        .map(|a| a.to_string_lossy())
         .collect::<Vec<_>>()
-        .join(", ")
+        .join(" ");
+    Ok(Session {
+        tracer: Box::new(tracer),
+        targets: vec![format!("command {words} (pid {})", child.id())],
+        child: Some(child),
+        notes: Vec::new(),
+    })
 }
 
-/// A process that exists and is not a zombie.
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // "pid (comm) S ...": the state follows the last ')'.
-        Ok(stat) => stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.trim_start().chars().next())
-            .is_some_and(|state| state != 'Z' && state != 'X'),
-        Err(_) => false,
+/// Traces running processes: in process where asked (or, with auto, where that covers every
+/// function asked for and the processes let it in), else with the kernel's uprobes.
+fn attach(config: &Config) -> Result<Session> {
+    let pids = processes_only(&config.targets);
+    let mut notes = Vec::new();
+    if user_first(config.backend, &pids, &config.selection) {
+        let c = &config.probes;
+        let rings = probes::user::MIN_RING_BYTES;
+        match probes::user::UserTracer::attach(
+            &config.selection,
+            c.buckets,
+            c.per_pid,
+            &pids,
+            c.threads.comm.clone(),
+            rings,
+        ) {
+            Ok(mut tracer) => {
+                tracer.calibrate(CALIBRATION_CALLS)?;
+                let targets = attached_words(&tracer);
+                return Ok(Session {
+                    tracer: Box::new(tracer),
+                    targets,
+                    child: None,
+                    notes,
+                });
+            }
+            Err(e @ probes::Error::Attach { .. }) if config.backend == BackendChoice::Auto => {
+                notes.push(format!("{e}; tracing with the kernel backend instead"));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
+    let selection = without_crypto_in_async_jobs(&config.selection, &pids, &mut notes)?;
+    let plan = probes::Plan::new(&config.targets, selection)?.with_placement(config.placement);
+    let mut tracer = probes::Tracer::start(&config.probes, &plan)?;
+    tracer.calibrate(CALIBRATION_CALLS)?;
+    Ok(Session {
+        tracer: Box::new(tracer),
+        targets: planned_words(&config.targets, &plan),
+        child: None,
+        notes,
+    })
 }
 
 /// The document's parts known once tracing is over, before the tracer (and its list of
 /// attached probes) is dropped. The figures are filled in from the final snapshot.
-pub fn document(
+fn document(
     targets: &[String],
     buckets: Buckets,
     tracer: &dyn Trace,
@@ -168,74 +329,11 @@ pub fn document(
     doc
 }
 
-/// Where a kernel probe sits, for the document.
-pub(crate) fn placement_doc(point: &probes::AttachPoint) -> PlacementDoc {
-    PlacementDoc {
-        at: point.placement.name().to_string(),
-        emulated: point.placement.emulated(),
-        probe_offset: point.probe_offset(),
-        unseen: point.placement.unseen().map(str::to_string),
-    }
-}
-
-/// Groups the kernel's cells into one entry per (process, function, outcome), in catalog
-/// order, then outcome order.
-pub fn function_stats(snapshot: &Snapshot, buckets: Buckets) -> Vec<FunctionStats> {
-    let mut keys: Vec<(u16, Outcome, u32)> = snapshot
-        .cells
-        .iter()
-        .map(|c| (c.function, c.outcome, c.pid))
-        .collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let mut out = Vec::new();
-    for (function, outcome, pid) in keys {
-        let Some(f) = catalog::function(function) else {
-            continue;
-        };
-        let cells = snapshot
-            .cells
-            .iter()
-            .filter(|c| (c.function, c.outcome, c.pid) == (function, outcome, pid));
-        let mut list: Vec<Bucket> = Vec::new();
-        let mut total_ns = 0;
-        for c in cells {
-            let (low_us, high_us) = buckets.range_us(c.bucket);
-            list.push(Bucket {
-                low_us,
-                high_us,
-                count: c.count,
-                total_ns: Some(c.total_ns),
-            });
-            total_ns += c.total_ns;
-        }
-        list.sort_by_key(|b| b.low_us);
-        out.push(FunctionStats {
-            function: f.name.to_string(),
-            group: f.group.name().to_string(),
-            outcome: outcome.name().to_string(),
-            pid: (pid != 0).then_some(pid),
-            summary: summarize(&list, total_ns),
-            buckets: list,
-        });
-    }
-    out
-}
-
-/// The processes whose end ends a trace or capture: the program tlsscope started, if it did,
-/// else the -p targets.
-pub fn watched_pids(child: Option<&std::process::Child>, targets: &[u32]) -> Vec<u32> {
-    match child {
-        Some(c) => vec![c.id()],
-        None => targets.to_vec(),
-    }
-}
-
 /// The library files whose calls a trace counted, for the environment: the probes' files for the
 /// kernel backend; for the in-process backend (whose probes are tlsscope's own wrapper library)
 /// the TLS libraries the traced processes map, those still running.
 /// Repeats are left in (`environment::note_traced` names each file once).
-pub fn traced_files(tracer: &dyn probes::Trace, pids: &[u32]) -> Vec<String> {
+fn traced_files(tracer: &dyn probes::Trace, pids: &[u32]) -> Vec<String> {
     match tracer.backend() {
         probes::Backend::Kernel => tracer
             .attached()
@@ -251,16 +349,8 @@ pub fn traced_files(tracer: &dyn probes::Trace, pids: &[u32]) -> Vec<String> {
     }
 }
 
-/// When a trace ends: after `duration`, when `stop` is set, or when every process of `pids`
-/// (if any) has exited.
-pub struct Until<'a> {
-    pub duration: Option<Duration>,
-    pub pids: &'a [u32],
-    pub stop: &'a AtomicBool,
-}
-
-/// The end of an interval of [`watch`]: the time since the start, how long it was, and whether
-/// it is the part of an interval the trace ended in (shorter than asked).
+/// The end of an interval of the wait loop: the time since the start, how long it was, and
+/// whether it is the part of an interval the trace ended in (shorter than asked).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IntervalEnd {
     pub at: Duration,
@@ -272,7 +362,7 @@ pub struct IntervalEnd {
 /// interval ends; at the end, the calls of the last interval, whole or partial, so no interval
 /// is lost; `tick` runs every 50 ms (metrics scrapes are answered there). Returns why it ended
 /// early, if it did ("signal", "the traced process exited"); None when the duration ran out.
-pub fn watch(
+fn watch(
     tracer: &dyn Trace,
     until: &Until<'_>,
     interval: Option<Duration>,
@@ -356,7 +446,7 @@ impl Intervals {
 
 /// The document's figures from the final snapshot: calls per function and outcome, lost
 /// cells, probed calls and what they cost.
-pub fn fill(doc: &mut TraceDocument, snapshot: &Snapshot, buckets: Buckets) {
+fn fill(doc: &mut TraceDocument, snapshot: &Snapshot, buckets: Buckets) {
     doc.functions = function_stats(snapshot, buckets);
     doc.dropped_cells = snapshot.dropped_cells;
     doc.wrapper_failures = wrapper_failures(snapshot);
@@ -378,7 +468,7 @@ fn wrapper_failures(snapshot: &Snapshot) -> Vec<WrapperFailureDoc> {
 }
 
 /// How many functions are probed, each once however many processes it is probed in.
-pub fn function_count(attached: &[probes::latency::Attached]) -> usize {
+fn function_count(attached: &[probes::latency::Attached]) -> usize {
     let mut names: Vec<&str> = attached.iter().map(|a| a.point.function.name).collect();
     names.sort_unstable();
     names.dedup();
@@ -386,7 +476,7 @@ pub fn function_count(attached: &[probes::latency::Attached]) -> usize {
 }
 
 /// The files the probes are in, each once: "libssl.so.3, libcrypto.so.3".
-pub fn file_names(attached: &[probes::latency::Attached]) -> String {
+fn file_names(attached: &[probes::latency::Attached]) -> String {
     let mut names: Vec<String> = Vec::new();
     for a in attached {
         let name = a.point.path.file_name().map_or_else(
@@ -400,319 +490,9 @@ pub fn file_names(attached: &[probes::latency::Attached]) -> String {
     names.join(", ")
 }
 
-/// The backend asked for with `--backend`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum BackendChoice {
-    /// eBPF uprobes.
-    Kernel,
-    /// tlsscope's library inside the traced program.
-    User,
-    /// The in-process backend where it can go (a program tlsscope starts), else the kernel's.
-    #[default]
-    Auto,
-}
-
-impl std::str::FromStr for BackendChoice {
-    type Err = String;
-
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "kernel" => Ok(BackendChoice::Kernel),
-            "user" => Ok(BackendChoice::User),
-            "auto" => Ok(BackendChoice::Auto),
-            other => Err(format!(
-                "unknown backend '{other}' (choose from kernel, user, auto)"
-            )),
-        }
-    }
-}
-
-/// What to trace and how, as typed values.
-pub struct Request<'a> {
-    /// -p, --binary, --lib: what to attach to (empty with a command).
-    pub targets: Vec<Target>,
-    /// A program to start and trace (`trace -- COMMAND ARGS...`).
-    pub command: &'a [std::ffi::OsString],
-    pub backend: BackendChoice,
-    pub selection: probes::Selection,
-    pub config: probes::TraceConfig,
-    /// Where the kernel backend's probes go.
-    pub placement: probes::PlacementMode,
-    /// Calls of a function in tlsscope used to measure what a probed call costs.
-    pub calibration_calls: u64,
-}
-
-/// A running trace: its tracer, and the program tlsscope started, if it did.
-pub struct Session {
-    pub tracer: Box<dyn Trace>,
-    /// The targets, in words ("pid 12", "command nginx -g ...").
-    pub targets: Vec<String>,
-    pub child: Option<std::process::Child>,
-    /// What the user should know about how the trace was set up (a fallback, and why).
-    pub notes: Vec<String>,
-}
-
-/// Starts tracing: attaches to the targets, or starts the command under the probes.
-pub fn start(request: &Request<'_>) -> Result<Session> {
-    if request.command.is_empty() {
-        return attach(request);
-    }
-    if request.backend == BackendChoice::Kernel {
-        fail!("--backend kernel traces running processes: start the program, then tlsscope trace -p PID (or leave --backend out to trace the command in process)");
-    }
-    if !request.targets.is_empty() {
-        fail!("a command is its own target: leave out -p, --binary and --lib, or the command");
-    }
-    let c = &request.config;
-    // Trace copies no calls: the smallest rings.
-    let mut tracer = probes::user::UserTracer::new(
-        &request.selection,
-        c.buckets,
-        c.per_pid,
-        c.threads.clone(),
-        probes::user::MIN_RING_BYTES,
-    )?;
-    tracer.calibrate(request.calibration_calls)?;
-    let child = spawn(request.command, &tracer)?;
-    let words = request
-        .command
-        .iter()
-        .map(|a| a.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ");
-    Ok(Session {
-        tracer: Box::new(tracer),
-        targets: vec![format!("command {words} (pid {})", child.id())],
-        child: Some(child),
-        notes: Vec::new(),
-    })
-}
-
-/// Traces running processes: in process where asked (or, with auto, where that covers every
-/// function asked for and the processes let it in), else with the kernel's uprobes.
-fn attach(request: &Request<'_>) -> Result<Session> {
-    let pids = processes_only(&request.targets);
-    let mut notes = Vec::new();
-    let try_user = user_first(request.backend, &pids, &request.selection, "trace")?;
-    if try_user {
-        let c = &request.config;
-        let rings = probes::user::MIN_RING_BYTES;
-        match probes::user::UserTracer::attach(
-            &request.selection,
-            c.buckets,
-            c.per_pid,
-            &pids,
-            c.threads.comm.clone(),
-            rings,
-        ) {
-            Ok(mut tracer) => {
-                tracer.calibrate(request.calibration_calls)?;
-                let targets = attached_words(&tracer);
-                return Ok(Session {
-                    tracer: Box::new(tracer),
-                    targets,
-                    child: None,
-                    notes,
-                });
-            }
-            Err(e @ probes::Error::Attach { .. }) if request.backend == BackendChoice::Auto => {
-                notes.push(format!("{e}; tracing with the kernel backend instead"));
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let selection = without_crypto_in_async_jobs(&request.selection, &pids, &mut notes)?;
-    let plan = probes::Plan::new(&request.targets, selection)?.with_placement(request.placement);
-    let mut tracer = probes::Tracer::start(&request.config, &plan)?;
-    tracer.calibrate(request.calibration_calls)?;
-    Ok(Session {
-        tracer: Box::new(tracer),
-        targets: planned_words(&request.targets, &plan),
-        child: None,
-        notes,
-    })
-}
-
-/// The targets in words, each process with the children the plan follows: "pid 10 and its
-/// children 11, 12 (same library)".
-pub fn planned_words(targets: &[Target], plan: &probes::Plan) -> Vec<String> {
-    targets
-        .iter()
-        .map(|t| {
-            let words = target_words(std::slice::from_ref(t));
-            let Target::Pid(pid) = t else {
-                return words;
-            };
-            let children: Vec<String> = plan
-                .children
-                .iter()
-                .filter(|(parent, _)| parent == pid)
-                .map(|(_, child)| child.to_string())
-                .collect();
-            if children.is_empty() {
-                words
-            } else {
-                format!(
-                    "{words} and its children {} (same library)",
-                    children.join(", ")
-                )
-            }
-        })
-        .collect()
-}
-
-/// A process with a crypto engine loaded may run its crypto inside async jobs, on stacks of
-/// their own: a kernel return probe on a function a job pauses in loses its place, and the
-/// process crashes when the function returns. Such processes keep their TLS-call probes and
-/// lose the crypto ones (said in a note); naming crypto functions for them is an error.
-pub(crate) fn without_crypto_in_async_jobs(
-    selection: &probes::Selection,
-    pids: &[u32],
-    notes: &mut Vec<String>,
-) -> Result<probes::Selection> {
-    let Some((pid, engine)) = pids.iter().find_map(|&p| engine_of(p).map(|e| (p, e))) else {
-        return Ok(selection.clone());
-    };
-    if !selection.takes(probes::Group::Crypto) {
-        return Ok(selection.clone());
-    }
-    let named = selection.named_in(probes::Group::Crypto);
-    if !named.is_empty() {
-        crate::fail!(
-            "process {pid} has a crypto engine loaded ({engine}): kernel return probes on {} \
-             could crash it (its crypto may run in async jobs, on stacks of their own); trace \
-             the SSL calls, or use --backend user",
-            named.join(", ")
-        );
-    }
-    notes.push(format!(
-        "process {pid} has a crypto engine loaded ({engine}): its crypto functions are not \
-         traced by kernel probes, which could crash it inside async jobs; --backend user traces them"
-    ));
-    Ok(selection.clone().without(probes::Group::Crypto))
-}
-
-/// The crypto engine a process has loaded (a file in an OpenSSL `engines-*` directory), if any.
-fn engine_of(pid: u32) -> Option<String> {
-    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-    maps.lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|path| path.contains("/engines-") && path.ends_with(".so"))
-        .map(str::to_string)
-}
-
-/// The PIDs of `targets` when they are all processes (the in-process backend attaches to
-/// processes, not files), else none.
-pub fn processes_only(targets: &[Target]) -> Vec<u32> {
-    let pids: Vec<u32> = targets
-        .iter()
-        .filter_map(|t| match t {
-            Target::Pid(p) => Some(*p),
-            _ => None,
-        })
-        .collect();
-    if pids.len() == targets.len() {
-        pids
-    } else {
-        Vec::new()
-    }
-}
-
-/// Whether the in-process backend wraps every function of `selection`.
-pub fn covers_all(selection: &probes::Selection) -> bool {
-    probes::user::plan(selection, std::path::Path::new("")).is_ok_and(|p| p.missing.is_empty())
-}
-
-/// "pid 12 (+ 2 children): 9 GOT entries redirected".
-pub fn attached_words(tracer: &probes::user::UserTracer) -> Vec<String> {
-    tracer
-        .attachments()
-        .iter()
-        .map(|a| {
-            format!(
-                "pid {} ({} GOT entries redirected{})",
-                a.pid,
-                a.swapped.len(),
-                if a.loaded_now {
-                    ""
-                } else {
-                    ", library already loaded"
-                }
-            )
-        })
-        .collect()
-}
-
-/// Whether to attach the in-process backend to running processes `pids` first: asked for
-/// (which needs -p), or with auto where it covers every function asked for. `verb` is the
-/// command, for the error.
-pub(crate) fn user_first(
-    backend: BackendChoice,
-    pids: &[u32],
-    selection: &probes::Selection,
-    verb: &str,
-) -> Result<bool> {
-    Ok(match backend {
-        BackendChoice::Kernel => false,
-        BackendChoice::User if pids.is_empty() => {
-            fail!("--backend user {verb}s processes: give -p PID (--binary and --lib need --backend kernel), or start the program: tlsscope {verb} -- COMMAND")
-        }
-        BackendChoice::User => true,
-        BackendChoice::Auto => !pids.is_empty() && covers_all(selection),
-    })
-}
-
-/// Starts `command` under the in-process library of `tracer`.
-pub fn spawn(
-    command: &[std::ffi::OsString],
-    tracer: &probes::user::UserTracer,
-) -> Result<std::process::Child> {
-    let (program, args) = command.split_first().expect("a command is not empty");
-    let mut cmd = std::process::Command::new(program);
-    cmd.args(args);
-    tracer.prepare(&mut cmd);
-    cmd.spawn().map_err(|e| {
-        crate::common::error::Error::msg(format!("cannot start {}: {e}", program.to_string_lossy()))
-    })
-}
-
-impl Session {
-    /// Ends the program tlsscope started, if it still runs: SIGTERM, then SIGKILL after
-    /// `grace`. Returns how it ended, in words.
-    pub fn end_child(&mut self, grace: Duration) -> Option<String> {
-        end_program(self.child.as_mut()?, grace)
-    }
-}
-
-/// Ends a program tlsscope started, if it still runs: SIGTERM, then SIGKILL after `grace`.
-/// Returns how it ended, in words.
-pub fn end_program(child: &mut std::process::Child, grace: Duration) -> Option<String> {
-    if let Ok(Some(status)) = child.try_wait() {
-        return Some(format!("the command exited ({status})"));
-    }
-    let pid = i32::try_from(child.id()).ok()?;
-    // SAFETY: kill signals the child we started and have not reaped.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(format!(
-                "tlsscope ended the command with SIGTERM ({status})"
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = child.kill();
-    let status = child.wait().ok()?;
-    Some(format!(
-        "the command outlived SIGTERM by {} s and was killed ({status})",
-        grace.as_secs()
-    ))
-}
-
 /// The finite upper bounds of `buckets`, in microseconds: the `le` labels of the exported
 /// histograms. Log2: 1 us to 2^22 us (4.2 s), so the bounds stay the same in every export.
-pub fn bucket_bounds_us(buckets: Buckets) -> Vec<u64> {
+fn bucket_bounds_us(buckets: Buckets) -> Vec<u64> {
     match buckets {
         Buckets::Log2 => (0..=22).map(|b| 1u64 << b).collect(),
         Buckets::Linear { .. } => (0u8..=u8::MAX)
@@ -724,9 +504,7 @@ pub fn bucket_bounds_us(buckets: Buckets) -> Vec<u64> {
 /// Per traced function, the library it is traced in and that library's version ("libssl",
 /// "3.0.19"): the metrics' labels. Reading a version reads the library's file, so this is done
 /// once per trace, not per scrape.
-pub fn metric_libraries(
-    tracer: &dyn Trace,
-) -> std::collections::BTreeMap<String, (String, String)> {
+fn metric_libraries(tracer: &dyn Trace) -> std::collections::BTreeMap<String, (String, String)> {
     let mut libraries = std::collections::BTreeMap::new();
     let mut versions: std::collections::HashMap<&std::path::Path, String> = Default::default();
     for a in tracer.attached() {
@@ -754,7 +532,7 @@ pub fn metric_libraries(
 
 /// What a trace has counted up to `snapshot`, as metrics (`--metrics-listen`,
 /// `--metrics-file`), each function labeled from `libraries` ([`metric_libraries`]).
-pub fn metrics(
+fn metrics(
     snapshot: &Snapshot,
     buckets: Buckets,
     tracer: &dyn Trace,

@@ -1,0 +1,41 @@
+//! Where kernel probes sit, in one line: trace's report and sniff's start-up note say it alike.
+
+use model::trace::PlacementDoc;
+
+/// "placement: 8 of 11 functions on emulated instructions (4 entry, 4 callee); single-stepped:
+/// SSL_connect, SSL_accept, SSL_get_error", for (function, placement) pairs (kernel probes).
+pub fn placement_line<'a>(
+    placed: impl IntoIterator<Item = (&'a str, &'a PlacementDoc)>,
+) -> Option<String> {
+    let placed: Vec<(&str, &PlacementDoc)> = placed.into_iter().collect();
+    if placed.is_empty() {
+        return None;
+    }
+    let emulated = placed.iter().filter(|(_, p)| p.emulated).count();
+    let mut kinds: Vec<String> = Vec::new();
+    for at in ["entry", "entry+4", "callee"] {
+        let n = placed
+            .iter()
+            .filter(|(_, p)| p.emulated && p.at == at)
+            .count();
+        if n > 0 {
+            kinds.push(format!("{n} {at}"));
+        }
+    }
+    let stepped: Vec<&str> = placed
+        .iter()
+        .filter(|(_, p)| !p.emulated)
+        .map(|(f, _)| *f)
+        .collect();
+    let mut line = format!(
+        "placement: {emulated} of {} on emulated instructions",
+        crate::render::words::count(placed.len() as u64, "function")
+    );
+    if !kinds.is_empty() {
+        line.push_str(&format!(" ({})", kinds.join(", ")));
+    }
+    if !stepped.is_empty() {
+        line.push_str(&format!("; single-stepped: {}", stepped.join(", ")));
+    }
+    Some(line)
+}
