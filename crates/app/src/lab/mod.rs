@@ -1,5 +1,5 @@
-//! `tlsscope lab`: runs the lab's experiments (`crate::lab::session`) and writes the report as each
-//! experiment ends.
+//! `tlsscope lab`: `config` checks the options once, `session` runs the lab's experiments, and
+//! the report is written as each experiment ends (`render` for text, `page` for HTML).
 
 pub mod config;
 pub mod page;
@@ -11,33 +11,11 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context as _;
-use session::LabConfig;
-
 use crate::common::signals::StopFlags;
 use crate::lab::config::LabArgs;
-use crate::lab::config::LabTarget;
 
 pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCode> {
-    let exe = std::env::current_exe().context("finding the tlsscope executable")?;
-    let child_openssl = crate::common::library::child_arg(library);
-    let config = LabConfig {
-        target: match a.target {
-            LabTarget::Builtin => session::LabTarget::Builtin,
-            LabTarget::Nginx => session::LabTarget::Nginx,
-        },
-        exe: &exe,
-        openssl: child_openssl.as_deref(),
-        duration: a.duration,
-        trace_duration: a.trace_duration,
-        warmup: a.warmup,
-        connections: a.connections,
-        server_cpu: a.server_cpu,
-        client_cpu: a.client_cpu,
-        backends: session::LabBackend::chosen(a.backend),
-    };
-    host::check_cpus("--server-cpu", &[a.server_cpu]).map_err(crate::common::usage::UsageError)?;
-    host::check_cpus("--client-cpu", &[a.client_cpu]).map_err(crate::common::usage::UsageError)?;
+    let config = a.config(library)?;
     session::check(&config)?;
     let lib = crate::common::library::load(library)?;
     let signals = StopFlags::install()?;
@@ -55,7 +33,7 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
     );
     writeln!(out, "{heading}")?;
     for (name, why) in session::skipped(&config, lib) {
-        writeln!(out, "not run: {name}: {why}")?;
+        writeln!(out, "not run: {name}: {}", config::word_skip(&why))?;
     }
     out.flush()?;
     let mut rates: Vec<Rates> = Vec::new();
@@ -107,10 +85,7 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         })
         .collect();
     if !summary.not_attached.is_empty() {
-        notes.push(format!(
-            "not traced in this library: {} (internal functions need a library with its symbol table, e.g. --openssl 1.1.1w)",
-            summary.not_attached.join(", ")
-        ));
+        notes.push(config::not_traced_note(&summary.not_attached));
     }
     for n in &notes {
         writeln!(out, "{n}")?;
