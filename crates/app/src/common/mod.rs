@@ -2,6 +2,7 @@
 //! targets, the blocking client, servers under test, signals, output files and errors.
 
 pub mod args;
+pub mod builds;
 pub mod client;
 pub mod client_args;
 pub mod environment;

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use model::compare::{CompareDocument, Experiment, Metric, Negotiated, Variant};
 
-use super::session::{ExperimentKind, Tls};
+use super::worker::{ExperimentKind, Tls};
 use super::worker::{WorkerResult, WorkerSpec};
 use crate::common::error::{Context, Error, Result};
 use crate::common::servers::{
@@ -88,7 +88,9 @@ pub struct MatrixConfig {
     /// The load experiment's concurrent connections (a closed loop).
     pub connections: usize,
     /// What each variant is compared with.
-    pub baseline: super::session::Baseline,
+    pub baseline: super::analysis::Baseline,
+    /// Warnings about the settings themselves, worded by the command, for the document.
+    pub warnings: Vec<String>,
 }
 
 /// The server a variant's client connects to.
@@ -844,7 +846,7 @@ fn write_profiles(
     sampler: &profile::Sampler,
     perf_version: &str,
 ) -> Result<()> {
-    use crate::profile::render::{
+    use crate::render::flame::{
         comment_lines, diff_table, folded_per_op, write_differential, write_flamegraph,
     };
     std::fs::create_dir_all(dir)
@@ -879,7 +881,7 @@ fn write_profiles(
     let notes = environment.join("; ");
     for &(i, p, g) in &profiled {
         let stem = file_stem(i, &p.label);
-        let info = crate::profile::render::ProfileInfo {
+        let info = crate::render::flame::ProfileInfo {
             subject: &p.label,
             window_s: g.profile.total_ns() as f64 / 1e9,
             frequency_hz: sampler.frequency_hz,
@@ -1182,18 +1184,14 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
             }
         })
         .collect();
-    if c.experiments.contains(&ExperimentKind::Engine) && c.side != Side::Both {
-        warnings.push(
-            "the in-process engine runs client and server in one process, so both use the variant's library whatever --side says".into(),
-        );
-    }
+    warnings.extend(c.warnings.iter().cloned());
     if c.calibrate_slower_pct > 0.0 && variants.len() > 1 {
         warnings.push(format!(
             "calibration run: the last variant's client burned {}% more CPU per operation on purpose",
             c.calibrate_slower_pct
         ));
     }
-    let comparisons = super::session::analyze(&variants, level, c.noise_threshold, c.baseline);
+    let comparisons = super::analysis::analyze(&variants, level, c.noise_threshold, c.baseline);
     let servers: Vec<&str> = c
         .servers
         .iter()

@@ -1,9 +1,12 @@
-//! Rendering pieces that several commands' reports share: HTML pages, plots, Prometheus
-//! exposition, pcap and pprof files, and the words text reports are written in.
+//! Rendering pieces that several commands' reports share: HTML pages, plots, tables, flame
+//! graphs and profile tables (profile, compare --profile), Prometheus exposition, pcap and
+//! pprof files, and the words text reports are written in.
 
+pub mod flame;
 pub mod html;
 pub mod metrics;
 pub mod pcap;
 pub mod plot;
 pub mod pprof;
+pub mod table;
 pub mod words;
