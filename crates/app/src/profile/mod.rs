@@ -1,9 +1,11 @@
 //! `tlsscope profile -p PID`: where a running process's CPU goes. `config` checks the options,
-//! `session` samples the process with perf, and the shared `render::flame` draws the flame
-//! graph and the table. `profile --matrix` is `compare --matrix --profile DIR`: it runs
-//! compare's session and renderer (their public API) and adds compare.json to DIR.
+//! `session` samples the process with perf, `render` writes the table and the shared
+//! `render::flame` the flame graph and folded stacks. `profile --matrix` is `compare --matrix
+//! --profile DIR`: it runs compare's session and renderer (their public API) and adds
+//! compare.json to DIR.
 
 pub mod config;
+pub mod render;
 pub mod session;
 
 use std::path::Path;
@@ -15,7 +17,8 @@ use crate::common::library::LibraryList;
 use crate::common::signals::StopFlags;
 use crate::compare::matrix::MatrixConfig;
 use crate::profile::config::{PidConfig, ProfileArgs, ProfileConfig};
-use crate::render::flame::{top_table, write_flamegraph, write_folded};
+use crate::profile::render::top_table;
+use crate::render::flame::{write_flamegraph, write_folded};
 
 /// `tlsscope profile`: `libraries` is `--openssl`'s list (one library for `-p`, which only
 /// names the library in its report; a list for `--matrix`).
