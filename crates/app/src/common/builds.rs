@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use ossl_build::{BuildCache, BuildOptions, BuildRequest, StatusDisplay};
+use ossl_build::{BuildCache, BuildOptions, BuildOutcome, BuildRequest, StatusDisplay};
 
 /// The build cache: `$XDG_CACHE_HOME/tlsscope/openssl`, else `$HOME/.cache/tlsscope/openssl`.
 pub fn cache_root() -> PathBuf {
@@ -24,8 +24,13 @@ fn env(name: &str) -> Option<OsString> {
 }
 
 /// Builds what `request` names with `-j<jobs>`; `force` rebuilds installed ones. Progress goes
-/// to stderr and one final line per version to stdout.
-pub fn build(request: &BuildRequest, jobs: usize, force: bool) -> anyhow::Result<()> {
+/// to stderr; `built` hears each version's outcome.
+pub fn build(
+    request: &BuildRequest,
+    jobs: usize,
+    force: bool,
+    built: &mut dyn FnMut(&BuildOutcome),
+) -> anyhow::Result<()> {
     let options = BuildOptions {
         jobs: ossl_build::effective_jobs(jobs),
         force,
@@ -33,9 +38,6 @@ pub fn build(request: &BuildRequest, jobs: usize, force: bool) -> anyhow::Result
     };
     let status = StatusDisplay::new(std::io::stderr(), std::io::stderr().is_terminal());
     let cache = BuildCache::new(cache_root());
-    // A closed stdout does not stop the builds; the outcomes are also in the cache.
-    cache.build_request(request, &options, &status, &mut |outcome| {
-        let _ = crate::common::output::to_stdout(format!("{outcome}\n"));
-    })?;
+    cache.build_request(request, &options, &status, built)?;
     Ok(())
 }

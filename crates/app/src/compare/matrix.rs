@@ -121,6 +121,10 @@ pub enum Event<'a> {
     },
     /// It ended: a one-line summary, or why it failed.
     RoundDone(std::result::Result<String, String>),
+    /// A library version the cache lacks is being built (before the rounds).
+    Building { library: &'a str },
+    /// A build ended: its outcome line.
+    Built(String),
 }
 
 /// The system's CA bundle: what curl loads into each of its contexts on Debian.

@@ -28,13 +28,34 @@ pub use worker::run as worker;
 pub fn run(libraries: &LibraryList, a: &CompareArgs) -> anyhow::Result<ExitCode> {
     let config = a.config(libraries)?;
     let signals = crate::common::signals::StopFlags::install()?;
-    let doc = session::run(&config, &signals.stop).map_err(config::word_error)?;
+    let doc =
+        session::run(&config, &signals.stop, &mut say_progress).map_err(config::word_error)?;
     write_outputs(&doc, a)?;
     if signals.stop.load(Ordering::Relaxed) {
         eprintln!("tlsscope: stopped by a signal; the rounds before it are reported");
         return Ok(signals.exit_code(ExitCode::FAILURE));
     }
     Ok(exit_status(&doc))
+}
+
+/// What the matrix says as it goes: each round on stderr, and a build's outcome on stdout (as
+/// `openssl build` says it).
+pub fn say_progress(event: matrix::Event<'_>) {
+    use std::io::Write as _;
+    match event {
+        matrix::Event::Round { round, of, label } => {
+            eprint!("tlsscope compare: round {round}/{of}: {label} ... ");
+            let _ = std::io::stderr().flush();
+        }
+        matrix::Event::RoundDone(Ok(summary)) => eprintln!("{summary}"),
+        matrix::Event::RoundDone(Err(_)) => eprintln!("failed"),
+        matrix::Event::Building { library } => {
+            eprintln!("tlsscope compare: {library} is not built yet: building it")
+        }
+        matrix::Event::Built(outcome) => {
+            let _ = crate::common::output::to_stdout(format!("{outcome}\n"));
+        }
+    }
 }
 
 /// Failure when a variant failed (said on stderr): the others are still reported.

@@ -1,8 +1,9 @@
 //! `tlsscope compare`'s session: saved runs read and compared (`saved`), or the matrix run
 //! (`matrix`, each variant in a worker process, `worker`), either way one [`CompareDocument`].
-//! Progress of the matrix's rounds is said on stderr as they go.
+//! The matrix tells its caller of builds and rounds as they go ([`Event`]); the session itself
+//! prints nothing.
 
-use std::io::Write as _;
+use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
@@ -22,33 +23,37 @@ pub enum CompareError {
     Matrix(#[from] Error),
 }
 
-/// Runs the comparison `config` asks for. `stop` (set by a signal handler) ends a matrix after
-/// the round in progress.
-pub fn run(config: &CompareConfig, stop: &AtomicBool) -> Result<CompareDocument, CompareError> {
+/// Runs the comparison `config` asks for; `events` hears of a matrix's builds and rounds.
+/// `stop` (set by a signal handler) ends a matrix after the round in progress.
+pub fn run(
+    config: &CompareConfig,
+    stop: &AtomicBool,
+    events: &mut dyn FnMut(Event<'_>),
+) -> Result<CompareDocument, CompareError> {
     match config {
         CompareConfig::Saved(c) => Ok(super::saved::load(c)?),
-        CompareConfig::Matrix(c) => Ok(matrix(c, stop)?),
+        CompareConfig::Matrix(c) => Ok(matrix(c, stop, events)?),
     }
 }
 
-/// Runs the matrix, each round said on stderr as it goes, a library version the cache lacks
-/// built first. `stop` ends it after the round in progress.
-pub fn matrix(config: &MatrixConfig, stop: &AtomicBool) -> Result<CompareDocument, Error> {
-    let mut build = |library: &str| install_prefix(library);
-    let mut events = |event: Event<'_>| match event {
-        Event::Round { round, of, label } => {
-            eprint!("tlsscope compare: round {round}/{of}: {label} ... ");
-            let _ = std::io::stderr().flush();
-        }
-        Event::RoundDone(Ok(summary)) => eprintln!("{summary}"),
-        Event::RoundDone(Err(_)) => eprintln!("failed"),
-    };
-    super::matrix::run(config, &mut build, &mut events, stop)
+/// Runs the matrix, a library version the cache lacks built first; `events` hears of the
+/// builds and of each round as it goes. `stop` ends it after the round in progress.
+pub fn matrix(
+    config: &MatrixConfig,
+    stop: &AtomicBool,
+    events: &mut dyn FnMut(Event<'_>),
+) -> Result<CompareDocument, Error> {
+    // The builds all happen before the first round: the two never hear at once.
+    let events = RefCell::new(events);
+    let mut build =
+        |library: &str| install_prefix(library, &mut |e: Event<'_>| (events.borrow_mut())(e));
+    let mut rounds = |e: Event<'_>| (events.borrow_mut())(e);
+    super::matrix::run(config, &mut build, &mut rounds, stop)
 }
 
 /// Where a library is installed: a directory as given, a version from the cache (built first
 /// if the cache does not have it yet); or why it cannot be had.
-fn install_prefix(library: &str) -> Result<PathBuf, String> {
+fn install_prefix(library: &str, events: &mut dyn FnMut(Event<'_>)) -> Result<PathBuf, String> {
     if library.contains('/') {
         return Ok(PathBuf::from(library));
     }
@@ -56,10 +61,12 @@ fn install_prefix(library: &str) -> Result<PathBuf, String> {
     if let Some(b) = cache.find(library) {
         return Ok(b.prefix);
     }
-    eprintln!("tlsscope compare: {library} is not built yet: building it");
+    events(Event::Building { library });
     let request = ossl_build::BuildRequest::Versions(vec![library.to_string()]);
-    crate::common::builds::build(&request, host::online_cpus(), false)
-        .map_err(|e| format!("{library} did not build: {e:#}"))?;
+    crate::common::builds::build(&request, host::online_cpus(), false, &mut |o| {
+        events(Event::Built(o.to_string()))
+    })
+    .map_err(|e| format!("{library} did not build: {e:#}"))?;
     cache
         .find(library)
         .map(|b| b.prefix)

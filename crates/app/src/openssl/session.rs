@@ -1,14 +1,13 @@
 //! `tlsscope openssl build|list`: builds into the cache, and what is installed.
 
 use ossl::{Library, LibrarySource};
-use ossl_build::{BuildCache, Listing};
+use ossl_build::{BuildCache, BuildOutcome, Listing};
 
 use super::config::BuildConfig;
 
-/// Builds what `config` asks for; progress on stderr, one line per version on stdout (see
-/// [`crate::common::builds::build`]).
-pub fn build(config: &BuildConfig) -> anyhow::Result<()> {
-    crate::common::builds::build(&config.request, config.jobs, config.force)
+/// Builds what `config` asks for; progress on stderr, and `built` hears each version's outcome.
+pub fn build(config: &BuildConfig, built: &mut dyn FnMut(&BuildOutcome)) -> anyhow::Result<()> {
+    crate::common::builds::build(&config.request, config.jobs, config.force, built)
 }
 
 /// What `openssl list` shows: the system library, then the builds in the cache.

@@ -89,7 +89,8 @@ fn write_outputs(dir: &Path, sampled: &session::Sampled, table: &str) -> anyhow:
 /// profile.txt on stdout.
 fn matrix_profiles(matrix: &MatrixConfig, dir: &Path) -> anyhow::Result<ExitCode> {
     let signals = StopFlags::install()?;
-    let doc = crate::compare::session::matrix(matrix, &signals.stop)?;
+    let doc =
+        crate::compare::session::matrix(matrix, &signals.stop, &mut crate::compare::say_progress)?;
     let json = dir.join("compare.json");
     let mut bytes = Vec::new();
     doc.write_json(&mut bytes)?;
