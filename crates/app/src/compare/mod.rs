@@ -1,13 +1,16 @@
 //! `tlsscope compare`: saved runs side by side, or `--matrix`, an experiment run across
 //! library versions and configurations. `config` checks the options once; `session` runs
-//! (`saved` reads files, `matrix` drives a `worker` process per variant) and returns one
-//! [`CompareDocument`]; `render` (terminal table, Markdown) and `page` (HTML) show it, beside
-//! its JSON.
+//! (`saved` reads files; `matrix` starts the servers (`matrix_servers`), drives a `worker`
+//! process per variant and, with `--profile`, writes `profiles`) and returns one
+//! [`CompareDocument`], its verdicts from `analysis`; `render` (terminal table, Markdown) and
+//! `page` (HTML) show it, beside its JSON.
 
 pub mod analysis;
 pub mod config;
 pub mod matrix;
+mod matrix_servers;
 pub mod page;
+pub mod profiles;
 pub mod render;
 pub mod saved;
 pub mod session;

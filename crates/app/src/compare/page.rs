@@ -383,7 +383,7 @@ pub fn profile_links(doc: &CompareDocument, dir: &Path, page: &Path) -> Vec<Prof
         .iter()
         .enumerate()
         .filter_map(|(i, v)| {
-            let stem = super::matrix::file_stem(i, &v.label);
+            let stem = super::profiles::file_stem(i, &v.label);
             let svg = format!("{stem}.svg");
             names.contains(&svg).then(|| {
                 let diff = names
