@@ -465,3 +465,80 @@ impl MatrixOptions {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// The matrix options alone, as `compare` and `profile` flatten them.
+    #[derive(Parser)]
+    struct Matrix {
+        #[command(flatten)]
+        m: MatrixOptions,
+    }
+
+    fn matrix(args: &[&str]) -> anyhow::Result<MatrixConfig> {
+        let parsed = Matrix::try_parse_from(["compare"].iter().chain(args)).unwrap();
+        parsed
+            .m
+            .config(&LibraryList::parse(Some("system, 3.5.5,")), None)
+    }
+
+    #[test]
+    fn the_openssl_list_drops_empty_items_and_defaults_to_the_system() {
+        assert_eq!(
+            LibraryList::parse(Some("system, 3.5.5,")).0,
+            ["system", "3.5.5"]
+        );
+        assert_eq!(LibraryList::parse(None).0, ["system"]);
+        let c = matrix(&["--server-cpu", "0", "--client-cpu", "0"]).unwrap();
+        assert_eq!(c.libraries, ["system", "3.5.5"]);
+    }
+
+    #[test]
+    fn options_the_experiments_cannot_use_are_refused_naming_the_flags() {
+        let cpus = ["--server-cpu", "0", "--client-cpu", "0"];
+        for (extra, words) in [
+            (&["--client-engine", "rustls"][..], "add --experiment load"),
+            (
+                &["--server", "nginx", "--experiment", "engine"],
+                "--server nginx",
+            ),
+            (
+                &["--experiment", "load", "--client-work", "lean"],
+                "add --verify off",
+            ),
+            (&["--groups", "no-such-group"], "--groups no-such-group"),
+        ] {
+            let args: Vec<&str> = cpus.iter().chain(extra).copied().collect();
+            let e = matrix(&args).err().expect("refused").to_string();
+            assert!(e.contains(words), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_engine_warns_that_it_ignores_the_side_unless_both_vary() {
+        let cpus = ["--server-cpu", "0", "--client-cpu", "0"];
+        let c = matrix(&cpus).unwrap();
+        assert!(c
+            .warnings
+            .iter()
+            .any(|w| w.contains("whatever --side says")));
+        let both: Vec<&str> = cpus.iter().chain(&["--side", "both"]).copied().collect();
+        assert!(matrix(&both).unwrap().warnings.is_empty());
+    }
+
+    #[test]
+    fn a_saved_file_that_is_not_json_is_said_to_need_json_output() {
+        let e = SavedError::NotJson {
+            path: "a.txt".into(),
+            reason: "expected value".into(),
+        };
+        let said = word_error(CompareError::Saved(e)).to_string();
+        assert_eq!(
+            said,
+            "a.txt: not JSON (expected value); give files saved with --json"
+        );
+    }
+}

@@ -100,3 +100,50 @@ pub fn not_traced_note(functions: &[&str]) -> String {
         functions.join(", ")
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Lab {
+        #[command(flatten)]
+        a: LabArgs,
+    }
+
+    fn lab(args: &[&str]) -> anyhow::Result<LabConfig> {
+        let parsed = Lab::try_parse_from(["lab"].iter().chain(args)).unwrap();
+        parsed.a.config(&ossl::LibrarySource::System)
+    }
+
+    #[test]
+    fn one_cpu_for_server_and_load_is_refused_naming_both_flags() {
+        let e = lab(&["--server-cpu", "0", "--client-cpu", "0"])
+            .err()
+            .expect("refused")
+            .to_string();
+        assert_eq!(
+            e,
+            "--server-cpu and --client-cpu must differ, or the client's CPU use is the server's"
+        );
+        let e = lab(&["--server-cpu", "100000"]).err().expect("refused");
+        assert!(e
+            .downcast_ref::<crate::common::usage::UsageError>()
+            .is_some());
+        assert!(e.to_string().contains("--server-cpu"), "{e}");
+    }
+
+    #[test]
+    fn skips_are_worded_with_the_flag_that_mends_them() {
+        let why = word_skip(&Skip::NoEngine {
+            engine: "dasync",
+            dir: "/x/engines-3".into(),
+        });
+        assert!(
+            why.starts_with("dasync is not in /x/engines-3: give --openssl with a version built"),
+            "{why}"
+        );
+        assert_eq!(word_skip(&Skip::BuiltinOnly), "the built-in server only");
+    }
+}
