@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+use app::common::library::LibraryList;
 use app::common::usage::{failure_status, one_line, UsageError};
 use args::{Command, OpensslCommand, Opts};
 
@@ -62,10 +63,10 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
         Command::Handshake(a) => app::handshake::run(&library()?, &a),
         Command::Trace(a) => app::trace::run(&a),
         Command::Lab(a) => app::lab::run(&library()?, &a),
-        Command::Compare(a) => app::compare::run(openssl, &a),
+        Command::Compare(a) => app::compare::run(&LibraryList::parse(openssl), &a),
         Command::CompareWorker { spec } => app::compare::worker(library(), &spec),
         Command::Sniff(a) => app::sniff::run(&a),
-        Command::Profile(a) => app::profile::run(openssl, &a),
+        Command::Profile(a) => app::profile::run(&LibraryList::parse(openssl), &a),
         Command::Openssl(OpensslCommand::Build(a)) => app::openssl::build_command(&a),
         Command::Openssl(OpensslCommand::List) => app::openssl::list_command(),
         Command::Completions(a) => completions::print_completions(a.shell),

@@ -291,7 +291,6 @@ impl TlsArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::config::parse_level;
 
     #[test]
     fn durations_cannot_overflow_or_be_negative() {
@@ -323,6 +322,5 @@ mod tests {
         assert!(at_least_2("1").is_err());
         assert!(parse_rate("0").is_err() && parse_rate("nan").is_err());
         assert!(parse_ratio("1.5").is_err() && parse_ratio("1").is_ok());
-        assert!(parse_level("0.5").is_err() && parse_level("0.99").is_ok());
     }
 }

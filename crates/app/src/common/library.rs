@@ -16,20 +16,26 @@ pub fn child_arg(source: &LibrarySource) -> Option<String> {
 /// Resolves `--openssl` once: a directory, or a version in the build cache (which must be
 /// built); none is the system's library.
 pub fn source(openssl: Option<&str>) -> anyhow::Result<LibrarySource> {
-    let cache = ossl_build::BuildCache::new(crate::openssl::cache_root());
+    let cache = ossl_build::BuildCache::new(crate::common::builds::cache_root());
     Ok(ossl_build::library_source(openssl, &cache)?)
 }
 
-/// Prints the system library's version, for `openssl list`.
-pub fn print_system_library() -> anyhow::Result<()> {
-    let line = match Library::load(&LibrarySource::System) {
-        Ok(lib) => format!(
-            "system: {} (version number 0x{:08x}, {})\n",
-            lib.name(),
-            lib.version().number,
-            lib.ssl_path().display()
-        ),
-        Err(e) => format!("system: no usable OpenSSL ({e})\n"),
-    };
-    crate::common::output::to_stdout(line)
+/// `--openssl` as `compare --matrix` and `profile --matrix` take it: a comma-separated list of
+/// libraries, each a version in the build cache (built on demand), an install directory, or
+/// "system"; none given is the system's alone. Resolved per variant, as each is built.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LibraryList(pub Vec<String>);
+
+impl LibraryList {
+    /// The list `--openssl` gives (empty items dropped).
+    pub fn parse(openssl: Option<&str>) -> LibraryList {
+        LibraryList(
+            openssl
+                .unwrap_or("system")
+                .split(',')
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+                .collect(),
+        )
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod args;
 pub mod attach_args;
+pub mod builds;
 pub mod client;
 pub mod client_args;
 pub mod environment;

@@ -1,12 +1,19 @@
-//! `tlsscope compare`'s options, as the command line defines them.
+//! `tlsscope compare`'s options, as the command line defines them, and the typed settings made
+//! from them once ([`CompareArgs::config`], [`MatrixOptions::config`]): the only part of compare
+//! that knows flag names, so every message naming one is worded here.
 
 use std::path::PathBuf;
 
+use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 
 use crate::common::args::*;
 use crate::common::client_args::{ClientEngine, ClientWork};
+use crate::common::library::LibraryList;
 use crate::common::output::{OutputDir, OutputFile};
+use crate::compare::matrix::MatrixConfig;
+use crate::compare::saved::{SavedConfig, SavedError};
+use crate::compare::session::CompareError;
 
 /// A confidence level, between 0.5 and 1 (exclusive).
 /// A percentage from 0 to under 100.
@@ -56,10 +63,10 @@ pub enum TlsChoice {
 }
 
 impl TlsChoice {
-    pub fn typed(self) -> Option<crate::compare::session::Tls> {
+    pub fn typed(self) -> Option<crate::compare::worker::Tls> {
         match self {
-            TlsChoice::V1_2 => Some(crate::compare::session::Tls::V1_2),
-            TlsChoice::V1_3 => Some(crate::compare::session::Tls::V1_3),
+            TlsChoice::V1_2 => Some(crate::compare::worker::Tls::V1_2),
+            TlsChoice::V1_3 => Some(crate::compare::worker::Tls::V1_3),
             TlsChoice::Any => None,
         }
     }
@@ -94,10 +101,10 @@ pub enum BaselineChoice {
 }
 
 impl BaselineChoice {
-    pub fn typed(self) -> crate::compare::session::Baseline {
+    pub fn typed(self) -> crate::compare::analysis::Baseline {
         match self {
-            BaselineChoice::First => crate::compare::session::Baseline::First,
-            BaselineChoice::SameSettings => crate::compare::session::Baseline::SameSettings,
+            BaselineChoice::First => crate::compare::analysis::Baseline::First,
+            BaselineChoice::SameSettings => crate::compare::analysis::Baseline::SameSettings,
         }
     }
 }
@@ -127,11 +134,11 @@ pub enum ExperimentChoice {
 }
 
 impl ExperimentChoice {
-    pub fn typed(self) -> crate::compare::session::ExperimentKind {
+    pub fn typed(self) -> crate::compare::worker::ExperimentKind {
         match self {
-            ExperimentChoice::Pretransfer => crate::compare::session::ExperimentKind::Pretransfer,
-            ExperimentChoice::Engine => crate::compare::session::ExperimentKind::Engine,
-            ExperimentChoice::Load => crate::compare::session::ExperimentKind::Load,
+            ExperimentChoice::Pretransfer => crate::compare::worker::ExperimentKind::Pretransfer,
+            ExperimentChoice::Engine => crate::compare::worker::ExperimentKind::Engine,
+            ExperimentChoice::Load => crate::compare::worker::ExperimentKind::Load,
         }
     }
 }
@@ -298,4 +305,246 @@ pub struct MatrixOptions {
     /// and server).
     #[arg(long, value_enum, default_value = "first")]
     pub baseline: BaselineChoice,
+}
+
+/// What `compare` runs: saved runs side by side, or the matrix.
+// Built once per run: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum CompareConfig {
+    Saved(SavedConfig),
+    Matrix(MatrixConfig),
+}
+
+impl CompareArgs {
+    /// The comparison asked for, checked: at most one output on stdout; saved files or
+    /// `--matrix`, not both; the matrix's options (see [`MatrixOptions::config`]), its profile
+    /// directory created.
+    pub fn config(&self, libraries: &LibraryList) -> anyhow::Result<CompareConfig> {
+        crate::common::output::one_on_stdout([&self.json, &self.markdown, &self.html])?;
+        if self.matrix {
+            if !self.files.is_empty() {
+                crate::usage_bail!(
+                    "--matrix runs the experiment itself: drop the files, or drop --matrix to compare them"
+                );
+            }
+            let profile = self
+                .profile
+                .as_ref()
+                .map(|d| d.create().map(std::path::Path::to_path_buf))
+                .transpose()?;
+            return Ok(CompareConfig::Matrix(self.m.config(libraries, profile)?));
+        }
+        if self.files.len() < 2 {
+            crate::usage_bail!(
+                "give two or more saved runs to compare (JSON from bench, trace or compare), or --matrix"
+            );
+        }
+        Ok(CompareConfig::Saved(SavedConfig {
+            files: self.files.clone(),
+            level: self.m.level,
+            noise_threshold: self.m.noise_threshold / 100.0,
+            environment: crate::common::environment::host(std::env::args().collect()),
+            one_run_each_side: ONE_RUN_EACH_SIDE.into(),
+        }))
+    }
+}
+
+/// The warning on two single bench runs compared (the saved-run loader adds it).
+const ONE_RUN_EACH_SIDE: &str = "one run on each side: the intervals hold the spread of operations within each run, not from run to run; for a verdict that holds across runs, compare --matrix takes rounds as the replicates";
+
+/// The session's failure as the user reads it: a saved file that is not JSON is one not saved
+/// with `--json`.
+pub fn word_error(e: CompareError) -> anyhow::Error {
+    match e {
+        CompareError::Saved(e @ SavedError::NotJson { .. }) => {
+            anyhow::anyhow!("{e}; give files saved with --json")
+        }
+        CompareError::Saved(SavedError::Refused(e)) | CompareError::Matrix(e) => e.into(),
+    }
+}
+
+impl MatrixOptions {
+    /// The matrix, checked and typed: the CPUs exist; the client engines, servers and client
+    /// work suit the experiments; the groups parse. `libraries` is `--openssl`'s list (the side
+    /// that varies); `profile` the directory `--profile` (or `profile --matrix -o`) writes to.
+    pub fn config(
+        &self,
+        libraries: &LibraryList,
+        profile: Option<PathBuf>,
+    ) -> anyhow::Result<MatrixConfig> {
+        let m = self;
+        host::check_cpus("--server-cpu", &[m.server_cpu])
+            .map_err(crate::common::usage::UsageError)?;
+        host::check_cpus("--client-cpu", &[m.client_cpu])
+            .map_err(crate::common::usage::UsageError)?;
+        let mut experiments: Vec<_> = m.experiment.iter().map(|e| e.typed()).collect();
+        experiments.dedup();
+        let load = m.experiment.contains(&ExperimentChoice::Load);
+        if m.client_engine.contains(&ClientEngine::Rustls) && !load {
+            crate::usage_bail!(
+                "--client-engine rustls drives only the load experiment: add --experiment load"
+            );
+        }
+        let through_server = load || m.experiment.contains(&ExperimentChoice::Pretransfer);
+        if m.server.contains(&ServerChoice::Nginx) && !through_server {
+            crate::usage_bail!(
+                "--server nginx serves the pretransfer and load experiments, not engine (no server): add --experiment load or pretransfer"
+            );
+        }
+        let mut servers: Vec<_> = m.server.iter().map(|s| s.typed()).collect();
+        servers.dedup();
+        let mut client_engines: Vec<_> = m.client_engine.iter().map(|e| e.typed()).collect();
+        client_engines.dedup();
+        let client_work = match (m.client_work, m.verify.on()) {
+            (Some(ClientWork::Lean), true) => crate::usage_bail!(
+                "--client-work lean does not check the server's signature, so it cannot verify the server either; add --verify off, or use --client-work full"
+            ),
+            (Some(ClientWork::Lean), false) if !client_engines.contains(&load::EngineKind::Rustls) => crate::usage_bail!(
+                "--client-work lean: only the rustls client has a lean form; add --client-engine rustls, or drop --client-work"
+            ),
+            (given, verifies) => ClientWork::resolve(given, verifies),
+        };
+        let side = m.side.typed();
+        let mut warnings = Vec::new();
+        if experiments.contains(&crate::compare::worker::ExperimentKind::Engine)
+            && side != crate::compare::matrix::Side::Both
+        {
+            warnings.push(
+                "the in-process engine runs client and server in one process, so both use the variant's library whatever --side says".into(),
+            );
+        }
+        Ok(MatrixConfig {
+            exe: std::env::current_exe().context("finding the tlsscope executable")?,
+            libraries: libraries.0.clone(),
+            fixed: m.fixed_openssl.clone(),
+            side,
+            cert_types: m.cert_type.clone(),
+            tls: m.tls.iter().map(|t| t.typed()).collect(),
+            groups: m
+                .groups
+                .iter()
+                .map(|g| {
+                    (g != "default")
+                        .then(|| {
+                            g.parse::<ossl::GroupList>()
+                                .map(|_| g.clone())
+                                .map_err(|e| anyhow::anyhow!("--groups {g}: {e}"))
+                        })
+                        .transpose()
+                })
+                .collect::<anyhow::Result<_>>()?,
+            resumed: m
+                .resume
+                .iter()
+                .map(|r| *r == HandshakeChoice::Resumed)
+                .collect(),
+            ctx_per_connection: m
+                .ctx
+                .iter()
+                .map(|c| *c == CtxChoice::PerConnection)
+                .collect(),
+            experiments,
+            count: m.count,
+            repeat: m.repeat,
+            warmup: m.warmup,
+            verify: m.verify.on(),
+            level: m.level,
+            noise_threshold: m.noise_threshold / 100.0,
+            calibrate_slower_pct: m.calibrate_slower.max(0.0),
+            server_cpu: m.server_cpu,
+            client_cpu: m.client_cpu,
+            environment: crate::common::environment::host(std::env::args().collect()),
+            profile,
+            servers,
+            client_engines,
+            client_work,
+            connections: m.connections,
+            baseline: m.baseline.typed(),
+            warnings,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn a_confidence_level_lies_between_a_half_and_one() {
+        assert!(parse_level("0.5").is_err() && parse_level("1").is_err());
+        assert!(parse_level("0.99").is_ok());
+        assert!(parse_percentage("100").is_err() && parse_percentage("2.5").is_ok());
+    }
+
+    /// The matrix options alone, as `compare` and `profile` flatten them.
+    #[derive(Parser)]
+    struct Matrix {
+        #[command(flatten)]
+        m: MatrixOptions,
+    }
+
+    fn matrix(args: &[&str]) -> anyhow::Result<MatrixConfig> {
+        let parsed = Matrix::try_parse_from(["compare"].iter().chain(args)).unwrap();
+        parsed
+            .m
+            .config(&LibraryList::parse(Some("system, 3.5.5,")), None)
+    }
+
+    #[test]
+    fn the_openssl_list_drops_empty_items_and_defaults_to_the_system() {
+        assert_eq!(
+            LibraryList::parse(Some("system, 3.5.5,")).0,
+            ["system", "3.5.5"]
+        );
+        assert_eq!(LibraryList::parse(None).0, ["system"]);
+        let c = matrix(&["--server-cpu", "0", "--client-cpu", "0"]).unwrap();
+        assert_eq!(c.libraries, ["system", "3.5.5"]);
+    }
+
+    #[test]
+    fn options_the_experiments_cannot_use_are_refused_naming_the_flags() {
+        let cpus = ["--server-cpu", "0", "--client-cpu", "0"];
+        for (extra, words) in [
+            (&["--client-engine", "rustls"][..], "add --experiment load"),
+            (
+                &["--server", "nginx", "--experiment", "engine"],
+                "--server nginx",
+            ),
+            (
+                &["--experiment", "load", "--client-work", "lean"],
+                "add --verify off",
+            ),
+            (&["--groups", "no-such-group"], "--groups no-such-group"),
+        ] {
+            let args: Vec<&str> = cpus.iter().chain(extra).copied().collect();
+            let e = matrix(&args).err().expect("refused").to_string();
+            assert!(e.contains(words), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_engine_warns_that_it_ignores_the_side_unless_both_vary() {
+        let cpus = ["--server-cpu", "0", "--client-cpu", "0"];
+        let c = matrix(&cpus).unwrap();
+        assert!(c
+            .warnings
+            .iter()
+            .any(|w| w.contains("whatever --side says")));
+        let both: Vec<&str> = cpus.iter().chain(&["--side", "both"]).copied().collect();
+        assert!(matrix(&both).unwrap().warnings.is_empty());
+    }
+
+    #[test]
+    fn a_saved_file_that_is_not_json_is_said_to_need_json_output() {
+        let e = SavedError::NotJson {
+            path: "a.txt".into(),
+            reason: "expected value".into(),
+        };
+        let said = word_error(CompareError::Saved(e)).to_string();
+        assert_eq!(
+            said,
+            "a.txt: not JSON (expected value); give files saved with --json"
+        );
+    }
 }

@@ -11,13 +11,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use model::compare::{CompareDocument, Experiment, Metric, Negotiated, Variant};
 
-use super::session::{ExperimentKind, Tls};
+use super::matrix_servers::{start_server, NoServer, Server, ServerKey, ServerSlot};
+use super::profiles::write_profiles;
+use super::worker::{ExperimentKind, Tls};
 use super::worker::{WorkerResult, WorkerSpec};
 use crate::common::error::{Context, Error, Result};
-use crate::common::servers::{
-    mapped_libssl, start_nginx, try_start_builtin, Builtin, Nginx, NginxServer, NotStarted,
-    ServerProcess,
-};
 use crate::fail;
 
 /// Which side's library the variants change.
@@ -88,7 +86,9 @@ pub struct MatrixConfig {
     /// The load experiment's concurrent connections (a closed loop).
     pub connections: usize,
     /// What each variant is compared with.
-    pub baseline: super::session::Baseline,
+    pub baseline: super::analysis::Baseline,
+    /// Warnings about the settings themselves, worded by the command, for the document.
+    pub warnings: Vec<String>,
 }
 
 /// The server a variant's client connects to.
@@ -119,56 +119,60 @@ pub enum Event<'a> {
     },
     /// It ended: a one-line summary, or why it failed.
     RoundDone(std::result::Result<String, String>),
+    /// A library version the cache lacks is being built (before the rounds).
+    Building { library: &'a str },
+    /// A build ended: its outcome line.
+    Built(String),
 }
 
 /// The system's CA bundle: what curl loads into each of its contexts on Debian.
-const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+pub(super) const SYSTEM_BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
 
 /// One variant to measure.
 #[derive(Clone, Debug)]
-struct Plan {
-    label: String,
-    settings: BTreeMap<String, String>,
+pub(super) struct Plan {
+    pub(super) label: String,
+    pub(super) settings: BTreeMap<String, String>,
     /// The client's and the server's library (None: the system's).
-    client_openssl: Option<String>,
-    server_openssl: Option<String>,
-    cert: ossl::CertType,
-    tls: Option<Tls>,
-    groups: Option<String>,
-    resume: bool,
-    per_connection: bool,
-    server: ServerKind,
-    client_engine: load::EngineKind,
+    pub(super) client_openssl: Option<String>,
+    pub(super) server_openssl: Option<String>,
+    pub(super) cert: ossl::CertType,
+    pub(super) tls: Option<Tls>,
+    pub(super) groups: Option<String>,
+    pub(super) resume: bool,
+    pub(super) per_connection: bool,
+    pub(super) server: ServerKind,
+    pub(super) client_engine: load::EngineKind,
     /// The experiments that apply to it: the engine runs without a server, once per library
     /// (built-in server, OpenSSL client); pretransfer is OpenSSL's blocking client.
-    experiments: Vec<ExperimentKind>,
+    pub(super) experiments: Vec<ExperimentKind>,
 }
 
 /// What a variant has gathered so far.
 #[derive(Default)]
-struct Gathered {
-    library: Option<String>,
+pub(super) struct Gathered {
+    pub(super) library: Option<String>,
     /// The library of the server the variant's client connected to, when tlsscope started it.
-    server_library: Option<String>,
-    samples: BTreeMap<String, Vec<f64>>,
+    pub(super) server_library: Option<String>,
+    pub(super) samples: BTreeMap<String, Vec<f64>>,
     /// Per metric, one value per completed round: the replicates.
-    rounds: BTreeMap<String, Vec<f64>>,
-    negotiated: Vec<Negotiated>,
+    pub(super) rounds: BTreeMap<String, Vec<f64>>,
+    pub(super) negotiated: Vec<Negotiated>,
     /// The client's wire figures over the rounds (the load experiment's client when it runs,
     /// else pretransfer's).
-    wire: Option<load::wire::WireSummary>,
-    error: Option<String>,
+    pub(super) wire: Option<load::wire::WireSummary>,
+    pub(super) error: Option<String>,
     /// Rounds that completed: those before a failure are still reported.
-    rounds_done: usize,
+    pub(super) rounds_done: usize,
     /// The workers' stacks over their measured operations (`compare --profile`), and how many
     /// operations they were.
-    profile: profile::Profile,
-    profiled_ops: u64,
+    pub(super) profile: profile::Profile,
+    pub(super) profiled_ops: u64,
     /// Why it is not run (a library its server cannot load).
-    not_run: Option<String>,
+    pub(super) not_run: Option<String>,
     /// Connections its client made to its server, warm-ups included.
-    client_count: u64,
-    server_check: Option<model::compare::ServerCheck>,
+    pub(super) client_count: u64,
+    pub(super) server_check: Option<model::compare::ServerCheck>,
 }
 
 /// Why a variant stopped at `round` (from 0), with what is still reported: a library
@@ -352,18 +356,6 @@ fn prepare_libraries(
     out
 }
 
-/// What a server is started for: the variants that share all of it share one server.
-#[derive(Clone, Debug, PartialEq)]
-struct ServerKey {
-    kind: ServerKind,
-    /// None: the system's.
-    library: Option<String>,
-    cert: ossl::CertType,
-    groups: Option<String>,
-    /// Session cache and tickets on: resumed handshakes were asked for.
-    resumption: bool,
-}
-
 impl ServerKey {
     fn of(p: &Plan) -> ServerKey {
         ServerKey {
@@ -379,217 +371,6 @@ impl ServerKey {
 /// Whether a plan's experiments connect to a server.
 fn needs_server(p: &Plan) -> bool {
     p.experiments.iter().any(|e| *e != ExperimentKind::Engine)
-}
-
-/// A server process of either kind.
-enum Running {
-    /// Its final counters are written to `stats` when it stops.
-    Builtin {
-        process: ServerProcess,
-        stats: PathBuf,
-    },
-    Nginx(NginxServer),
-}
-
-/// A running server, the CA file that trusts it and the libssl it mapped.
-struct Server {
-    running: Running,
-    cafile: PathBuf,
-    libssl: Option<PathBuf>,
-}
-
-impl Server {
-    fn process(&self) -> &ServerProcess {
-        match &self.running {
-            Running::Builtin { process, .. } => process,
-            Running::Nginx(n) => &n.process,
-        }
-    }
-
-    /// Stops it (by its PID) and returns its own count: the handshakes in the built-in
-    /// server's final counters, or the connections nginx handled on its TLS port (read from
-    /// its status page just before it stops).
-    fn stop_and_count(&mut self) -> Result<u64> {
-        match &mut self.running {
-            Running::Builtin { process, stats } => {
-                process.stop();
-                let text = std::fs::read(&*stats).with_context(|| {
-                    format!("reading the server's counters {}", stats.display())
-                })?;
-                let v: serde_json::Value = serde_json::from_slice(&text)?;
-                let h = &v["handshakes"];
-                Ok(["full", "resumed_session_id", "resumed_ticket"]
-                    .iter()
-                    .filter_map(|k| h[*k].as_u64())
-                    .sum())
-            }
-            Running::Nginx(n) => {
-                let count = n.tls_connections();
-                n.process.stop();
-                count
-            }
-        }
-    }
-}
-
-/// Why a server key has no process.
-enum NoServer {
-    Failed(String),
-    /// The library cannot run under this server at all.
-    NotRun(String),
-}
-
-type ServerSlot = (ServerKey, std::result::Result<Server, NoServer>);
-
-fn start_server(
-    c: &MatrixConfig,
-    key: &ServerKey,
-    prefix: Option<&Path>,
-    dir: &Path,
-    index: usize,
-) -> std::result::Result<Server, NoServer> {
-    match key.kind {
-        ServerKind::Builtin => start_builtin_server(c, key, dir, index).map_err(|e| match e {
-            NotStarted::NotInLibrary(why) => NoServer::NotRun(why),
-            NotStarted::Failed(e) => NoServer::Failed(format!("the server did not start: {e}")),
-        }),
-        ServerKind::Nginx => {
-            let name = key.library.as_deref().unwrap_or("system");
-            let lib_dir = match prefix {
-                Some(p) => Some(nginx_library_dir(p, name).map_err(NoServer::NotRun)?),
-                None => None,
-            };
-            // nginx only says its group list failed: the built-in server on the same library
-            // and groups says whether the library lacks one (and stops at once).
-            if key.groups.is_some() {
-                let builtin = ServerKey {
-                    kind: ServerKind::Builtin,
-                    ..key.clone()
-                };
-                if let Err(NotStarted::NotInLibrary(why)) =
-                    start_builtin_server(c, &builtin, dir, index)
-                {
-                    return Err(NoServer::NotRun(why));
-                }
-            }
-            start_nginx_server(c, key, lib_dir.as_deref(), dir, index)
-                .map_err(|e| NoServer::Failed(format!("nginx: {e}")))
-        }
-    }
-}
-
-/// The CA file a server's clients verify against: the system's bundle plus `cert` (as curl
-/// loads its bundle).
-fn ca_bundle(cert: &Path, dir: &Path, index: usize) -> Result<PathBuf> {
-    let mut pem = std::fs::read(SYSTEM_BUNDLE).unwrap_or_default();
-    pem.extend_from_slice(&std::fs::read(cert).context("reading the server's certificate")?);
-    let cafile = dir.join(format!("ca-{index}.pem"));
-    std::fs::write(&cafile, pem)?;
-    Ok(cafile)
-}
-
-fn start_builtin_server(
-    c: &MatrixConfig,
-    key: &ServerKey,
-    dir: &Path,
-    index: usize,
-) -> std::result::Result<Server, NotStarted> {
-    let cert_out = dir.join(format!("server-{index}.pem"));
-    let stats = dir.join(format!("server-{index}-stats.json"));
-    let mut extra = vec![
-        "--cert-out".to_string(),
-        cert_out.display().to_string(),
-        "--stats-json".into(),
-        stats.display().to_string(),
-    ];
-    if let Some(g) = &key.groups {
-        extra.extend(["--groups".to_string(), g.clone()]);
-    }
-    if !key.resumption {
-        extra.extend(["--session-cache", "off", "--tickets", "off"].map(String::from));
-    }
-    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let process = try_start_builtin(&Builtin {
-        exe: &c.exe,
-        openssl: key.library.as_deref(),
-        cert_type: key.cert,
-        cpu: c.server_cpu,
-        extra: &extra,
-        prepare: None,
-    })?;
-    let libssl = mapped_libssl(process.pid()).ok();
-    Ok(Server {
-        cafile: ca_bundle(&cert_out, dir, index)?,
-        running: Running::Builtin { process, stats },
-        libssl,
-    })
-}
-
-/// nginx on the key's library (through `LD_LIBRARY_PATH` when it is not the system's), its
-/// mapped libssl checked against the one asked for.
-fn start_nginx_server(
-    c: &MatrixConfig,
-    key: &ServerKey,
-    lib_dir: Option<&Path>,
-    dir: &Path,
-    index: usize,
-) -> Result<Server> {
-    let n = start_nginx(&Nginx {
-        cert: key.cert,
-        cpu: c.server_cpu,
-        library_dir: lib_dir,
-        groups: key.groups.as_deref(),
-        resumption: key.resumption,
-        prepare: None,
-    })?;
-    if let Some(want) = lib_dir {
-        let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-        let mapped_dir = n.libssl.parent().map(canonical);
-        if mapped_dir.as_deref() != Some(canonical(want).as_path()) {
-            fail!(
-                "nginx (PID {}) mapped {}, not the libssl.so.3 in {}",
-                n.process.pid(),
-                n.libssl.display(),
-                want.display()
-            );
-        }
-    }
-    Ok(Server {
-        cafile: ca_bundle(&n.ca, dir, index)?,
-        libssl: Some(n.libssl.clone()),
-        running: Running::Nginx(n),
-    })
-}
-
-/// The directory of a library's `libssl.so.3`, which Debian's nginx (linked to it) can run
-/// against; or why it cannot: another soname (1.1.1) or another ABI (4.0, AWS-LC, BoringSSL).
-fn nginx_library_dir(prefix: &Path, name: &str) -> std::result::Result<PathBuf, String> {
-    let dirs = [
-        prefix.join("lib"),
-        prefix.join("lib64"),
-        prefix.to_path_buf(),
-    ];
-    if let Some(d) = dirs.iter().find(|d| d.join("libssl.so.3").exists()) {
-        return Ok(d.clone());
-    }
-    let files: Vec<String> = dirs
-        .iter()
-        .filter_map(|d| std::fs::read_dir(d).ok())
-        .flatten()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.starts_with("libssl.so"))
-        .collect();
-    let versioned = files.iter().find(|f| f.starts_with("libssl.so."));
-    Err(match versioned {
-        Some(f) if f == "libssl.so.1.1" => {
-            format!("nginx is linked to libssl.so.3; {name} is libssl.so.1.1, another soname")
-        }
-        Some(f) => format!("nginx is linked to libssl.so.3; {name} is {f}, another ABI"),
-        None if !files.is_empty() => format!(
-            "nginx is linked to libssl.so.3; {name} has only an unversioned libssl.so (AWS-LC or BoringSSL), another ABI"
-        ),
-        None => format!("{name} has no libssl under {}", prefix.display()),
-    })
 }
 
 /// Runs the matrix and returns the document (variants that failed included, with why).
@@ -831,113 +612,6 @@ fn check_server_counts(plans: &[Plan], servers: &mut [ServerSlot], gathered: &mu
             }
         }
     }
-}
-
-/// Each variant's flame graph, folded stacks (CPU-nanoseconds per operation) and pprof file,
-/// a differential flame graph of each against the first, and one table of every variant's
-/// costliest functions per operation: `profile.txt`.
-fn write_profiles(
-    dir: &Path,
-    plans: &[Plan],
-    gathered: &[Gathered],
-    kernel: &str,
-    sampler: &profile::Sampler,
-    perf_version: &str,
-) -> Result<()> {
-    use crate::profile::render::{
-        comment_lines, diff_table, folded_per_op, write_differential, write_flamegraph,
-    };
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("creating the profile directory {}", dir.display()))?;
-    let profiled: Vec<(usize, &Plan, &Gathered)> = plans
-        .iter()
-        .zip(gathered)
-        .enumerate()
-        .filter(|(_, (_, g))| !g.profile.stacks.is_empty())
-        .map(|(i, (p, g))| (i, p, g))
-        .collect();
-    let write = |name: String, bytes: &[u8]| -> Result<()> {
-        let path = dir.join(name);
-        std::fs::write(&path, bytes).with_context(|| format!("writing {}", path.display()))
-    };
-    // The environment, at the head of profile.txt and in each pprof file.
-    let mut environment = vec![format!(
-        "kernel {kernel}; {perf_version}, cpu-clock at {} Hz, DWARF stacks of {} bytes",
-        sampler.frequency_hz, sampler.stack_bytes
-    )];
-    for &(_, p, g) in &profiled {
-        environment.push(format!(
-            "{}: client {} ({}), server {}; {} chunks of samples lost; {} frames put back where tail calls hid them",
-            p.label,
-            g.library.as_deref().unwrap_or("?"),
-            p.client_openssl.as_deref().unwrap_or("system"),
-            p.server_openssl.as_deref().unwrap_or("system"),
-            g.profile.lost_chunks,
-            g.profile.restored_frames
-        ));
-    }
-    let notes = environment.join("; ");
-    for &(i, p, g) in &profiled {
-        let stem = file_stem(i, &p.label);
-        let info = crate::profile::render::ProfileInfo {
-            subject: &p.label,
-            window_s: g.profile.total_ns() as f64 / 1e9,
-            frequency_hz: sampler.frequency_hz,
-            sampler: "perf (cpu-clock, DWARF stacks), measured operations only",
-            environment: &notes,
-            operations: None,
-        };
-        let mut svg = Vec::new();
-        write_flamegraph(&g.profile, &info, &mut svg)?;
-        write(format!("{stem}.svg"), &svg)?;
-        write(
-            format!("{stem}.folded"),
-            (comment_lines(&environment) + &folded_per_op(&g.profile, g.profiled_ops)).as_bytes(),
-        )?;
-        write(
-            format!("{stem}.pb"),
-            &crate::render::pprof::encode(&g.profile, info.frequency_hz, &environment),
-        )?;
-        if let Some(&(b, base_plan, base)) = profiled.first().filter(|(b, _, _)| *b != i) {
-            let mut svg = Vec::new();
-            write_differential(
-                (&base.profile, base.profiled_ops),
-                (&g.profile, g.profiled_ops),
-                &format!("{} against {}", p.label, base_plan.label),
-                &notes,
-                &mut svg,
-            )?;
-            write(format!("{stem}-vs-{}.svg", b + 1), &svg)?;
-        }
-    }
-    let variants: Vec<(&str, &profile::Profile, u64)> = profiled
-        .iter()
-        .map(|(_, p, g)| (p.label.as_str(), &g.profile, g.profiled_ops))
-        .collect();
-    if !variants.is_empty() {
-        let head = comment_lines(&environment);
-        write(
-            "profile.txt".into(),
-            (head + &diff_table(&variants, 150)).as_bytes(),
-        )?;
-    }
-    Ok(())
-}
-
-/// `2-openssl=3.0.2`: the variant's number (from 0 here, from 1 in the name) and label, safe
-/// as a file name: how `compare --profile` names a variant's files.
-pub fn file_stem(i: usize, label: &str) -> String {
-    let clean: String = label
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || ".=-_".contains(c) {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    format!("{}-{clean}", i + 1)
 }
 
 /// The server a plan's pretransfer and load experiments connect to, if it has one.
@@ -1182,18 +856,14 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
             }
         })
         .collect();
-    if c.experiments.contains(&ExperimentKind::Engine) && c.side != Side::Both {
-        warnings.push(
-            "the in-process engine runs client and server in one process, so both use the variant's library whatever --side says".into(),
-        );
-    }
+    warnings.extend(c.warnings.iter().cloned());
     if c.calibrate_slower_pct > 0.0 && variants.len() > 1 {
         warnings.push(format!(
             "calibration run: the last variant's client burned {}% more CPU per operation on purpose",
             c.calibrate_slower_pct
         ));
     }
-    let comparisons = super::session::analyze(&variants, level, c.noise_threshold, c.baseline);
+    let comparisons = super::analysis::analyze(&variants, level, c.noise_threshold, c.baseline);
     let servers: Vec<&str> = c
         .servers
         .iter()
@@ -1223,53 +893,5 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
         variants,
         comparisons,
         warnings,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// An install prefix whose lib/ holds files of these names (empty: only the names count).
-    fn prefix_with(files: &[&str]) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("lib")).unwrap();
-        for f in files {
-            std::fs::write(dir.path().join("lib").join(f), b"").unwrap();
-        }
-        dir
-    }
-
-    #[test]
-    fn nginx_runs_only_on_a_libssl_so_3_and_says_why_not() {
-        let ok = prefix_with(&["libssl.so", "libssl.so.3"]);
-        assert_eq!(
-            nginx_library_dir(ok.path(), "3.5.5").unwrap(),
-            ok.path().join("lib")
-        );
-        for (files, name, words) in [
-            (
-                &["libssl.so", "libssl.so.1.1"][..],
-                "1.1.1w",
-                "libssl.so.1.1, another soname",
-            ),
-            (
-                &["libssl.so", "libssl.so.4"][..],
-                "4.0.3",
-                "libssl.so.4, another ABI",
-            ),
-            (
-                &["libssl.so"][..],
-                "aws-lc",
-                "only an unversioned libssl.so",
-            ),
-        ] {
-            let dir = prefix_with(files);
-            let why = nginx_library_dir(dir.path(), name).unwrap_err();
-            assert!(
-                why.contains(name) && why.contains(words) && why.contains("libssl.so.3"),
-                "{why}"
-            );
-        }
     }
 }

@@ -2,6 +2,8 @@
 //! plotters (latency CDF per variant, medians with their intervals, the handshakes obtained).
 //! Nothing is loaded from the network.
 
+use std::path::Path;
+
 use model::compare::CompareDocument;
 use plotters::prelude::*;
 
@@ -365,4 +367,48 @@ fn draw_mix(
     crate::render::plot::draw_legend(&legend_area, &entries, crate::render::plot::Mark::Box)?;
     root.present()?;
     Ok(())
+}
+
+/// The flame graphs the matrix's profiling wrote into `dir` for each variant, as the HTML page
+/// at `page` links them.
+pub fn profile_links(doc: &CompareDocument, dir: &Path, page: &Path) -> Vec<ProfileLinks> {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    doc.variants
+        .iter()
+        .enumerate()
+        .filter_map(|(i, v)| {
+            let stem = super::profiles::file_stem(i, &v.label);
+            let svg = format!("{stem}.svg");
+            names.contains(&svg).then(|| {
+                let diff = names
+                    .iter()
+                    .find(|n| n.starts_with(&format!("{stem}-vs-")) && n.ends_with(".svg"));
+                ProfileLinks {
+                    label: v.label.clone(),
+                    flamegraph: href(page, &dir.join(&svg)),
+                    differential: diff.map(|d| href(page, &dir.join(d))),
+                }
+            })
+        })
+        .collect()
+}
+
+/// `target` as a link from the page: relative when it lies under the page's directory.
+fn href(page: &Path, target: &Path) -> String {
+    let absolute = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let base = page
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let target = absolute(target);
+    match target.strip_prefix(absolute(base)) {
+        Ok(relative) => relative.display().to_string(),
+        Err(_) => format!("file://{}", target.display()),
+    }
 }

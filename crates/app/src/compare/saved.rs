@@ -18,40 +18,63 @@ use serde_json::Value;
 /// `compare` could not read its own output back (the saved_runs fuzz target's property).
 const MAX_MAGNITUDE: f64 = 1e15;
 
+/// Saved runs to compare, the first the baseline.
+pub struct SavedConfig {
+    pub files: Vec<PathBuf>,
+    pub level: f64,
+    /// Changes smaller than this fraction are never called.
+    pub noise_threshold: f64,
+    /// Where the comparison is made.
+    pub environment: model::Environment,
+    /// The warning when two single bench runs are compared, as the command words it.
+    pub one_run_each_side: String,
+}
+
+/// Why saved runs cannot be compared.
+#[derive(Debug, thiserror::Error)]
+pub enum SavedError {
+    /// The file is not JSON at all.
+    #[error("{}: not JSON ({reason})", path.display())]
+    NotJson { path: PathBuf, reason: String },
+    /// Anything else, naming the file.
+    #[error(transparent)]
+    Refused(#[from] Error),
+}
+
 struct Run {
     path: PathBuf,
     kind: String,
     doc: Value,
 }
 
-fn read(path: &Path) -> Result<Run> {
+fn read(path: &Path) -> Result<Run, SavedError> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("{}: cannot read it", path.display()))?;
     parse_run(path, &text)
 }
 
 /// A saved run from its text: JSON of a kind and schema version this tlsscope reads.
-fn parse_run(path: &Path, text: &str) -> Result<Run> {
-    let doc: Value = serde_json::from_str(text).map_err(|e| {
-        Error::msg(format!(
-            "{}: not JSON ({e}); give files saved with --json",
-            path.display()
-        ))
+fn parse_run(path: &Path, text: &str) -> Result<Run, SavedError> {
+    let doc: Value = serde_json::from_str(text).map_err(|e| SavedError::NotJson {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
     })?;
     let kind = doc["kind"].as_str().unwrap_or_default().to_string();
     let Some(known) = model::newest_schema_version(&kind).map(u64::from) else {
-        fail!(
+        return Err(Error::msg(format!(
             "{}: not a tlsscope bench, trace or compare result (kind {:?})",
             path.display(),
             kind
-        );
+        ))
+        .into());
     };
     let version = doc["schema_version"].as_u64().unwrap_or(0);
     if version > known {
-        fail!(
+        return Err(Error::msg(format!(
             "{}: {kind} schema version {version} is newer than this tlsscope reads ({known}); use a newer tlsscope",
             path.display()
-        );
+        ))
+        .into());
     }
     Ok(Run {
         path: path.to_path_buf(),
@@ -99,39 +122,46 @@ fn experiment_key(run: &Run) -> String {
     }
 }
 
-/// Reads saved runs (the first is the baseline) and compares them as variants. `environment`
-/// is where the comparison is made.
-pub fn load(
-    files: &[PathBuf],
-    level: f64,
-    noise_threshold: f64,
-    environment: model::Environment,
-) -> Result<CompareDocument> {
-    let runs = files.iter().map(|f| read(f)).collect::<Result<Vec<_>>>()?;
-    compare(runs, level, noise_threshold, environment)
+/// Reads saved runs (the first is the baseline) and compares them as variants.
+pub fn load(c: &SavedConfig) -> Result<CompareDocument, SavedError> {
+    let runs = c
+        .files
+        .iter()
+        .map(|f| read(f))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(compare(
+        runs,
+        c.level,
+        c.noise_threshold,
+        c.environment.clone(),
+        Some(&c.one_run_each_side),
+    )?)
 }
 
 /// As [`load`], for runs whose text is already in memory, each with the file name it goes by
-/// (in labels and errors). Public so that the fuzz targets can feed text that never was a file.
+/// (in labels and errors), without the warning on single runs. Public so that the fuzz targets
+/// can feed text that never was a file.
 pub fn load_texts(
     texts: &[(PathBuf, &str)],
     level: f64,
     noise_threshold: f64,
     environment: model::Environment,
-) -> Result<CompareDocument> {
+) -> Result<CompareDocument, SavedError> {
     let runs = texts
         .iter()
         .map(|(path, text)| parse_run(path, text))
-        .collect::<Result<Vec<_>>>()?;
-    compare(runs, level, noise_threshold, environment)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(compare(runs, level, noise_threshold, environment, None)?)
 }
 
-/// Compares runs of one experiment as variants, the first as the baseline.
+/// Compares runs of one experiment as variants, the first as the baseline; `one_run_each_side`
+/// is the warning for two single bench runs.
 fn compare(
     runs: Vec<Run>,
     level: f64,
     noise_threshold: f64,
     environment: model::Environment,
+    one_run_each_side: Option<&str>,
 ) -> Result<CompareDocument> {
     let Some(baseline) = runs.first() else {
         fail!("no saved run to compare");
@@ -160,9 +190,7 @@ fn compare(
     }
     unique_labels(&mut variants);
     if runs.len() == 2 && runs.iter().all(|r| r.kind == "bench") {
-        warnings.push(
-            "one run on each side: the intervals hold the spread of operations within each run, not from run to run; for a verdict that holds across runs, compare --matrix takes rounds as the replicates".into(),
-        );
+        warnings.extend(one_run_each_side.map(String::from));
     }
     Ok(CompareDocument {
         schema_version: COMPARE_SCHEMA_VERSION,
@@ -175,11 +203,11 @@ fn compare(
         },
         level,
         noise_threshold,
-        comparisons: super::session::analyze(
+        comparisons: super::analysis::analyze(
             &variants,
             level,
             noise_threshold,
-            super::session::Baseline::First,
+            super::analysis::Baseline::First,
         ),
         variants,
         warnings,
@@ -320,7 +348,7 @@ fn compare_variants(r: &Run, prefix: bool, level: f64) -> Result<Vec<Variant>> {
 mod tests {
     use super::*;
 
-    fn load_one(text: &str) -> Result<CompareDocument> {
+    fn load_one(text: &str) -> Result<CompareDocument, SavedError> {
         let texts = [
             (PathBuf::from("a.json"), text),
             (PathBuf::from("b.json"), text),

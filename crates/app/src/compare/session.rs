@@ -1,236 +1,74 @@
-//! `compare --matrix`: an experiment run across library versions and settings. Each variant
-//! runs in a worker process of its own (one process loads one OpenSSL), driven by a typed spec
-//! serialized as JSON and answering with one JSON line.
+//! `tlsscope compare`'s session: saved runs read and compared (`saved`), or the matrix run
+//! (`matrix`, each variant in a worker process, `worker`), either way one [`CompareDocument`].
+//! The matrix tells its caller of builds and rounds as they go ([`Event`]); the session itself
+//! prints nothing.
 
-use model::compare::{MetricComparison, Variant};
-use serde::{Deserialize, Serialize};
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 
-/// What each variant is compared with.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Baseline {
-    /// The first variant with results.
-    #[default]
-    First,
-    /// Within each set of variants that share every setting but the library (certificate,
-    /// group, client, server, ...), the first of them with results: the libraries side by
-    /// side under the same settings.
-    SameSettings,
+use model::compare::CompareDocument;
+
+use super::config::CompareConfig;
+use super::matrix::{Event, MatrixConfig};
+use super::saved::SavedError;
+use crate::common::error::Error;
+
+/// Why a comparison could not be made (a variant that fails is reported in the document).
+#[derive(Debug, thiserror::Error)]
+pub enum CompareError {
+    #[error(transparent)]
+    Saved(#[from] SavedError),
+    #[error(transparent)]
+    Matrix(#[from] Error),
 }
 
-impl Baseline {
-    /// As the document names it (None: the first variant).
-    pub fn name(self) -> Option<&'static str> {
-        match self {
-            Baseline::First => None,
-            Baseline::SameSettings => Some("same-settings"),
-        }
-    }
-}
-
-/// The settings that name the library rather than how it is used.
-const LIBRARY_SETTINGS: [&str; 3] = ["openssl", "client library", "server library"];
-
-/// The settings a variant shares with the others it is compared with.
-type SettingsKey<'a> = Vec<(&'a String, &'a String)>;
-
-/// Compares every variant with results against its baseline, metric by metric, by the
-/// strongest method the two metrics allow (see [`model::compare::compare_metrics`]).
-pub fn analyze(
-    variants: &[Variant],
-    level: f64,
-    noise_threshold: f64,
-    baseline: Baseline,
-) -> Vec<MetricComparison> {
-    let measured: Vec<&Variant> = variants.iter().filter(|v| v.measured()).collect();
-    // The sets compared within, in order of first appearance.
-    let mut sets: Vec<(SettingsKey, Vec<&Variant>)> = Vec::new();
-    for v in measured {
-        let key: SettingsKey = match baseline {
-            Baseline::First => Vec::new(),
-            Baseline::SameSettings => v
-                .settings
-                .iter()
-                .filter(|(k, _)| !LIBRARY_SETTINGS.contains(&k.as_str()))
-                .collect(),
-        };
-        match sets.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, members)) => members.push(v),
-            None => sets.push((key, vec![v])),
-        }
-    }
-    let mut out = Vec::new();
-    for (_, members) in &sets {
-        out.extend(against_first(members, level, noise_threshold));
-    }
-    out
-}
-
-fn against_first(measured: &[&Variant], level: f64, noise_threshold: f64) -> Vec<MetricComparison> {
-    let Some((base, others)) = measured.split_first() else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for metric in &base.metrics {
-        for other in others {
-            let Some(m) = other.metrics.iter().find(|m| m.name == metric.name) else {
-                continue;
-            };
-            let comparison = model::compare::compare_metrics(metric, m, level, noise_threshold);
-            // No ratio of a zero median (e.g. CPU below the clock tick): nothing to say.
-            let r = &comparison.ratio;
-            if ![r.estimate, r.low, r.high].iter().all(|v| v.is_finite()) {
-                continue;
-            }
-            out.push(MetricComparison {
-                metric: metric.name.clone(),
-                baseline: base.label.clone(),
-                variant: other.label.clone(),
-                baseline_median: metric.summary.median,
-                variant_median: m.summary.median,
-                comparison,
-            });
-        }
-    }
-    out
-}
-
-/// What a worker measures.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ExperimentKind {
-    /// Sequential new connections to a built-in server: context, connect, handshake, GET /.
-    Pretransfer,
-    /// Client and server in one thread over memory BIOs: the handshake alone.
-    Engine,
-    /// A closed loop of concurrent new connections to a server, made by bench's load engine:
-    /// rate, client and server CPU per handshake, the server's busy share.
-    Load,
-}
-
-impl ExperimentKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ExperimentKind::Pretransfer => "pretransfer",
-            ExperimentKind::Engine => "engine",
-            ExperimentKind::Load => "load",
-        }
+/// Runs the comparison `config` asks for; `events` hears of a matrix's builds and rounds.
+/// `stop` (set by a signal handler) ends a matrix after the round in progress.
+pub fn run(
+    config: &CompareConfig,
+    stop: &AtomicBool,
+    events: &mut dyn FnMut(Event<'_>),
+) -> Result<CompareDocument, CompareError> {
+    match config {
+        CompareConfig::Saved(c) => Ok(super::saved::load(c)?),
+        CompareConfig::Matrix(c) => Ok(matrix(c, stop, events)?),
     }
 }
 
-impl std::str::FromStr for ExperimentKind {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "pretransfer" => Ok(ExperimentKind::Pretransfer),
-            "engine" => Ok(ExperimentKind::Engine),
-            "load" => Ok(ExperimentKind::Load),
-            other => Err(format!("{other}: use pretransfer, engine or load")),
-        }
-    }
+/// Runs the matrix, a library version the cache lacks built first; `events` hears of the
+/// builds and of each round as it goes. `stop` ends it after the round in progress.
+pub fn matrix(
+    config: &MatrixConfig,
+    stop: &AtomicBool,
+    events: &mut dyn FnMut(Event<'_>),
+) -> Result<CompareDocument, Error> {
+    // The builds all happen before the first round: the two never hear at once.
+    let events = RefCell::new(events);
+    let mut build =
+        |library: &str| install_prefix(library, &mut |e: Event<'_>| (events.borrow_mut())(e));
+    let mut rounds = |e: Event<'_>| (events.borrow_mut())(e);
+    super::matrix::run(config, &mut build, &mut rounds, stop)
 }
 
-/// The one TLS version a variant offers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Tls {
-    #[serde(rename = "1.2")]
-    V1_2,
-    #[serde(rename = "1.3")]
-    V1_3,
-}
-
-impl Tls {
-    pub fn version(self) -> ossl::TlsVersion {
-        match self {
-            Tls::V1_2 => ossl::TlsVersion::Tls1_2,
-            Tls::V1_3 => ossl::TlsVersion::Tls1_3,
-        }
+/// Where a library is installed: a directory as given, a version from the cache (built first
+/// if the cache does not have it yet); or why it cannot be had.
+fn install_prefix(library: &str, events: &mut dyn FnMut(Event<'_>)) -> Result<PathBuf, String> {
+    if library.contains('/') {
+        return Ok(PathBuf::from(library));
     }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Tls::V1_2 => "1.2",
-            Tls::V1_3 => "1.3",
-        }
+    let cache = ossl_build::BuildCache::new(crate::common::builds::cache_root());
+    if let Some(b) = cache.find(library) {
+        return Ok(b.prefix);
     }
-}
-
-/// A certificate type as its name, for the serialized spec.
-pub(crate) mod cert_type_name {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(t: &ossl::CertType, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(t.name())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ossl::CertType, D::Error> {
-        let name = String::deserialize(d)?;
-        name.parse()
-            .map_err(|e: ossl::UnknownCertType| serde::de::Error::custom(e))
-    }
-}
-
-pub(crate) use cert_type_name as cert_type_serde;
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use model::compare::Metric;
-    use stats::compare::Verdict;
-
-    /// A variant whose pretransfer samples are 1000..1100 us times `scale`; `broken` ones
-    /// have an error and no metrics.
-    fn measured(label: &str, scale: f64, broken: bool) -> Variant {
-        let samples = (0..100).map(|i| (1000.0 + f64::from(i)) * scale).collect();
-        Variant {
-            label: label.into(),
-            error: broken.then(|| "did not build".to_string()),
-            metrics: if broken {
-                Vec::new()
-            } else {
-                vec![Metric::new("pretransfer", "us", true, samples, 0.95)]
-            },
-            ..Variant::default()
-        }
-    }
-
-    #[test]
-    fn each_variant_is_compared_with_the_first_that_has_results() {
-        let variants = [
-            measured("broken", 1.0, true),
-            measured("a", 1.0, false),
-            measured("b", 1.5, false),
-        ];
-        let cmp = analyze(&variants, 0.95, 0.01, Baseline::First);
-        assert_eq!(cmp.len(), 1);
-        assert_eq!(
-            (cmp[0].baseline.as_str(), cmp[0].variant.as_str()),
-            ("a", "b")
-        );
-        assert_eq!(cmp[0].comparison.verdict, Verdict::Worse);
-    }
-
-    #[test]
-    fn same_settings_compares_libraries_within_each_certificate() {
-        let with = |label: &str, scale: f64, lib: &str, cert: &str| {
-            let mut v = measured(label, scale, false);
-            v.settings = [("openssl", lib), ("cert", cert)]
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .into();
-            v
-        };
-        let variants = [
-            with("a-rsa", 1.0, "a", "rsa"),
-            with("a-ec", 0.5, "a", "ec"),
-            with("b-rsa", 1.5, "b", "rsa"),
-            with("b-ec", 0.5, "b", "ec"),
-        ];
-        let pairs: Vec<(String, String)> = analyze(&variants, 0.95, 0.01, Baseline::SameSettings)
-            .into_iter()
-            .map(|c| (c.baseline, c.variant))
-            .collect();
-        let want =
-            [("a-rsa", "b-rsa"), ("a-ec", "b-ec")].map(|(a, b)| (a.to_string(), b.to_string()));
-        assert_eq!(pairs, want.to_vec());
-    }
+    events(Event::Building { library });
+    let request = ossl_build::BuildRequest::Versions(vec![library.to_string()]);
+    crate::common::builds::build(&request, host::online_cpus(), false, &mut |o| {
+        events(Event::Built(o.to_string()))
+    })
+    .map_err(|e| format!("{library} did not build: {e:#}"))?;
+    cache
+        .find(library)
+        .map(|b| b.prefix)
+        .ok_or_else(|| format!("OpenSSL {library} was built but is not in the cache"))
 }

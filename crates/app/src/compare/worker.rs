@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use load::memory::{ClientContext, EngineError};
@@ -12,10 +13,132 @@ use model::compare::Negotiated;
 use ossl::{ContextBuilder, Credentials, Role, Session, Settings};
 use serde::{Deserialize, Serialize};
 
-use super::session::{cert_type_serde, ExperimentKind, Tls};
 use crate::common::client::{connect_once, Probe};
 use crate::common::error::{Context, Error, Result};
 use crate::fail;
+
+/// What a worker measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExperimentKind {
+    /// Sequential new connections to a built-in server: context, connect, handshake, GET /.
+    Pretransfer,
+    /// Client and server in one thread over memory BIOs: the handshake alone.
+    Engine,
+    /// A closed loop of concurrent new connections to a server, made by bench's load engine:
+    /// rate, client and server CPU per handshake, the server's busy share.
+    Load,
+}
+
+impl ExperimentKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ExperimentKind::Pretransfer => "pretransfer",
+            ExperimentKind::Engine => "engine",
+            ExperimentKind::Load => "load",
+        }
+    }
+}
+
+impl std::str::FromStr for ExperimentKind {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pretransfer" => Ok(ExperimentKind::Pretransfer),
+            "engine" => Ok(ExperimentKind::Engine),
+            "load" => Ok(ExperimentKind::Load),
+            other => Err(format!("{other}: use pretransfer, engine or load")),
+        }
+    }
+}
+
+/// The one TLS version a variant offers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Tls {
+    #[serde(rename = "1.2")]
+    V1_2,
+    #[serde(rename = "1.3")]
+    V1_3,
+}
+
+impl Tls {
+    pub fn version(self) -> ossl::TlsVersion {
+        match self {
+            Tls::V1_2 => ossl::TlsVersion::Tls1_2,
+            Tls::V1_3 => ossl::TlsVersion::Tls1_3,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Tls::V1_2 => "1.2",
+            Tls::V1_3 => "1.3",
+        }
+    }
+}
+
+/// A certificate type as its name, for the serialized spec.
+pub(crate) mod cert_type_name {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &ossl::CertType, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(t.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ossl::CertType, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse()
+            .map_err(|e: ossl::UnknownCertType| serde::de::Error::custom(e))
+    }
+}
+
+pub(crate) use cert_type_name as cert_type_serde;
+
+/// `compare-worker SPEC`: one variant's worker. Each line "run" on stdin asks for a round,
+/// answered by one JSON line on stdout; the end of stdin ends it. A worker that cannot start
+/// answers its first request (or, with no request, at once) with a line holding only `error`,
+/// and exits 1: the matrix reads those lines, never the text on stderr.
+pub fn run(
+    library: anyhow::Result<ossl::LibrarySource>,
+    spec_json: &str,
+) -> anyhow::Result<ExitCode> {
+    use std::io::BufRead as _;
+    let set_up =
+        worker_setup(library, spec_json).and_then(|(lib, spec)| Ok(Worker::new(lib, &spec)?));
+    let mut w = match set_up {
+        Ok(w) => w,
+        Err(e) => {
+            let failed = WorkerResult::failed(crate::common::usage::one_line(&e));
+            crate::common::output::to_stdout(serde_json::to_string(&failed)? + "\n")?;
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    for line in std::io::stdin().lock().lines() {
+        if line?.trim() != "run" {
+            anyhow::bail!("compare-worker: expected \"run\" on stdin");
+        }
+        let result = w.batch();
+        crate::common::output::to_stdout(serde_json::to_string(&result)? + "\n")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The library loaded, the spec read and the thread pinned.
+fn worker_setup(
+    library: anyhow::Result<ossl::LibrarySource>,
+    spec_json: &str,
+) -> anyhow::Result<(&'static ossl::Library, WorkerSpec)> {
+    let lib = crate::common::library::load(&library?)?;
+    let spec: WorkerSpec =
+        anyhow::Context::context(serde_json::from_str(spec_json), "reading the worker spec")?;
+    if let Some(cpu) = spec.cpu {
+        anyhow::Context::with_context(host::pin_current_thread(cpu), || {
+            format!("pinning to CPU {cpu}")
+        })?;
+    }
+    Ok((lib, spec))
+}
 
 /// What a worker is asked to do.
 #[derive(Clone, Debug, Serialize, Deserialize)]

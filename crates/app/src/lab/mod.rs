@@ -1,116 +1,53 @@
-//! `tlsscope lab`: runs the lab's experiments (`crate::lab::session`) and writes the report as each
-//! experiment ends.
+//! `tlsscope lab`: `config` checks the options once, `session` runs the lab's experiments, and
+//! the report is written as each experiment ends (`render` for text, `page` for HTML).
 
 pub mod config;
 pub mod page;
 pub mod render;
 pub mod session;
 
-use std::fmt::Write as _;
 use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context as _;
-use session::LabConfig;
-
 use crate::common::signals::StopFlags;
 use crate::lab::config::LabArgs;
-use crate::lab::config::LabTarget;
 
 pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCode> {
-    let exe = std::env::current_exe().context("finding the tlsscope executable")?;
-    let child_openssl = crate::common::library::child_arg(library);
-    let config = LabConfig {
-        target: match a.target {
-            LabTarget::Builtin => session::LabTarget::Builtin,
-            LabTarget::Nginx => session::LabTarget::Nginx,
-        },
-        exe: &exe,
-        openssl: child_openssl.as_deref(),
-        duration: a.duration,
-        trace_duration: a.trace_duration,
-        warmup: a.warmup,
-        connections: a.connections,
-        server_cpu: a.server_cpu,
-        client_cpu: a.client_cpu,
-        backends: session::LabBackend::chosen(a.backend),
-    };
-    host::check_cpus("--server-cpu", &[a.server_cpu]).map_err(crate::common::usage::UsageError)?;
-    host::check_cpus("--client-cpu", &[a.client_cpu]).map_err(crate::common::usage::UsageError)?;
+    let config = a.config(library)?;
     session::check(&config)?;
     let lib = crate::common::library::load(library)?;
     let signals = StopFlags::install()?;
     let started = Instant::now();
     let mut out = crate::common::output::Stdout::lock();
-    let backends: Vec<&str> = config.backends.iter().map(|b| b.describe()).collect();
-    let heading = format!(
-        "tlsscope lab: {} on CPU {}, load on CPU {}; each experiment {:.0} s untraced, then {:.0} s traced by {}",
-        config.target.describe(),
-        a.server_cpu,
-        a.client_cpu,
-        a.duration.as_secs_f64(),
-        a.trace_duration.as_secs_f64(),
-        backends.join(", then by ")
-    );
+    let heading = render::heading(&config);
     writeln!(out, "{heading}")?;
     for (name, why) in session::skipped(&config, lib) {
-        writeln!(out, "not run: {name}: {why}")?;
+        writeln!(out, "not run: {name}: {}", config::word_skip(&why))?;
     }
     out.flush()?;
-    let mut rates: Vec<Rates> = Vec::new();
+    // Each experiment is written as it ends; its rates (and, for the page, all of it) kept.
+    let mut rows: Vec<render::SummaryRow<'static>> = Vec::new();
     let mut kept: Vec<model::lab::LabExperiment> = Vec::new();
     let summary = session::run(&config, lib, &signals.stop, |e, measured| {
-        let mut text = format!("\n== {}\n", e.name);
         if a.html.is_some() {
-            kept.push(keep(e.name, &measured));
+            kept.push(page::kept_experiment(e.name, &measured));
         }
-        match measured {
-            Ok(m) => {
-                if let Some(note) = &m.note {
-                    let _ = writeln!(text, "  note: {note}");
-                }
-                let traced: Vec<crate::lab::render::Traced<'_>> = m
-                    .traced
-                    .iter()
-                    .map(|t| crate::lab::render::Traced {
-                        backend: t.backend.describe(),
-                        result: &t.result,
-                        calls: &t.calls,
-                    })
-                    .collect();
-                crate::lab::render::render_experiment(&mut text, &m.untraced, &traced);
-                rates.push(Rates::of(e.name, Some(&m), &config.backends));
-            }
-            Err(err) => {
-                let _ = writeln!(text, "  failed: {err}");
-                rates.push(Rates::of(e.name, None, &config.backends));
-            }
-        }
-        let _ = write!(out, "{text}");
+        rows.push(render::summary_row(
+            e.name,
+            measured.as_ref().ok(),
+            &config.backends,
+        ));
+        let _ = write!(out, "{}", render::experiment_section(e.name, &measured));
         let _ = out.flush();
     })?;
+    let backends: Vec<&str> = config.backends.iter().map(|b| b.describe()).collect();
     let mut text = String::from("\n");
-    let rows: Vec<crate::lab::render::SummaryRow<'_>> = rates.iter().map(Rates::row).collect();
-    crate::lab::render::render_summary(&mut text, &backends, &rows);
+    render::render_summary(&mut text, &backends, &rows);
     write!(out, "{text}")?;
-    let mut notes: Vec<String> = summary
-        .calibrations
-        .iter()
-        .map(|(backend, c)| {
-            format!(
-                "probe cost on this machine, {}: {:.2} us per probed call (measured on {} calls of a function in tlsscope)",
-                backend.describe(),
-                c.cost_ns_per_call() / 1000.0,
-                c.calls
-            )
-        })
-        .collect();
+    let mut notes = render::calibration_notes(&summary);
     if !summary.not_attached.is_empty() {
-        notes.push(format!(
-            "not traced in this library: {} (internal functions need a library with its symbol table, e.g. --openssl 1.1.1w)",
-            summary.not_attached.join(", ")
-        ));
+        notes.push(config::not_traced_note(&summary.not_attached));
     }
     for n in &notes {
         writeln!(out, "{n}")?;
@@ -120,8 +57,7 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         env.library = lib.name().to_string();
         env.library_flavour = lib.flavour().name().to_string();
         env.library_version_number = lib.version().number;
-        let page = crate::lab::page::page(&heading, &env, &kept, &notes);
-        html.write(page.as_bytes())?;
+        html.write(page::page(&heading, &env, &kept, &notes).as_bytes())?;
     }
     writeln!(
         out,
@@ -139,75 +75,4 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// An experiment as the HTML page shows it (owned: the page is written at the end).
-fn keep<E: std::fmt::Display>(
-    name: &str,
-    measured: &Result<session::Measured, E>,
-) -> model::lab::LabExperiment {
-    match measured {
-        Ok(m) => model::lab::LabExperiment {
-            name: name.to_string(),
-            note: m.note.clone(),
-            untraced: Some(m.untraced.clone()),
-            traced: m
-                .traced
-                .iter()
-                .map(|t| model::lab::LabTraced {
-                    backend: t.backend.describe().to_string(),
-                    result: t.result.clone(),
-                    calls: t.calls.clone(),
-                })
-                .collect(),
-            error: None,
-        },
-        Err(e) => model::lab::LabExperiment {
-            name: name.to_string(),
-            note: None,
-            untraced: None,
-            traced: Vec::new(),
-            error: Some(e.to_string()),
-        },
-    }
-}
-
-/// One experiment's rates, kept for the closing table.
-struct Rates {
-    experiment: &'static str,
-    untraced: Option<f64>,
-    traced: Vec<Option<f64>>,
-}
-
-impl Rates {
-    /// The rates of `measured` (None: the experiment failed), a column per lab backend.
-    fn of(
-        experiment: &'static str,
-        measured: Option<&session::Measured>,
-        backends: &[session::LabBackend],
-    ) -> Rates {
-        let traced = backends
-            .iter()
-            .map(|b| {
-                measured?
-                    .traced
-                    .iter()
-                    .find(|t| t.backend == *b)
-                    .map(|t| t.result.ops_per_s)
-            })
-            .collect();
-        Rates {
-            experiment,
-            untraced: measured.map(|m| m.untraced.ops_per_s),
-            traced,
-        }
-    }
-
-    fn row(&self) -> crate::lab::render::SummaryRow<'_> {
-        crate::lab::render::SummaryRow {
-            experiment: self.experiment,
-            untraced: self.untraced,
-            traced: self.traced.clone(),
-        }
-    }
 }

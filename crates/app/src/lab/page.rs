@@ -10,14 +10,45 @@ use model::trace::FunctionStats;
 use model::Environment;
 use plotters::prelude::*;
 
-use crate::compare::render::Table;
 use crate::lab::render::unit;
 use crate::render::html::{escape, figure, html_table};
 use crate::render::plot::{color, draw_legend, with_legend_height, Mark};
+use crate::render::table::Table;
 use crate::render::words::duration;
 
 const WIDTH: u32 = 860;
 const HEIGHT: u32 = 360;
+
+/// An experiment as the HTML page shows it (owned: the page is written at the end).
+pub fn kept_experiment<E: std::fmt::Display>(
+    name: &str,
+    measured: &Result<super::session::Measured, E>,
+) -> LabExperiment {
+    match measured {
+        Ok(m) => LabExperiment {
+            name: name.to_string(),
+            note: m.note.clone(),
+            untraced: Some(m.untraced.clone()),
+            traced: m
+                .traced
+                .iter()
+                .map(|t| LabTraced {
+                    backend: t.backend.describe().to_string(),
+                    result: t.result.clone(),
+                    calls: t.calls.clone(),
+                })
+                .collect(),
+            error: None,
+        },
+        Err(e) => LabExperiment {
+            name: name.to_string(),
+            note: None,
+            untraced: None,
+            traced: Vec::new(),
+            error: Some(e.to_string()),
+        },
+    }
+}
 
 /// The page; `notes` are the closing lines of the text report (probe cost, what was not
 /// traced).

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use load::RunResult;
 use model::trace::FunctionStats;
 
+use super::session::{LabBackend, LabConfig, LabSummary, Measured};
 use crate::render::words::duration;
 
 /// One traced run of an experiment: who traced, the load's result, the server's calls.
@@ -205,6 +206,88 @@ pub fn render_summary(text: &mut String, backends: &[&str], rows: &[SummaryRow<'
         }
         let _ = writeln!(text, "{line}");
     }
+}
+
+/// The report's first line: the target and CPUs, and how each experiment runs.
+pub fn heading(config: &LabConfig) -> String {
+    let backends: Vec<&str> = config.backends.iter().map(|b| b.describe()).collect();
+    format!(
+        "tlsscope lab: {} on CPU {}, load on CPU {}; each experiment {:.0} s untraced, then {:.0} s traced by {}",
+        config.target.describe(),
+        config.server_cpu,
+        config.client_cpu,
+        config.duration.as_secs_f64(),
+        config.trace_duration.as_secs_f64(),
+        backends.join(", then by ")
+    )
+}
+
+/// One experiment's section: its name, a note, its figures (or why it failed).
+pub fn experiment_section<E: std::fmt::Display>(
+    name: &str,
+    measured: &Result<Measured, E>,
+) -> String {
+    let mut text = format!("\n== {name}\n");
+    match measured {
+        Ok(m) => {
+            if let Some(note) = &m.note {
+                let _ = writeln!(text, "  note: {note}");
+            }
+            let traced: Vec<Traced<'_>> = m
+                .traced
+                .iter()
+                .map(|t| Traced {
+                    backend: t.backend.describe(),
+                    result: &t.result,
+                    calls: &t.calls,
+                })
+                .collect();
+            render_experiment(&mut text, &m.untraced, &traced);
+        }
+        Err(err) => {
+            let _ = writeln!(text, "  failed: {err}");
+        }
+    }
+    text
+}
+
+/// An experiment's rates for the closing table (None: it failed), a column per lab backend.
+pub fn summary_row(
+    experiment: &'static str,
+    measured: Option<&Measured>,
+    backends: &[LabBackend],
+) -> SummaryRow<'static> {
+    let traced = backends
+        .iter()
+        .map(|b| {
+            measured?
+                .traced
+                .iter()
+                .find(|t| t.backend == *b)
+                .map(|t| t.result.ops_per_s)
+        })
+        .collect();
+    SummaryRow {
+        experiment,
+        untraced: measured.map(|m| m.untraced.ops_per_s),
+        traced,
+    }
+}
+
+/// The probe cost each backend measured on this machine, a line each.
+pub fn calibration_notes(summary: &LabSummary) -> Vec<String> {
+    summary
+        .calibrations
+        .iter()
+        .map(|(backend, c)| {
+            format!(
+                "probe cost on this machine, {}: {:.2} us per probed call (measured on {} calls of a function in tlsscope)",
+                backend.describe(),
+                c.cost_ns_per_call() / 1000.0,
+                c.calls
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

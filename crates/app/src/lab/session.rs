@@ -3,7 +3,7 @@
 //! by each backend (kernel uprobes, tlsscope's in-process library), so one report shows its
 //! rates and CPU, what observing it costs, and where the server's time went.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -35,13 +35,13 @@ impl LabTarget {
     }
 }
 
-/// How the lab runs.
-pub struct LabConfig<'a> {
+/// How the lab runs: checked (the CPUs exist and differ, a backend is chosen) when built.
+pub struct LabConfig {
     pub target: LabTarget,
     /// The tlsscope executable, to start the built-in server.
-    pub exe: &'a Path,
-    /// The built-in server's `--openssl`, as the user gave it (None: the system's).
-    pub openssl: Option<&'a str>,
+    pub exe: PathBuf,
+    /// The built-in server's library, as a child's `--openssl` (None: the system's).
+    pub openssl: Option<String>,
     /// Measured load per experiment, untraced, and then traced.
     pub duration: Duration,
     pub trace_duration: Duration,
@@ -180,22 +180,12 @@ impl LabSummary {
     }
 }
 
-/// Checks the CPUs and that tracing is possible, before anything starts.
-pub fn check(config: &LabConfig<'_>) -> Result<()> {
-    if config.backends.is_empty() {
-        crate::fail!("the lab needs a backend to trace with: --backend kernel, user or auto");
-    }
+/// Checks that tracing is possible, before anything starts.
+pub fn check(config: &LabConfig) -> Result<()> {
     if config.backends.contains(&LabBackend::Kernel) {
         probes::latency::check_can_trace().map_err(|e| {
             Error::msg(e).within("tlsscope lab traces the server with kernel probes")
         })?;
-    }
-    host::check_cpus("--server-cpu", &[config.server_cpu])?;
-    host::check_cpus("--client-cpu", &[config.client_cpu])?;
-    if config.server_cpu == config.client_cpu {
-        crate::fail!(
-            "--server-cpu and --client-cpu must differ, or the client's CPU use is the server's"
-        );
     }
     Ok(())
 }
@@ -204,7 +194,7 @@ pub fn check(config: &LabConfig<'_>) -> Result<()> {
 /// it ends (an experiment that fails does not stop the others). `interrupted` ends the lab
 /// early.
 pub fn run(
-    config: &LabConfig<'_>,
+    config: &LabConfig,
     lib: &'static ossl::Library,
     interrupted: &AtomicBool,
     mut each: impl FnMut(&Experiment, Result<Measured>),
@@ -279,22 +269,30 @@ pub fn run(
     Ok(summary)
 }
 
+/// Why the lab cannot run an experiment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Skip {
+    /// The async experiment runs on the built-in server only.
+    BuiltinOnly,
+    /// The library has no `engine` in its engines directory `dir`.
+    NoEngine { engine: &'static str, dir: String },
+}
+
 /// The experiments this lab cannot run, with why: the async one needs the built-in server
 /// and a library that has the dasync engine (one built by `tlsscope openssl build`).
-pub fn skipped(config: &LabConfig<'_>, lib: &'static ossl::Library) -> Vec<(&'static str, String)> {
+pub fn skipped(config: &LabConfig, lib: &'static ossl::Library) -> Vec<(&'static str, Skip)> {
     let mut out = Vec::new();
     for e in EXPERIMENTS.iter() {
         let Some(engine) = e.async_engine else {
             continue;
         };
         let why = if config.target != LabTarget::Builtin {
-            Some("the built-in server only".to_string())
+            Some(Skip::BuiltinOnly)
         } else if ossl::test_engine_path(lib).is_none() {
-            Some(format!(
-                "{engine} is not in {}: give --openssl with a version built by `tlsscope \
-                 openssl build` (1.1.1w: its dasync pauses every RSA operation)",
-                ossl::engines_dir(lib)
-            ))
+            Some(Skip::NoEngine {
+                engine,
+                dir: ossl::engines_dir(lib),
+            })
         } else {
             None
         };
@@ -306,7 +304,7 @@ pub fn skipped(config: &LabConfig<'_>, lib: &'static ossl::Library) -> Vec<(&'st
 }
 
 fn start_server(
-    config: &LabConfig<'_>,
+    config: &LabConfig,
     cert: CertType,
     engine: Option<&str>,
     prepare: Option<&dyn Fn(&mut Command)>,
@@ -317,8 +315,8 @@ fn start_server(
     };
     match config.target {
         LabTarget::Builtin => servers::start_builtin(&servers::Builtin {
-            exe: config.exe,
-            openssl: config.openssl,
+            exe: &config.exe,
+            openssl: config.openssl.as_deref(),
             cert_type: cert,
             cpu: config.server_cpu,
             extra: &asynchronous,
@@ -346,7 +344,7 @@ struct Clients {
 
 /// One experiment being run.
 struct Run<'a> {
-    config: &'a LabConfig<'a>,
+    config: &'a LabConfig,
     lib: &'static ossl::Library,
     e: &'a Experiment,
     interrupted: &'a AtomicBool,
@@ -527,7 +525,7 @@ impl Run<'_> {
 }
 
 fn load_config(
-    config: &LabConfig<'_>,
+    config: &LabConfig,
     e: &Experiment,
     server: &ServerProcess,
     duration: Duration,

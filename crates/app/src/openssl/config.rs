@@ -1,8 +1,10 @@
-//! `tlsscope openssl`'s options, as the command line defines them.
+//! `tlsscope openssl`'s options, as the command line defines them, and the build they ask for.
 
 use std::path::PathBuf;
 
+use anyhow::bail;
 use clap::Args;
+use ossl_build::BuildRequest;
 
 use crate::common::args::*;
 
@@ -20,4 +22,39 @@ pub struct BuildArgs {
     /// Rebuild even when it is already built.
     #[arg(long)]
     pub force: bool,
+}
+
+/// `openssl build`, checked: what to build, with how many jobs.
+pub struct BuildConfig {
+    pub request: BuildRequest,
+    pub jobs: usize,
+    /// Rebuild installed ones.
+    pub force: bool,
+}
+
+impl BuildArgs {
+    /// The build asked for: versions or one source tree (not both), jobs defaulting to the
+    /// CPU count.
+    pub fn config(&self) -> anyhow::Result<BuildConfig> {
+        let request = match &self.source {
+            Some(_) if !self.versions.is_empty() => {
+                bail!(
+                    "--source builds the one tree it points at: drop the VERSION arguments or --source"
+                )
+            }
+            Some(path) => BuildRequest::Source(path.to_owned()),
+            None if self.versions.is_empty() => {
+                bail!("name what to build (e.g. tlsscope openssl build 3.5.5 aws-lc boringssl) or pass --source PATH")
+            }
+            None => BuildRequest::Versions(self.versions.clone()),
+        };
+        let jobs = self
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        Ok(BuildConfig {
+            request,
+            jobs,
+            force: self.force,
+        })
+    }
 }

@@ -1,87 +1,29 @@
-//! `tlsscope openssl build|list`: the arguments go to ossl-build and what comes back is printed.
+//! `tlsscope openssl build|list`: library builds in the cache. `config` checks what to build,
+//! `session` builds (ossl-build does the work) or lists, `render` writes the list.
 
 pub mod config;
+pub mod render;
+pub mod session;
 
-use std::ffi::OsString;
-use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
-
-use anyhow::bail;
-use ossl_build::{BuildCache, BuildOptions, BuildRequest, Listing, StatusDisplay};
-
-/// The build cache: `$XDG_CACHE_HOME/tlsscope/openssl`, else `$HOME/.cache/tlsscope/openssl`.
-pub fn cache_root() -> PathBuf {
-    ossl_build::default_cache_root(env("XDG_CACHE_HOME"), env("HOME"))
-}
-
-/// Cargo's home: `$CARGO_HOME`, else `$HOME/.cargo`.
-pub fn cargo_home() -> PathBuf {
-    ossl_build::default_cargo_home(env("CARGO_HOME"), env("HOME"))
-}
-
-/// The value of environment variable `name` (ossl-build decides what an empty one means).
-fn env(name: &str) -> Option<OsString> {
-    std::env::var_os(name)
-}
-
-/// Builds each of `versions` (OpenSSL versions from the openssl-src crate, or aws-lc and
-/// boringssl from their crates), or the one tree or tarball at `source`, with `-j<jobs>`;
-/// `force` rebuilds installed ones. Progress goes to stderr and one
-/// final line per version to stdout.
-pub fn build(
-    versions: &[String],
-    source: Option<&Path>,
-    jobs: usize,
-    force: bool,
-) -> anyhow::Result<()> {
-    let request = match source {
-        Some(_) if !versions.is_empty() => {
-            bail!(
-                "--source builds the one tree it points at: drop the VERSION arguments or --source"
-            )
-        }
-        Some(path) => BuildRequest::Source(path.to_owned()),
-        None if versions.is_empty() => {
-            bail!("name what to build (e.g. tlsscope openssl build 3.5.5 aws-lc boringssl) or pass --source PATH")
-        }
-        None => BuildRequest::Versions(versions.to_vec()),
-    };
-    let options = BuildOptions {
-        jobs: ossl_build::effective_jobs(jobs),
-        force,
-        cargo_home: cargo_home(),
-    };
-    let status = StatusDisplay::new(std::io::stderr(), std::io::stderr().is_terminal());
-    let cache = BuildCache::new(cache_root());
-    // A closed stdout does not stop the builds; the outcomes are also in the cache.
-    cache.build_request(&request, &options, &status, &mut |outcome| {
-        let _ = crate::common::output::to_stdout(format!("{outcome}\n"));
-    })?;
-    Ok(())
-}
-
-/// Prints the installed builds as a table, or how to make one if there are none.
-pub fn list() -> anyhow::Result<()> {
-    match BuildCache::new(cache_root()).listing()? {
-        Listing::Empty(hint) => crate::common::output::to_stdout(format!("{hint}\n")),
-        Listing::Builds { header, rows } => crate::common::output::to_stdout(
-            crate::compare::render::Table { header, rows }.aligned(),
-        ),
-    }
-}
+use std::process::ExitCode;
 
 /// `tlsscope openssl build`: builds each version asked for (jobs default to the CPU count).
-pub fn build_command(a: &config::BuildArgs) -> anyhow::Result<std::process::ExitCode> {
-    let jobs = a
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-    build(&a.versions, a.source.as_deref(), jobs, a.force)?;
-    Ok(std::process::ExitCode::SUCCESS)
+pub fn build_command(a: &config::BuildArgs) -> anyhow::Result<ExitCode> {
+    let config = a.config()?;
+    session::build(&config, &mut say_built)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `tlsscope openssl list`: the system library, then the builds in the cache.
-pub fn list_command() -> anyhow::Result<std::process::ExitCode> {
-    crate::common::library::print_system_library()?;
-    list()?;
-    Ok(std::process::ExitCode::SUCCESS)
+pub fn list_command() -> anyhow::Result<ExitCode> {
+    let installed = session::list();
+    crate::common::output::to_stdout(render::system(&installed.system))?;
+    crate::common::output::to_stdout(render::builds(&installed.builds?))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A version's outcome, one line on stdout as it is built. A closed stdout does not stop the
+/// builds: the outcomes are also in the cache.
+pub fn say_built(outcome: &ossl_build::BuildOutcome) {
+    let _ = crate::common::output::to_stdout(format!("{outcome}\n"));
 }

@@ -1,7 +1,7 @@
 //! What every HTML page shares: one self-contained document (no network), its style, tables,
 //! figures, and a script that tells a headless browser how many plots rendered.
 
-use crate::compare::render::Table;
+use crate::render::table::Table;
 
 /// The whole page around `body`.
 pub(crate) fn page(title: &str, body: &str) -> String {

@@ -1,6 +1,8 @@
-//! Rendering pieces that several commands' reports share: HTML pages, plots, Prometheus
-//! exposition, pcap and pprof files, and the words text reports are written in.
+//! Rendering pieces that several commands' reports share: HTML pages, plots, tables, flame
+//! graphs and profile tables (profile, compare --profile), Prometheus exposition, pcap and
+//! pprof files, and the words text reports are written in.
 
+pub mod flame;
 pub mod histogram;
 pub mod html;
 pub mod latency;
@@ -9,5 +11,6 @@ pub mod pcap;
 pub mod placement;
 pub mod plot;
 pub mod pprof;
+pub mod table;
 pub mod wire;
 pub mod words;

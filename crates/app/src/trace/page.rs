@@ -5,10 +5,10 @@
 use model::trace::{FunctionStats, Interval, TraceDocument};
 use plotters::prelude::*;
 
-use crate::compare::render::Table;
 use crate::render::histogram::histogram_plot;
 use crate::render::html::{escape, figure, html_table};
 use crate::render::plot::with_legend_height;
+use crate::render::table::Table;
 use crate::render::words::duration;
 
 const WIDTH: u32 = 860;
