@@ -224,7 +224,7 @@ fn rustls_first(
         match r.probe(sni, addr, a.timeout) {
             Ok(()) => return Ok(addr),
             Err(e) => {
-                first.get_or_insert(e);
+                first.get_or_insert_with(|| experiments::wording::rustls_client(&e));
             }
         }
     }
@@ -270,7 +270,10 @@ fn engine(
         keylog: a.tls.keylog_sink(),
     };
     let provider = a.rustls_provider.map(|p| p.typed());
-    match load::RustlsClient::new(&a.tls.settings(false, tickets)?, trust, Some(lib), provider) {
+    let client =
+        load::RustlsClient::new(&a.tls.settings(false, tickets)?, trust, Some(lib), provider)
+            .map_err(|e| experiments::wording::rustls_client(&e));
+    match client {
         Ok(r) => Ok(Engine {
             rustls: Some(r),
             fallback: None,

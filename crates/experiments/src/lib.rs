@@ -14,6 +14,7 @@ pub mod sniff;
 pub mod sockets;
 pub mod target;
 pub mod trace;
+pub mod wording;
 
 pub use error::{Context, Error, Result};
 pub use target::{Endpoint, TargetError};

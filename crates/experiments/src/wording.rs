@@ -1,0 +1,229 @@
+//! The command layer's words for library errors: the libraries name the thing wrong (a path,
+//! a PID, a group, the numbers); these sentences add the command-line flag that sets it and
+//! what to give instead. Only this layer knows the flags.
+
+use load::rustls_client::{ClientError, TrustStore};
+use load::{ClientBottleneck, ConfigError};
+
+/// A load run's error, naming the flag where a setting is at fault.
+pub fn load_error(e: &load::Error) -> String {
+    match e {
+        load::Error::Config(c) => load_config(c),
+        other => crate::error::one_line(other),
+    }
+}
+
+/// A load setting that cannot run, as the flag that sets it.
+pub fn load_config(e: &ConfigError) -> String {
+    match e {
+        ConfigError::ThreadsZero => "--threads must be at least 1".into(),
+        ConfigError::ConnectionsBelowThreads { .. } => {
+            "--connections must be at least --threads (each thread needs a connection)".into()
+        }
+        ConfigError::NoEnd => "give a --duration or a --count".into(),
+        ConfigError::Rate { .. } => {
+            "--rate must be a positive number of operations per second".into()
+        }
+        ConfigError::KeepAliveWithoutRequest => {
+            "keepalive mode needs a request (--request PATH)".into()
+        }
+        ConfigError::ResumeRatio { .. } => "--resume-ratio must be between 0 and 1".into(),
+        ConfigError::TimeoutZero => "--timeout must be positive".into(),
+        ConfigError::FdLimit {
+            connections,
+            wanted,
+            limit,
+        } => format!(
+            "-c {connections} needs about {wanted} open files, but this process may open only \
+             {limit} (ulimit -n; the hard limit allows no more): lower -c or raise the limit"
+        ),
+    }
+}
+
+/// Where a rustls client's trust came from: the flag with its file, or the system's store.
+fn trust_store(store: &TrustStore) -> String {
+    match store {
+        TrustStore::CaFile(path) => format!("--cafile {}", path.display()),
+        TrustStore::System(path) => format!("the system's trust store {}", path.display()),
+    }
+}
+
+/// The flag that chooses a rustls provider, with its value.
+fn provider_flag(p: load::rustls_client::Provider) -> String {
+    format!("--rustls-provider {}", p.name())
+}
+
+/// Why the rustls client cannot run as asked, naming the flag that asked.
+pub fn rustls_client(e: &ClientError) -> String {
+    use load::rustls_client::Provider;
+    match e {
+        ClientError::LeanCannotVerify => "--client-work lean does not check the server's \
+             signature, so it cannot verify the server either; use --client-work full with \
+             --verify"
+            .into(),
+        ClientError::MlDsaOnRing { store, ml_dsa } => format!(
+            "{}: holds an {ml_dsa} certificate, which rustls on ring cannot verify; use {}",
+            trust_store(store),
+            provider_flag(Provider::AwsLcRs)
+        ),
+        ClientError::MinVersion { version } => {
+            format!("--min-tls {version}: the rustls client speaks TLS 1.2 and 1.3 only")
+        }
+        ClientError::UnknownSuite {
+            tls13,
+            list,
+            name,
+            known,
+        } => format!(
+            "{} {list}: {name} is not a suite the rustls client has ({})",
+            if *tls13 {
+                "--ciphersuites"
+            } else {
+                "--ciphers"
+            },
+            known.join(", ")
+        ),
+        ClientError::GroupNotInProvider {
+            group,
+            provider,
+            available,
+            hint_provider,
+        } => format!(
+            "--groups {group}: rustls on {} has {}{}",
+            provider.name(),
+            available.join(", "),
+            hint_provider
+                .map(|p| format!("; {} has it", provider_flag(p)))
+                .unwrap_or_default()
+        ),
+        ClientError::SigalgNotVerified { name, verified } => format!(
+            "--sigalgs {name}: the rustls client verifies {}",
+            verified.join(", ")
+        ),
+        ClientError::TrustStoreUnusable { store, reason } => {
+            format!("{}: {reason}", trust_store(store))
+        }
+        ClientError::ClientCertificate { path, reason } => {
+            format!("--cert {}: {reason}", path.display())
+        }
+        ClientError::ClientKey { path, reason } => format!("--key {}: {reason}", path.display()),
+        ClientError::RingHandshakeFailure { addr } => format!(
+            "TLS handshake with {addr} failed: tls alert: handshake failure (if the server's \
+             key is ML-DSA: rustls on ring cannot verify it; use {})",
+            provider_flag(Provider::AwsLcRs)
+        ),
+        other => crate::error::one_line(other),
+    }
+}
+
+/// The warning that the client set the rate, naming the flags that give it more room.
+pub fn client_bottleneck(b: &ClientBottleneck) -> String {
+    let cheaper = if b.cheaper_engine {
+        "; or the cheaper client for full handshakes, --client-engine rustls (see bench/client-cost)"
+    } else {
+        ""
+    };
+    format!(
+        "the client was the bottleneck: a load thread was {:.0}% busy{}; add --threads with a \
+         CPU each (--cpus){cheaper}, or the figures describe tlsscope rather than the server",
+        b.busiest_pct,
+        load::server_busy(b.server_busy_pct)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_settings_are_worded_with_their_flags() {
+        let e = ConfigError::FdLimit {
+            connections: 100_000,
+            wanted: 100_064,
+            limit: 2000,
+        };
+        assert_eq!(
+            load_config(&e),
+            "-c 100000 needs about 100064 open files, but this process may open only 2000 \
+             (ulimit -n; the hard limit allows no more): lower -c or raise the limit"
+        );
+        let e = load::Error::Config(ConfigError::ConnectionsBelowThreads {
+            connections: 2,
+            threads: 4,
+        });
+        assert_eq!(
+            load_error(&e),
+            "--connections must be at least --threads (each thread needs a connection)"
+        );
+    }
+
+    #[test]
+    fn rustls_client_errors_name_the_flag_and_the_fix() {
+        use load::rustls_client::Provider;
+        let group = "X25519MLKEM768"
+            .parse::<ossl::GroupList>()
+            .unwrap()
+            .groups()[0];
+        let e = ClientError::GroupNotInProvider {
+            group,
+            provider: Provider::Ring,
+            available: vec!["x25519", "secp256r1"],
+            hint_provider: Some(Provider::AwsLcRs),
+        };
+        assert_eq!(
+            rustls_client(&e),
+            "--groups X25519MLKEM768: rustls on ring has x25519, secp256r1; \
+             --rustls-provider aws-lc-rs has it"
+        );
+        let e = ClientError::UnknownSuite {
+            tls13: false,
+            list: "HIGH:!aNULL".into(),
+            name: "HIGH".into(),
+            known: vec!["ECDHE-ECDSA-AES128-GCM-SHA256"],
+        };
+        assert_eq!(
+            rustls_client(&e),
+            "--ciphers HIGH:!aNULL: HIGH is not a suite the rustls client has \
+             (ECDHE-ECDSA-AES128-GCM-SHA256)"
+        );
+        let e = ClientError::MlDsaOnRing {
+            store: TrustStore::CaFile("ca.pem".into()),
+            ml_dsa: "ML-DSA-44",
+        };
+        assert_eq!(
+            rustls_client(&e),
+            "--cafile ca.pem: holds an ML-DSA-44 certificate, which rustls on ring cannot \
+             verify; use --rustls-provider aws-lc-rs"
+        );
+        let e = ClientError::RingHandshakeFailure {
+            addr: ([127, 0, 0, 1], 8443).into(),
+        };
+        assert!(
+            rustls_client(&e).ends_with("; use --rustls-provider aws-lc-rs)"),
+            "{}",
+            rustls_client(&e)
+        );
+    }
+
+    #[test]
+    fn the_bottleneck_warning_names_the_flags_that_help() {
+        let b = ClientBottleneck {
+            busiest_pct: 98.0,
+            server_busy_pct: Some(52.0),
+            cheaper_engine: true,
+        };
+        assert_eq!(
+            client_bottleneck(&b),
+            "the client was the bottleneck: a load thread was 98% busy while the server was \
+             52% busy; add --threads with a CPU each (--cpus); or the cheaper client for full \
+             handshakes, --client-engine rustls (see bench/client-cost), or the figures \
+             describe tlsscope rather than the server"
+        );
+        let b = ClientBottleneck {
+            cheaper_engine: false,
+            server_busy_pct: None,
+            ..b
+        };
+        assert!(!client_bottleneck(&b).contains("--client-engine"));
+    }
+}
