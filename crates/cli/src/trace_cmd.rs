@@ -86,7 +86,7 @@ pub fn run(a: &TraceArgs) -> anyhow::Result<ExitCode> {
             "tlsscope trace: not traced: {} in {}: {}",
             m.function,
             m.path.display(),
-            m.reason
+            experiments::wording::missing_reason(&m.reason)
         );
     }
     if let Some(note) = trace::syscall_hooks_note(tracer) {

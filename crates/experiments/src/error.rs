@@ -78,7 +78,6 @@ from_errors!(
     std::io::Error,
     ossl::Error,
     ossl::TlsError,
-    probes::Error,
     serde_json::Error,
     crate::TargetError,
 );
@@ -86,6 +85,12 @@ from_errors!(
 impl From<load::Error> for Error {
     fn from(e: load::Error) -> Error {
         Error(crate::wording::load_error(&e))
+    }
+}
+
+impl From<probes::Error> for Error {
+    fn from(e: probes::Error) -> Error {
+        Error(crate::wording::probes_error(&e))
     }
 }
 

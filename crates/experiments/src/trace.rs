@@ -9,12 +9,14 @@ use model::trace::{
     BucketScheme, FunctionStats, KernelHookDoc, MissingDoc, Overhead, PlacementDoc, ProbeDoc,
     TraceDocument, WrapperFailureDoc,
 };
-use probes::latency::SYSCALL_EXITS_EFFECT;
 use probes::{catalog, Buckets, Edge, Outcome, Snapshot, Target, Trace};
 use stats::buckets::{summarize, Bucket};
 
 use crate::error::Result;
 use crate::fail;
+
+/// What trace loses without its syscall hooks, and how to get it back.
+pub const SYSCALL_EXITS_EFFECT: &str = "OpenSSL calls returning <= 0 cannot be split into retry and failure and are classed unknown; --exact-outcomes settles them with SSL_get_error instead";
 
 /// The one line worth saying about the tracer's syscall hooks, if any (a private tracefs mount,
 /// or hooks missing and what that costs).
@@ -139,7 +141,7 @@ pub fn document(
         .map(|m| MissingDoc {
             function: m.function.to_string(),
             path: m.path.display().to_string(),
-            reason: m.reason.clone(),
+            reason: crate::wording::missing_reason(&m.reason),
         })
         .collect();
     doc.kernel_hooks = tracer
@@ -516,6 +518,7 @@ fn attach(request: &Request<'_>) -> Result<Session> {
                 });
             }
             Err(e @ probes::Error::Attach { .. }) if request.backend == BackendChoice::Auto => {
+                let e = crate::wording::probes_error(&e);
                 notes.push(format!("{e}; tracing with the kernel backend instead"));
             }
             Err(e) => return Err(e.into()),

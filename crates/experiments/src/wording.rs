@@ -116,6 +116,49 @@ pub fn rustls_client(e: &ClientError) -> String {
     }
 }
 
+/// A tracing error, naming the flag where one helps (the kernel backend, the ring size).
+pub fn probes_error(e: &probes::Error) -> String {
+    match e {
+        probes::Error::Attach { pid, reason } => format!(
+            "cannot attach the in-process backend to process {pid}: {}",
+            refusal(reason)
+        ),
+        probes::Error::RingSize { bytes, min, max } => format!(
+            "--ring-size {bytes}: the in-process backend's rings (one per thread) take a power \
+             of two from {min} to {max} bytes"
+        ),
+        other => crate::error::one_line(other),
+    }
+}
+
+/// Why the in-process backend cannot attach, with its remedy: the kernel backend's flag.
+pub fn refusal(r: &probes::Refusal) -> String {
+    let what = r.what();
+    match (r.other_remedy(), r.kernel_backend_can()) {
+        (Some(other), true) => format!("{what}: {other}, or use --backend kernel"),
+        (None, true) => format!("{what}: use --backend kernel"),
+        _ => what,
+    }
+}
+
+/// Why a function is not probed, naming the flag or the command form that gets it.
+pub fn missing_reason(r: &probes::MissingReason) -> String {
+    use probes::MissingReason as M;
+    match r {
+        M::InternalToLibrary => "internal to its library (called without the PLT): only the \
+             kernel backend (--backend kernel) can probe it"
+            .into(),
+        M::NoOwnGotEntry => "the attached processes call it through no GOT entry of their own \
+             (not at all, or through dlsym pointers as tlsscope's built-in server does: start \
+             such a program under tlsscope, trace -- COMMAND)"
+            .into(),
+        M::NsprNotBeside => "NSS's data calls are in NSPR, and no libnspr4.so is beside its \
+             libssl3.so; give --lib PATH/libnspr4.so"
+            .into(),
+        M::Other(why) => why.clone(),
+    }
+}
+
 /// The warning that the client set the rate, naming the flags that give it more room.
 pub fn client_bottleneck(b: &ClientBottleneck) -> String {
     let cheaper = if b.cheaper_engine {
@@ -203,6 +246,35 @@ mod tests {
             "{}",
             rustls_client(&e)
         );
+    }
+
+    #[test]
+    fn tracing_errors_name_the_backend_flag_and_the_ring_size() {
+        let e = probes::Error::Attach {
+            pid: 42,
+            reason: probes::Refusal::TracedAlready { tracer: "7".into() },
+        };
+        assert_eq!(
+            probes_error(&e),
+            "cannot attach the in-process backend to process 42: it is being traced already \
+             (by PID 7, a debugger or strace?): detach that first, or use --backend kernel"
+        );
+        let e = probes::Error::Attach {
+            pid: 42,
+            reason: probes::Refusal::Failed("no such process".into()),
+        };
+        assert_eq!(
+            probes_error(&e),
+            "cannot attach the in-process backend to process 42: no such process"
+        );
+        let e = probes::Error::RingSize {
+            bytes: 4096,
+            min: 65536,
+            max: 1 << 30,
+        };
+        assert!(probes_error(&e).starts_with("--ring-size 4096: "));
+        assert!(missing_reason(&probes::MissingReason::NsprNotBeside)
+            .ends_with("give --lib PATH/libnspr4.so"));
     }
 
     #[test]
