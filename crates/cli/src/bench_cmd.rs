@@ -179,7 +179,7 @@ fn mode(a: &BenchArgs) -> anyhow::Result<Mode> {
             crate::usage_bail!("--request {path}: the path must start with /");
         }
     }
-    host::check_cpus("--cpus", &a.cpus).map_err(crate::UsageError)?;
+    experiments::wording::check_cpus("--cpus", &a.cpus).map_err(crate::UsageError)?;
     Ok(match a.mode {
         BenchMode::Full => Mode::Full,
         BenchMode::Keepalive => Mode::KeepAlive,

@@ -92,8 +92,8 @@ fn matrix_config(
     m: &MatrixOptions,
     profile: Option<std::path::PathBuf>,
 ) -> anyhow::Result<MatrixConfig> {
-    host::check_cpus("--server-cpu", &[m.server_cpu]).map_err(crate::UsageError)?;
-    host::check_cpus("--client-cpu", &[m.client_cpu]).map_err(crate::UsageError)?;
+    experiments::wording::check_cpus("--server-cpu", &[m.server_cpu]).map_err(crate::UsageError)?;
+    experiments::wording::check_cpus("--client-cpu", &[m.client_cpu]).map_err(crate::UsageError)?;
     let libraries: Vec<String> = openssl
         .unwrap_or("system")
         .split(',')

@@ -30,8 +30,8 @@ pub fn run(library: &ossl::LibrarySource, a: &LabArgs) -> anyhow::Result<ExitCod
         client_cpu: a.client_cpu,
         backends: lab::LabBackend::chosen(a.backend),
     };
-    host::check_cpus("--server-cpu", &[a.server_cpu]).map_err(crate::UsageError)?;
-    host::check_cpus("--client-cpu", &[a.client_cpu]).map_err(crate::UsageError)?;
+    experiments::wording::check_cpus("--server-cpu", &[a.server_cpu]).map_err(crate::UsageError)?;
+    experiments::wording::check_cpus("--client-cpu", &[a.client_cpu]).map_err(crate::UsageError)?;
     lab::check(&config)?;
     let lib = crate::library::load(library)?;
     let signals = StopFlags::install()?;

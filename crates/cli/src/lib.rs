@@ -17,6 +17,7 @@ pub mod signals;
 mod sniff_cmd;
 pub mod spelling;
 mod trace_cmd;
+mod wording;
 
 use std::process::ExitCode;
 

@@ -19,7 +19,7 @@ pub fn child_arg(source: &LibrarySource) -> Option<String> {
 /// built); none is the system's library.
 pub fn source(openssl: Option<&str>) -> anyhow::Result<LibrarySource> {
     let cache = ossl_build::BuildCache::new(openssl_cmd::cache_root());
-    Ok(ossl_build::library_source(openssl, &cache)?)
+    ossl_build::library_source(openssl, &cache).map_err(crate::wording::build_error)
 }
 
 /// Prints the system library's version, for `openssl list`.

@@ -49,19 +49,24 @@ pub fn build(
         force,
         cargo_home: cargo_home(),
     };
-    let status = StatusDisplay::new(std::io::stderr(), std::io::stderr().is_terminal());
+    let status = StatusDisplay::new(std::io::stderr(), std::io::stderr().is_terminal())
+        .with_words(crate::wording::build_words);
     let cache = BuildCache::new(cache_root());
     // A closed stdout does not stop the builds; the outcomes are also in the cache.
-    cache.build_request(&request, &options, &status, &mut |outcome| {
-        let _ = crate::output::to_stdout(format!("{outcome}\n"));
-    })?;
+    cache
+        .build_request(&request, &options, &status, &mut |outcome| {
+            let _ = crate::output::to_stdout(format!("{outcome}\n"));
+        })
+        .map_err(crate::wording::build_error)?;
     Ok(())
 }
 
 /// Prints the installed builds as a table, or how to make one if there are none.
 pub fn list() -> anyhow::Result<()> {
     match BuildCache::new(cache_root()).listing()? {
-        Listing::Empty(hint) => crate::output::to_stdout(format!("{hint}\n")),
+        Listing::Empty { root } => {
+            crate::output::to_stdout(format!("{}\n", crate::wording::empty_cache(&root)))
+        }
         Listing::Builds { header, rows } => {
             crate::output::to_stdout(report::compare::Table { header, rows }.aligned())
         }

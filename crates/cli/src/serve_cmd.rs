@@ -13,7 +13,7 @@ use crate::signals::StopFlags;
 
 pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitCode> {
     let lib = crate::library::load(library)?;
-    host::check_cpus("--cpus", &a.cpus).map_err(crate::UsageError)?;
+    experiments::wording::check_cpus("--cpus", &a.cpus).map_err(crate::UsageError)?;
     if a.max_connections < a.threads {
         crate::usage_bail!(
             "--max-connections must be at least one per thread ({})",
@@ -72,7 +72,7 @@ pub fn run(library: &ossl::LibrarySource, a: &ServeArgs) -> anyhow::Result<ExitC
     };
     let mut exporter =
         experiments::metrics::Exporter::bind(a.metrics.metrics_listen, a.metrics.file())?;
-    let server = Server::bind(config, ctx)?;
+    let server = Server::bind(config, ctx).map_err(crate::wording::server_error)?;
     let stop = server.shutdown_flag();
     // Ctrl-C ends the server like SIGTERM, and is told apart by the exit status (130).
     let signals = StopFlags::with_stop(stop.clone())?;

@@ -190,8 +190,8 @@ pub fn check(config: &LabConfig<'_>) -> Result<()> {
             Error::msg(e).within("tlsscope lab traces the server with kernel probes")
         })?;
     }
-    host::check_cpus("--server-cpu", &[config.server_cpu])?;
-    host::check_cpus("--client-cpu", &[config.client_cpu])?;
+    crate::wording::check_cpus("--server-cpu", &[config.server_cpu])?;
+    crate::wording::check_cpus("--client-cpu", &[config.client_cpu])?;
     if config.server_cpu == config.client_cpu {
         crate::fail!(
             "--server-cpu and --client-cpu must differ, or the client's CPU use is the server's"

@@ -159,6 +159,16 @@ pub fn missing_reason(r: &probes::MissingReason) -> String {
     }
 }
 
+/// Checks that every CPU in `cpus` exists here; the error names `flag` and the first CPU
+/// that does not.
+pub fn check_cpus(flag: &str, cpus: &[usize]) -> Result<(), String> {
+    host::check_cpus(cpus).map_err(|e| match e {
+        host::Error::NoSuchCpu { cpu, online } => {
+            format!("{flag} {cpu}: this machine has CPUs 0 to {}", online - 1)
+        }
+    })
+}
+
 /// The warning that the client set the rate, naming the flags that give it more room.
 pub fn client_bottleneck(b: &ClientBottleneck) -> String {
     let cheaper = if b.cheaper_engine {
@@ -275,6 +285,16 @@ mod tests {
         assert!(probes_error(&e).starts_with("--ring-size 4096: "));
         assert!(missing_reason(&probes::MissingReason::NsprNotBeside)
             .ends_with("give --lib PATH/libnspr4.so"));
+    }
+
+    #[test]
+    fn a_cpu_beyond_the_machine_is_named_with_its_flag() {
+        assert_eq!(check_cpus("--cpus", &[0]), Ok(()));
+        let e = check_cpus("--server-cpu", &[100_000]).unwrap_err();
+        assert!(
+            e.starts_with("--server-cpu 100000: this machine has CPUs 0 to"),
+            "{e}"
+        );
     }
 
     #[test]
