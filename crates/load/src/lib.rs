@@ -606,8 +606,7 @@ fn per_unit(cpu_s: f64, n: u64, scale: f64) -> f64 {
 /// A load thread was over 90% busy while the server was not: the client may have set the
 /// rate. What helps is more threads on more CPUs or, for full handshakes with the OpenSSL
 /// client, the cheaper rustls client.
-#[derive(Clone, Copy, Debug, PartialEq, thiserror::Error)]
-#[error("the client was the bottleneck: a load thread was {busiest_pct:.0}% busy{}; add load threads with a CPU each{}, or the figures describe tlsscope rather than the server", server_busy(*.server_busy_pct), if *.cheaper_engine { "; or the cheaper client for full handshakes, the rustls engine (see bench/client-cost)" } else { "" })]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ClientBottleneck {
     /// The busiest load thread's share of a CPU.
     pub busiest_pct: f64,
@@ -615,6 +614,23 @@ pub struct ClientBottleneck {
     pub server_busy_pct: Option<f64>,
     /// The run made full handshakes with the OpenSSL client, for which rustls is cheaper.
     pub cheaper_engine: bool,
+}
+
+impl std::fmt::Display for ClientBottleneck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cheaper = if self.cheaper_engine {
+            "; or the cheaper client for full handshakes, the rustls engine (see bench/client-cost)"
+        } else {
+            ""
+        };
+        write!(
+            f,
+            "the client was the bottleneck: a load thread was {:.0}% busy{}; add load threads \
+             with a CPU each{cheaper}, or the figures describe tlsscope rather than the server",
+            self.busiest_pct,
+            server_busy(self.server_busy_pct)
+        )
+    }
 }
 
 /// " while the server was N% busy", when known.
