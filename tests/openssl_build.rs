@@ -316,7 +316,8 @@ fn an_unbuilt_flavour_given_to_openssl_says_how_to_build_it() {
                 .env("XDG_CACHE_HOME", dir.path()),
             std::time::Duration::from_secs(60),
         );
+        let flag = format!("--openssl {name}: ");
         let how = format!("{name} is not in the build cache; run `tlsscope openssl build {name}`");
-        assert_error_line(&out, &[&how]);
+        assert_error_line(&out, &[&flag, &how]);
     }
 }

@@ -14,14 +14,19 @@ pub fn online_cpus() -> usize {
     usize::try_from(n).unwrap_or(1).max(1)
 }
 
+/// The crate's error: a setting this machine cannot honour.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// A CPU number beyond the CPUs online (`online` of them, numbered from 0).
+    #[error("CPU {cpu}: this machine has CPUs 0 to {}", online - 1)]
+    NoSuchCpu { cpu: usize, online: usize },
+}
+
 /// Checks that every CPU in `cpus` exists here; the error names the first that does not.
-pub fn check_cpus(flag: &str, cpus: &[usize]) -> Result<(), String> {
-    let n = online_cpus();
-    match cpus.iter().find(|&&c| c >= n) {
-        Some(bad) => Err(format!(
-            "{flag} {bad}: this machine has CPUs 0 to {}",
-            n - 1
-        )),
+pub fn check_cpus(cpus: &[usize]) -> Result<(), Error> {
+    let online = online_cpus();
+    match cpus.iter().find(|&&c| c >= online) {
+        Some(&cpu) => Err(Error::NoSuchCpu { cpu, online }),
         None => Ok(()),
     }
 }
@@ -169,10 +174,18 @@ mod tests {
 
     #[test]
     fn cpus_beyond_the_machine_are_named() {
-        assert!(check_cpus("--cpus", &[0]).is_ok());
-        let err = check_cpus("--cpus", &[100_000]).unwrap_err();
+        assert!(check_cpus(&[0]).is_ok());
+        let err = check_cpus(&[100_000]).unwrap_err();
+        assert_eq!(
+            err,
+            Error::NoSuchCpu {
+                cpu: 100_000,
+                online: online_cpus()
+            }
+        );
         assert!(
-            err.starts_with("--cpus 100000: this machine has CPUs 0 to"),
+            err.to_string()
+                .starts_with("CPU 100000: this machine has CPUs 0 to"),
             "{err}"
         );
     }

@@ -99,8 +99,8 @@ pub struct LoadConfig {
 /// Errors that stop a run from starting.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("{0}")]
-    Config(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     #[error("load thread {thread}: {source}")]
     Thread {
         thread: usize,
@@ -111,6 +111,32 @@ pub enum Error {
         thread: usize,
         cpu: usize,
         source: std::io::Error,
+    },
+}
+
+/// A [`LoadConfig`] that cannot run, naming the setting and the numbers involved.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    #[error("a run needs at least one load thread")]
+    ThreadsZero,
+    #[error("{connections} connections are fewer than {threads} load threads (each thread needs a connection)")]
+    ConnectionsBelowThreads { connections: usize, threads: usize },
+    #[error("a run needs a duration or an operation count to end")]
+    NoEnd,
+    #[error("rate {rate}: must be a positive number of operations per second")]
+    Rate { rate: f64 },
+    #[error("keep-alive mode needs a request path")]
+    KeepAliveWithoutRequest,
+    #[error("resumption ratio {ratio}: must be between 0 and 1")]
+    ResumeRatio { ratio: f64 },
+    #[error("the timeout must be positive")]
+    TimeoutZero,
+    /// The open-file limit is below what `connections` sockets need.
+    #[error("{connections} connections need about {wanted} open files, but this process may open only {limit} (ulimit -n; the hard limit allows no more): use fewer connections or raise the limit")]
+    FdLimit {
+        connections: usize,
+        wanted: u64,
+        limit: u64,
     },
 }
 
@@ -155,10 +181,12 @@ const SPARE_FDS: u64 = 64;
 fn check_fd_room(connections: usize) -> Result<(), Error> {
     let wanted = connections as u64 + SPARE_FDS;
     match host::raise_fd_limit(wanted) {
-        Ok(limit) if limit < wanted => Err(Error::Config(format!(
-            "-c {connections} needs about {wanted} open files, but this process may open only \
-             {limit} (ulimit -n; the hard limit allows no more): lower -c or raise the limit"
-        ))),
+        Ok(limit) if limit < wanted => Err(ConfigError::FdLimit {
+            connections,
+            wanted,
+            limit,
+        }
+        .into()),
         _ => Ok(()),
     }
 }
@@ -308,9 +336,7 @@ impl Run {
             thread_busy_pct,
         );
         let server_busy = cpu.server.as_ref().map(|s| s.busy_pct);
-        if let Some(w) = bottleneck(busiest, server_busy, cfg.mode, client.engine) {
-            warnings.push(w);
-        }
+        let client_bottleneck = bottleneck(busiest, server_busy, cfg.mode, client.engine);
         let resumption = resumption_check(cfg.mode, &all);
         if let Some(problem) = &resumption.problem {
             warnings.push(problem.clone());
@@ -385,6 +411,7 @@ impl Run {
                 .map(|at| all.per_second[..at].iter().map(|s| s.0).sum::<u64>() as f64 / at as f64),
             wire,
             warnings,
+            client_bottleneck,
             interrupted: self.shared.stop.load(Relaxed),
         };
         (result, rows)
@@ -400,32 +427,34 @@ fn target_lost(per_second: &[(u64, u64)]) -> Option<usize> {
     after.iter().any(|s| s.1 > 0).then_some(last_op + 1)
 }
 
-fn validate(cfg: &LoadConfig) -> Result<(), Error> {
-    let bad = |m: &str| Err(Error::Config(m.to_string()));
+fn validate(cfg: &LoadConfig) -> Result<(), ConfigError> {
     if cfg.threads == 0 {
-        return bad("--threads must be at least 1");
+        return Err(ConfigError::ThreadsZero);
     }
     if cfg.connections < cfg.threads {
-        return bad("--connections must be at least --threads (each thread needs a connection)");
+        return Err(ConfigError::ConnectionsBelowThreads {
+            connections: cfg.connections,
+            threads: cfg.threads,
+        });
     }
     if cfg.duration.is_none() && cfg.count.is_none() {
-        return bad("give a --duration or a --requests count");
+        return Err(ConfigError::NoEnd);
     }
     if let Some(rate) = cfg.rate {
         if !(rate > 0.0 && rate.is_finite()) {
-            return bad("--rate must be a positive number of operations per second");
+            return Err(ConfigError::Rate { rate });
         }
     }
     if cfg.mode == Mode::KeepAlive && cfg.request.is_none() {
-        return bad("keepalive mode needs a request (--request PATH)");
+        return Err(ConfigError::KeepAliveWithoutRequest);
     }
     if let Mode::Resume { ratio, .. } = cfg.mode {
         if !(0.0..=1.0).contains(&ratio) {
-            return bad("--resume-ratio must be between 0 and 1");
+            return Err(ConfigError::ResumeRatio { ratio });
         }
     }
     if cfg.timeout.is_zero() {
-        return bad("--timeout must be positive");
+        return Err(ConfigError::TimeoutZero);
     }
     Ok(())
 }
@@ -574,33 +603,60 @@ fn per_unit(cpu_s: f64, n: u64, scale: f64) -> f64 {
     }
 }
 
+/// A load thread was over 90% busy while the server was not: the client may have set the
+/// rate. What helps is more threads on more CPUs or, for full handshakes with the OpenSSL
+/// client, the cheaper rustls client.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ClientBottleneck {
+    /// The busiest load thread's share of a CPU.
+    pub busiest_pct: f64,
+    /// The server's share of a CPU, when its process is known.
+    pub server_busy_pct: Option<f64>,
+    /// The run made full handshakes with the OpenSSL client, for which rustls is cheaper.
+    pub cheaper_engine: bool,
+}
+
+impl std::fmt::Display for ClientBottleneck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cheaper = if self.cheaper_engine {
+            "; or the cheaper client for full handshakes, the rustls engine (see bench/client-cost)"
+        } else {
+            ""
+        };
+        write!(
+            f,
+            "the client was the bottleneck: a load thread was {:.0}% busy{}; add load threads \
+             with a CPU each{cheaper}, or the figures describe tlsscope rather than the server",
+            self.busiest_pct,
+            server_busy(self.server_busy_pct)
+        )
+    }
+}
+
+/// " while the server was N% busy", when known.
+pub fn server_busy(pct: Option<f64>) -> String {
+    match pct {
+        Some(s) => format!(" while the server was {s:.0}% busy"),
+        None => String::new(),
+    }
+}
+
 /// A load thread over 90% busy means the client may have set the rate. With the server's
-/// share known: only while the server was not as busy (both saturated is a fair fight), and
-/// the warning says what to do: more threads on more CPUs, or, for full handshakes, a cheaper
-/// client library.
+/// share known: only while the server was not as busy (both saturated is a fair fight).
 fn bottleneck(
     busiest: f64,
     server_busy: Option<f64>,
     mode: Mode,
     engine: EngineKind,
-) -> Option<String> {
+) -> Option<ClientBottleneck> {
     if busiest <= 90.0 || server_busy.is_some_and(|s| s >= 90.0) {
         return None;
     }
-    let server = match server_busy {
-        Some(s) => format!(" while the server was {s:.0}% busy"),
-        None => String::new(),
-    };
-    let cheaper = if mode == Mode::Full && engine == EngineKind::Openssl {
-        "; or the cheaper client for full handshakes, --client-engine rustls (see bench/client-cost)"
-    } else {
-        ""
-    };
-    Some(format!(
-        "the client was the bottleneck: a load thread was {busiest:.0}% busy{server}; add \
-         --threads with a CPU each (--cpus){cheaper}, or the figures describe tlsscope rather \
-         than the server"
-    ))
+    Some(ClientBottleneck {
+        busiest_pct: busiest,
+        server_busy_pct: server_busy,
+        cheaper_engine: mode == Mode::Full && engine == EngineKind::Openssl,
+    })
 }
 
 fn cpu_usage(
@@ -666,23 +722,71 @@ mod tests {
             None,
             "both saturated"
         );
-        let w = bottleneck(98.0, Some(52.0), Mode::Full, ossl).unwrap();
+        let b = bottleneck(98.0, Some(52.0), Mode::Full, ossl).unwrap();
+        assert_eq!(
+            b,
+            ClientBottleneck {
+                busiest_pct: 98.0,
+                server_busy_pct: Some(52.0),
+                cheaper_engine: true
+            }
+        );
+        let w = b.to_string();
         assert!(w.contains("98% busy while the server was 52% busy"), "{w}");
         assert!(
-            w.contains("--threads") && w.contains("--client-engine rustls"),
+            w.contains("load threads") && w.contains("rustls engine"),
             "{w}"
         );
-        let w = bottleneck(98.0, None, Mode::KeepAlive, ossl).unwrap();
-        assert!(
-            !w.contains("server was") && !w.contains("--client-engine"),
-            "{w}"
-        );
+        assert!(!w.contains("--"), "a library names no flag: {w}");
+        let b = bottleneck(98.0, None, Mode::KeepAlive, ossl).unwrap();
+        assert!(b.server_busy_pct.is_none() && !b.cheaper_engine, "{b:?}");
+        assert!(!b.to_string().contains("server was"), "{b}");
         // Already the cheaper engine: only more threads help.
-        let w = bottleneck(98.0, Some(52.0), Mode::Full, EngineKind::Rustls).unwrap();
-        assert!(
-            w.contains("--threads") && !w.contains("--client-engine"),
-            "{w}"
+        let b = bottleneck(98.0, Some(52.0), Mode::Full, EngineKind::Rustls).unwrap();
+        assert!(!b.cheaper_engine, "{b:?}");
+    }
+
+    #[test]
+    fn config_errors_name_the_numbers_not_flags() {
+        let mut cfg = LoadConfig {
+            target: SocketAddr::from(([127, 0, 0, 1], 443)),
+            server_name: None,
+            verify_host: None,
+            threads: 4,
+            connections: 2,
+            cpus: vec![],
+            duration: Some(Duration::from_secs(1)),
+            count: None,
+            warmup: Duration::ZERO,
+            mode: Mode::Full,
+            request: None,
+            rate: None,
+            timeout: Duration::from_secs(1),
+            record_connections: false,
+            source_ips: vec![],
+            server_pid: None,
+        };
+        let e = validate(&cfg).unwrap_err();
+        assert_eq!(
+            e,
+            ConfigError::ConnectionsBelowThreads {
+                connections: 2,
+                threads: 4
+            }
         );
+        assert!(
+            e.to_string().starts_with("2 connections are fewer than 4"),
+            "{e}"
+        );
+        cfg.connections = 4;
+        assert_eq!(validate(&cfg), Ok(()));
+        cfg.mode = Mode::KeepAlive;
+        assert_eq!(validate(&cfg), Err(ConfigError::KeepAliveWithoutRequest));
+        cfg.mode = Mode::Resume {
+            by: ResumeBy::Ticket,
+            ratio: 1.5,
+        };
+        assert_eq!(validate(&cfg), Err(ConfigError::ResumeRatio { ratio: 1.5 }));
     }
 
     #[test]

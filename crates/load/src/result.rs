@@ -83,8 +83,12 @@ pub struct RunResult {
     /// library could not count them, and in results written before they existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire: Option<crate::wire::WireSummary>,
-    /// Things the reader should know (the client was the bottleneck, ...).
+    /// Things the reader should know (the target stopped answering, ...).
     pub warnings: Vec<String>,
+    /// The client set the rate rather than the server: for the command layer to put first
+    /// among the warnings, in its words (it says which settings to change).
+    #[serde(skip)]
+    pub client_bottleneck: Option<crate::ClientBottleneck>,
     /// True when the run stopped early (Ctrl-C): the figures cover what ran.
     pub interrupted: bool,
 }

@@ -21,7 +21,7 @@ pub enum BuildError {
     /// No openssl-src release carries the requested OpenSSL version.
     #[error(
         "openssl-src has no release of OpenSSL {version} (known: {known}): \
-         pick one of those or pass --source PATH"
+         pick one of those or build from a source tree or tarball"
     )]
     UnknownVersion {
         /// The requested OpenSSL version.
@@ -34,7 +34,7 @@ pub enum BuildError {
     /// version scripts from.
     #[error(
         "the source of OpenSSL {version} lacks util/mkdef.pl and {missing}, one of which \
-         building shared libraries needs: pass --source with an official release tarball"
+         building shared libraries needs: build from an official release tarball"
     )]
     TrimmedSource {
         /// The version being built.
@@ -203,7 +203,7 @@ pub enum BuildError {
     },
 
     /// The install step succeeded but the shared libraries are not where they belong.
-    #[error("{target} installed without {missing}: see {log} and build again with --force")]
+    #[error("{target} installed without {missing}: see {log} and force a rebuild")]
     IncompleteInstall {
         /// What was being built, e.g. "OpenSSL 3.5.5" or "AWS-LC".
         target: String,
@@ -216,7 +216,7 @@ pub enum BuildError {
     /// An installed header does not give the library's version the way the flavour's do.
     #[error(
         "{path} does not define {macro_name}, which gives the {library} version: \
-         see {log} and build again with --force"
+         see {log} and force a rebuild"
     )]
     HeaderVersion {
         /// The installed header (`include/openssl/base.h`).
@@ -240,10 +240,10 @@ pub enum BuildError {
         detail: String,
     },
 
-    /// A version or flavour named as a library (`--openssl NAME`) that the cache does not have.
+    /// A version or flavour named as a library that the cache does not have.
     #[error(
-        "--openssl {name}: {name} is not in the build cache; run \
-         `tlsscope openssl build {name}` first, or pass an install prefix"
+        "{name} is not in the build cache; run `tlsscope openssl build {name}` first, or pass \
+         an install prefix"
     )]
     NotBuilt {
         /// The version or flavour asked for, e.g. "3.5.5" or "aws-lc".

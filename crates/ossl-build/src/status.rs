@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::Progress;
+use crate::{BuildError, Progress};
 
 /// How often the terminal status line is redrawn while nothing else happens.
 const REDRAW_INTERVAL: Duration = Duration::from_millis(500);
@@ -15,6 +15,8 @@ const REDRAW_INTERVAL: Duration = Duration::from_millis(500);
 pub struct StatusDisplay<W> {
     out: Mutex<W>,
     terminal: bool,
+    /// How a failed build of a batch is said (the error's own words when None).
+    words: Option<fn(&BuildError) -> String>,
 }
 
 impl<W: Write + Send> StatusDisplay<W> {
@@ -23,6 +25,15 @@ impl<W: Write + Send> StatusDisplay<W> {
         StatusDisplay {
             out: Mutex::new(out),
             terminal,
+            words: None,
+        }
+    }
+
+    /// The display with failed builds said in `words` (the caller's, e.g. naming its flags).
+    pub fn with_words(self, words: fn(&BuildError) -> String) -> Self {
+        StatusDisplay {
+            words: Some(words),
+            ..self
         }
     }
 
@@ -59,8 +70,12 @@ impl<W: Write + Send> StatusDisplay<W> {
     }
 
     /// Shows a build that failed without stopping the others: "error: ...".
-    pub fn error(&self, error: &dyn std::fmt::Display) {
-        self.write(&format!("error: {error}\n"));
+    pub fn error(&self, error: &BuildError) {
+        let text = match self.words {
+            Some(words) => words(error),
+            None => error.to_string(),
+        };
+        self.write(&format!("error: {text}\n"));
     }
 
     /// Applies `progress` to `status` and shows it.
@@ -159,12 +174,18 @@ mod tests {
             progress(Progress::Done);
             42
         });
-        display.error(&"it broke");
+        let broke = BuildError::NotBuilt { name: "x".into() };
+        display.error(&broke);
+        let display = display.with_words(|e| format!("in other words: {e}"));
+        display.error(&broke);
         let shown = String::from_utf8(display.into_inner()).unwrap();
         assert_eq!(answer, 42);
         assert_eq!(
             shown,
-            "OpenSSL 3.0.2: configuring\nOpenSSL 3.0.2: compiling\nerror: it broke\n"
+            format!(
+                "OpenSSL 3.0.2: configuring\nOpenSSL 3.0.2: compiling\nerror: {broke}\n\
+                 error: in other words: {broke}\n"
+            )
         );
     }
 

@@ -25,8 +25,7 @@ pub enum Error {
     #[error("{} is {version:?}: tlsscope supports OpenSSL 1.1.1 and later, AWS-LC and BoringSSL", path.display())]
     Unsupported { path: PathBuf, version: String },
     /// A feature, group, key type or other algorithm the loaded library does not have. The
-    /// command layer puts the flag in front ("serve --async-engine: OpenSSL 4.0.3 has no ENGINE
-    /// support (ENGINE_by_id)").
+    /// command layer puts the setting that asked for it in front.
     #[error("{library} has no {what}{hint}")]
     NotInLibrary {
         /// The library's display name ("OpenSSL 4.0.3", "BoringSSL API 44").

@@ -1,6 +1,6 @@
 //! Key exchange groups: one table of the groups tlsscope knows, with their TLS code points
-//! (IANA "TLS Supported Groups"), the names OpenSSL takes, and the other spellings `--groups`
-//! accepts. Every engine, the server's counters and the reports name groups from here.
+//! (IANA "TLS Supported Groups"), the names OpenSSL takes, and the other spellings a group
+//! list accepts. Every engine, the server's counters and the reports name groups from here.
 
 use std::ffi::c_int;
 use std::fmt;

@@ -33,8 +33,11 @@ pub enum Error {
     #[error("this kernel has no uprobes (/sys/bus/event_source/devices/uprobe is missing): use a kernel built with CONFIG_UPROBE_EVENTS")]
     NoUprobes,
     #[error("cannot attach the in-process backend to process {pid}: {reason}")]
-    Attach { pid: u32, reason: String },
-    #[error("--ring-size {bytes}: the in-process backend's rings (one per thread) take a power of two from {min} to {max} bytes")]
+    Attach {
+        pid: u32,
+        reason: crate::inproc::attach::Refusal,
+    },
+    #[error("ring size {bytes}: the in-process backend's rings (one per thread) take a power of two from {min} to {max} bytes")]
     RingSize { bytes: u64, min: u64, max: u64 },
     #[error("BPF: {what}: {detail}")]
     Bpf { what: String, detail: String },

@@ -26,12 +26,15 @@ pub use capture::{Call, CallSink, Polled, SniffCounters};
 pub use catalog::{Direction, Group, Groups, Selection, CATALOG};
 pub use error::Error;
 pub use histogram::{Buckets, Calibration, Cell, Outcome, Snapshot};
+pub use inproc::attach::Refusal;
 pub use inproc::UserTracer;
 pub use kernel::latency::{TraceConfig, Tracer};
 pub use kernel::sniff::{Assembler, SniffConfig, Sniffer};
 pub use kernel::syscalls::{Edge, IdSource, SyscallHooks};
 pub use maps::{tls_libraries, LibraryKind, MappedLibrary, Mapping};
-pub use plan::{AttachPoint, Attached, Missing, Placement, PlacementMode, Plan, Target, Threads};
+pub use plan::{
+    AttachPoint, Attached, Missing, MissingReason, Placement, PlacementMode, Plan, Target, Threads,
+};
 pub use symbols::{Symbol, SymbolTable, Table};
 
 // The module paths the command layer (cli, experiments) and the tests name, as they were before
@@ -44,7 +47,6 @@ pub mod latency {
     pub use crate::histogram::{Buckets, Calibration, Cell, Outcome, Snapshot};
     pub use crate::kernel::latency::{
         check_can_trace, loaded_programs, NotAttached, TraceConfig, Tracer, PROGRAM_NAMES,
-        SYSCALL_EXITS_EFFECT,
     };
     pub use crate::plan::Attached;
 }

@@ -62,7 +62,42 @@ impl AttachPoint {
 pub struct Missing {
     pub function: &'static str,
     pub path: PathBuf,
-    pub reason: String,
+    pub reason: MissingReason,
+}
+
+/// Why a function is not probed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MissingReason {
+    /// Called inside its library without the PLT: only the kernel backend reaches it.
+    InternalToLibrary,
+    /// The attached processes call it through no GOT entry of their own (not at all, or
+    /// through dlsym pointers): started under tlsscope, such a program is wrapped.
+    NoOwnGotEntry,
+    /// NSS's data calls are in NSPR, and its libnspr4.so is not beside libssl3.so.
+    NsprNotBeside,
+    /// Said by the code that found it (a symbol lookup, the kernel's refusal).
+    Other(String),
+}
+
+impl std::fmt::Display for MissingReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MissingReason::InternalToLibrary => f.write_str(
+                "internal to its library (called without the PLT): only the kernel backend can \
+                 probe it",
+            ),
+            MissingReason::NoOwnGotEntry => f.write_str(
+                "the attached processes call it through no GOT entry of their own (not at all, \
+                 or through dlsym pointers as tlsscope's built-in server does: start such a \
+                 program under tlsscope)",
+            ),
+            MissingReason::NsprNotBeside => f.write_str(
+                "NSS's data calls are in NSPR, and no libnspr4.so is beside its libssl3.so; \
+                 name that file as a library to trace",
+            ),
+            MissingReason::Other(why) => f.write_str(why),
+        }
+    }
 }
 
 /// A probe that is attached.
@@ -312,7 +347,7 @@ impl Plan {
                 Err(reason) => self.missing.push(Missing {
                     function: function.name,
                     path: table.path().to_path_buf(),
-                    reason,
+                    reason: MissingReason::Other(reason),
                 }),
             }
         }
@@ -334,11 +369,11 @@ impl Plan {
             self.missing.push(Missing {
                 function: "(any TLS function)",
                 path: table.path().to_path_buf(),
-                reason: format!(
+                reason: MissingReason::Other(format!(
                     "{} defines none of tlsscope's {} functions (OpenSSL, GnuTLS, NSS) in the chosen groups",
                     table.path().display(),
                     CATALOG.len()
-                ),
+                )),
             });
         }
     }
@@ -365,9 +400,7 @@ impl Plan {
         self.missing.push(Missing {
             function: "PR_Read",
             path: nspr,
-            reason: "NSS's data calls are in NSPR, and no libnspr4.so is beside its libssl3.so; \
-                     give --lib PATH/libnspr4.so"
-                .into(),
+            reason: MissingReason::NsprNotBeside,
         });
         Ok(())
     }
@@ -524,7 +557,11 @@ mod tests {
             .iter()
             .find(|m| m.function == "rsa_ossl_private_decrypt")
             .expect("stripped internals are reported, not dropped");
-        assert!(rsa.reason.contains("stripped"), "{}", rsa.reason);
+        assert!(
+            rsa.reason.to_string().contains("stripped"),
+            "{}",
+            rsa.reason
+        );
     }
 
     #[test]

@@ -91,7 +91,7 @@ impl Limits {
 /// Errors starting or running the server.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot listen on {addr}: the address is already in use; pick another with --listen or stop the program using it")]
+    #[error("cannot listen on {addr}: the address is already in use; pick another or stop the program using it")]
     AddrInUse { addr: SocketAddr },
     #[error("cannot listen on {addr}: {source}")]
     Listen { addr: SocketAddr, source: io::Error },

@@ -286,7 +286,8 @@ impl BenchArgs {
                 crate::usage_bail!("--request {path}: the path must start with /");
             }
         }
-        host::check_cpus("--cpus", &a.cpus).map_err(crate::common::usage::UsageError)?;
+        crate::common::wording::check_cpus("--cpus", &a.cpus)
+            .map_err(crate::common::usage::UsageError)?;
         Ok(match a.mode {
             BenchMode::Full => load::Mode::Full,
             BenchMode::Keepalive => load::Mode::KeepAlive,

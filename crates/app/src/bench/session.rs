@@ -135,7 +135,7 @@ fn rustls_first(r: &load::RustlsClient, cfg: &BenchConfig) -> Result<SocketAddr,
         match r.probe(cfg.sni.as_deref(), addr, cfg.timeout) {
             Ok(()) => return Ok(addr),
             Err(e) => {
-                first.get_or_insert(e);
+                first.get_or_insert_with(|| crate::common::wording::rustls_client(&e));
             }
         }
     }
@@ -173,17 +173,20 @@ fn engine(lib: &'static ossl::Library, cfg: &BenchConfig) -> anyhow::Result<Engi
             rustls: Some(r),
             fallback: None,
         }),
-        Err(why) => match if_refused {
-            IfRustlsRefused::FallBack => Ok(Engine {
-                rustls: None,
-                fallback: Some(format!(
-                    "the client is {} rather than the default rustls: {why}",
-                    lib.name()
-                )),
-            }),
-            IfRustlsRefused::Fail => Err(RustlsRefused { why, named: false }.into()),
-            IfRustlsRefused::FailNamed => Err(RustlsRefused { why, named: true }.into()),
-        },
+        Err(e) => {
+            let why = crate::common::wording::rustls_client(&e);
+            match if_refused {
+                IfRustlsRefused::FallBack => Ok(Engine {
+                    rustls: None,
+                    fallback: Some(format!(
+                        "the client is {} rather than the default rustls: {why}",
+                        lib.name()
+                    )),
+                }),
+                IfRustlsRefused::Fail => Err(RustlsRefused { why, named: false }.into()),
+                IfRustlsRefused::FailNamed => Err(RustlsRefused { why, named: true }.into()),
+            }
+        }
     }
 }
 

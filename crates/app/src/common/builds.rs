@@ -36,8 +36,11 @@ pub fn build(
         force,
         cargo_home: cargo_home(),
     };
-    let status = StatusDisplay::new(std::io::stderr(), std::io::stderr().is_terminal());
+    let status = StatusDisplay::new(std::io::stderr(), std::io::stderr().is_terminal())
+        .with_words(crate::common::wording::build_words);
     let cache = BuildCache::new(cache_root());
-    cache.build_request(request, &options, &status, built)?;
+    cache
+        .build_request(request, &options, &status, built)
+        .map_err(crate::common::wording::build_error)?;
     Ok(())
 }

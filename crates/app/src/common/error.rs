@@ -78,11 +78,27 @@ from_errors!(
     std::io::Error,
     ossl::Error,
     ossl::TlsError,
-    load::Error,
-    probes::Error,
     serde_json::Error,
     crate::common::target::TargetError,
 );
+
+impl From<load::Error> for Error {
+    fn from(e: load::Error) -> Error {
+        Error(crate::common::wording::load_error(&e))
+    }
+}
+
+impl From<probes::Error> for Error {
+    fn from(e: probes::Error) -> Error {
+        Error(crate::common::wording::probes_error(&e))
+    }
+}
+
+impl From<load::rustls_client::ClientError> for Error {
+    fn from(e: load::rustls_client::ClientError) -> Error {
+        Error(crate::common::wording::rustls_client(&e))
+    }
+}
 
 impl From<String> for Error {
     fn from(message: String) -> Error {

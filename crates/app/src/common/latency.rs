@@ -3,9 +3,11 @@
 //! about the syscall hooks.
 
 use model::trace::{FunctionStats, PlacementDoc};
-use probes::latency::SYSCALL_EXITS_EFFECT;
 use probes::{catalog, Buckets, Edge, Outcome, Snapshot, Trace};
 use stats::buckets::{summarize, Bucket};
+
+/// What trace loses without its syscall hooks, and how to get it back.
+pub const SYSCALL_EXITS_EFFECT: &str = "OpenSSL calls returning <= 0 cannot be split into retry and failure and are classed unknown; --exact-outcomes settles them with SSL_get_error instead";
 
 /// The one line worth saying about the tracer's syscall hooks, if any (a private tracefs mount,
 /// or hooks missing and what that costs).

@@ -17,7 +17,7 @@ pub fn child_arg(source: &LibrarySource) -> Option<String> {
 /// built); none is the system's library.
 pub fn source(openssl: Option<&str>) -> anyhow::Result<LibrarySource> {
     let cache = ossl_build::BuildCache::new(crate::common::builds::cache_root());
-    Ok(ossl_build::library_source(openssl, &cache)?)
+    ossl_build::library_source(openssl, &cache).map_err(crate::common::wording::build_error)
 }
 
 /// `--openssl` as `compare --matrix` and `profile --matrix` take it: a comma-separated list of

@@ -36,7 +36,14 @@ pub fn run(
         let _ = watcher.join();
         outcome
     })?;
-    Ok(outcome)
+    let (mut result, rows) = outcome;
+    // The library says the client was the bottleneck; this layer says which flags help.
+    if let Some(b) = result.client_bottleneck.take() {
+        result
+            .warnings
+            .insert(0, crate::common::wording::client_bottleneck(&b));
+    }
+    Ok((result, rows))
 }
 
 fn watch(run: &Run, interrupted: &AtomicBool, progress: &(dyn Fn(&Progress) + Sync)) {

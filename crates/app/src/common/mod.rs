@@ -19,6 +19,7 @@ pub mod signals;
 pub mod sockets;
 pub mod target;
 pub mod usage;
+pub mod wording;
 
 /// Before any probe is loaded: libbpf's log goes through tlsscope, shown on stderr only when
 /// `verbose` (-v); otherwise an error quotes the line that explains it.

@@ -373,9 +373,9 @@ impl MatrixOptions {
         profile: Option<PathBuf>,
     ) -> anyhow::Result<MatrixConfig> {
         let m = self;
-        host::check_cpus("--server-cpu", &[m.server_cpu])
+        crate::common::wording::check_cpus("--server-cpu", &[m.server_cpu])
             .map_err(crate::common::usage::UsageError)?;
-        host::check_cpus("--client-cpu", &[m.client_cpu])
+        crate::common::wording::check_cpus("--client-cpu", &[m.client_cpu])
             .map_err(crate::common::usage::UsageError)?;
         let mut experiments: Vec<_> = m.experiment.iter().map(|e| e.typed()).collect();
         experiments.dedup();

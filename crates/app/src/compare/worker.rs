@@ -606,10 +606,12 @@ impl Load {
                     credentials: None,
                     keylog: None,
                 };
-                LoadClient::Rustls(Box::new(
-                    load::RustlsClient::new(&settings, trust, Some(lib), None)
-                        .map_err(Error::msg)?,
-                ))
+                LoadClient::Rustls(Box::new(load::RustlsClient::new(
+                    &settings,
+                    trust,
+                    Some(lib),
+                    None,
+                )?))
             }
         };
         Ok(Load { client, target })

@@ -53,9 +53,9 @@ impl LabArgs {
     /// The lab asked for, checked: the CPUs exist and differ, and a backend traces. `library`
     /// is the resolved `--openssl`, which the built-in server is started on.
     pub fn config(&self, library: &ossl::LibrarySource) -> anyhow::Result<LabConfig> {
-        host::check_cpus("--server-cpu", &[self.server_cpu])
+        crate::common::wording::check_cpus("--server-cpu", &[self.server_cpu])
             .map_err(crate::common::usage::UsageError)?;
-        host::check_cpus("--client-cpu", &[self.client_cpu])
+        crate::common::wording::check_cpus("--client-cpu", &[self.client_cpu])
             .map_err(crate::common::usage::UsageError)?;
         let backends = LabBackend::chosen(self.backend);
         if backends.is_empty() {

@@ -376,8 +376,7 @@ impl Run<'_> {
                     ..ClientOptions::default()
                 },
             )?,
-            load: load::RustlsClient::new(&settings, Default::default(), Some(self.lib), None)
-                .map_err(Error::msg)?,
+            load: load::RustlsClient::new(&settings, Default::default(), Some(self.lib), None)?,
         };
         self.answers(ctx, server)?;
         let untraced = self.load(ctx, server, self.config.duration, self.config.warmup)?;

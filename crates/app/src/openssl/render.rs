@@ -16,7 +16,7 @@ pub fn system(library: &Result<(String, u64, std::path::PathBuf), String>) -> St
 /// The builds as a table, or how to make one if there are none.
 pub fn builds(listing: &Listing) -> String {
     match listing {
-        Listing::Empty(hint) => format!("{hint}\n"),
+        Listing::Empty { root } => format!("{}\n", crate::common::wording::empty_cache(root)),
         Listing::Builds { header, rows } => crate::render::table::Table {
             header: header.clone(),
             rows: rows.clone(),

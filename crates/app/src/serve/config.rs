@@ -143,7 +143,8 @@ impl ServeArgs {
     /// The server's settings, checked before anything is loaded or bound.
     pub fn config(&self, library: &ossl::LibrarySource) -> anyhow::Result<ServeConfig> {
         let a = self;
-        host::check_cpus("--cpus", &a.cpus).map_err(crate::common::usage::UsageError)?;
+        crate::common::wording::check_cpus("--cpus", &a.cpus)
+            .map_err(crate::common::usage::UsageError)?;
         if a.max_connections < a.threads {
             crate::usage_bail!(
                 "--max-connections must be at least one per thread ({})",

@@ -79,7 +79,7 @@ pub fn run(cfg: &ServeConfig, listening: impl FnOnce(&Listening<'_>)) -> anyhow:
     };
     let mut exporter =
         crate::common::metrics::Exporter::bind(cfg.metrics_listen, cfg.metrics_file.as_deref())?;
-    let server = Server::bind(config, ctx)?;
+    let server = Server::bind(config, ctx).map_err(crate::common::wording::server_error)?;
     let stop = server.shutdown_flag();
     // Ctrl-C ends the server like SIGTERM, and is told apart by the exit status (130).
     let signals = StopFlags::with_stop(stop.clone())?;

@@ -274,6 +274,7 @@ fn start(config: &Config) -> Result<Session> {
                 });
             }
             Err(e @ probes::Error::Attach { .. }) if config.backend == BackendChoice::Auto => {
+                let e = crate::common::wording::probes_error(&e);
                 notes.push(format!("{e}; sniffing with the kernel backend instead"));
             }
             Err(e) => return Err(e.into()),
@@ -331,14 +332,15 @@ fn unseen_notes(attached: &[probes::AttachPoint]) -> Vec<String> {
 /// What the capture leaves out, in one line ("SSL_read_ex, SSL_write_ex in libssl: why"; a
 /// clause per file and reason), or None when it leaves out nothing.
 fn not_sniffed_line(missing: &[probes::Missing]) -> Option<String> {
-    let mut groups: Vec<(&std::path::Path, &str, Vec<&str>)> = Vec::new();
+    let mut groups: Vec<(&std::path::Path, String, Vec<&str>)> = Vec::new();
     for m in missing {
+        let reason = crate::common::wording::missing_reason(&m.reason);
         match groups
             .iter_mut()
-            .find(|(path, reason, _)| *path == m.path && *reason == m.reason)
+            .find(|(path, r, _)| *path == m.path && *r == reason)
         {
             Some((_, _, functions)) => functions.push(m.function),
-            None => groups.push((&m.path, &m.reason, vec![m.function])),
+            None => groups.push((&m.path, reason, vec![m.function])),
         }
     }
     let clauses: Vec<String> = groups
@@ -897,7 +899,7 @@ mod tests {
         let missing = |function, path: &str, reason: &str| probes::Missing {
             function,
             path: path.into(),
-            reason: reason.into(),
+            reason: probes::MissingReason::Other(reason.into()),
         };
         assert_eq!(not_sniffed_line(&[]), None);
         let line = not_sniffed_line(&[

@@ -7,11 +7,11 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::common::latency::SYSCALL_EXITS_EFFECT;
 use model::trace::{
     BucketScheme, FunctionStats, Interval, KernelHookDoc, MissingDoc, Overhead, ProbeDoc,
     TraceDocument, WrapperFailureDoc,
 };
-use probes::latency::SYSCALL_EXITS_EFFECT;
 use probes::{Buckets, Edge, Snapshot, Trace};
 
 use crate::common::error::Result;
@@ -77,7 +77,7 @@ pub fn run(
             "tlsscope trace: not traced: {} in {}: {}",
             m.function,
             m.path.display(),
-            m.reason
+            crate::common::wording::missing_reason(&m.reason)
         );
     }
     if let Some(note) = syscall_hooks_note(tracer) {
@@ -300,7 +300,7 @@ fn document(
         .map(|m| MissingDoc {
             function: m.function.to_string(),
             path: m.path.display().to_string(),
-            reason: m.reason.clone(),
+            reason: crate::common::wording::missing_reason(&m.reason),
         })
         .collect();
     doc.kernel_hooks = tracer

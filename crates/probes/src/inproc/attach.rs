@@ -36,10 +36,105 @@ pub struct Attachment {
 #[derive(Debug)]
 pub struct Refused {
     pub pid: u32,
-    pub reason: String,
+    pub reason: Refusal,
 }
 
-fn refuse(pid: u32, reason: impl Into<String>) -> Refused {
+/// Why the in-process backend cannot attach to a process. Most of these the kernel backend
+/// does not mind ([`Refusal::kernel_backend_can`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Another tracer (by its PID, as /proc gives it) holds the process.
+    TracedAlready { tracer: String },
+    /// The process sees other files than tlsscope does.
+    OtherMountNamespace,
+    /// Not an x86-64 program.
+    Architecture { machine: String },
+    /// Yama forbids ptrace until reboot.
+    YamaForbids,
+    /// Yama allows ptrace of a running process only to root.
+    YamaRootOnly { scope: u32 },
+    /// The executable defines the TLS functions itself: no GOT entry to redirect.
+    StaticallyLinked { executable: PathBuf, symbol: String },
+    /// It calls the wanted functions through no GOT entry.
+    NoGotCalls,
+    /// It has no dynamic loader to load the probe library with.
+    NoLoader,
+    /// Anything else: a failure to read, stop or call into the process.
+    Failed(String),
+}
+
+impl Refusal {
+    /// What is in the way, without the remedy.
+    pub fn what(&self) -> String {
+        match self {
+            Refusal::TracedAlready { tracer } => {
+                format!("it is being traced already (by PID {tracer}, a debugger or strace?)")
+            }
+            Refusal::OtherMountNamespace => "it is in another mount namespace (a container?), \
+                where tlsscope's library file is not"
+                .into(),
+            Refusal::Architecture { machine } => {
+                format!("it is a {machine} program; attaching in process is built for x86-64 only")
+            }
+            Refusal::YamaForbids => "Yama forbids ptrace on this machine \
+                (kernel.yama.ptrace_scope = 3, until reboot)"
+                .into(),
+            Refusal::YamaRootOnly { scope } => format!(
+                "Yama allows ptrace of a running process only to root here \
+                 (kernel.yama.ptrace_scope = {scope})"
+            ),
+            Refusal::StaticallyLinked { executable, symbol } => format!(
+                "its executable {} has the TLS library linked in statically (it defines \
+                 {symbol}): there is no GOT entry to redirect",
+                executable.display()
+            ),
+            Refusal::NoGotCalls => "it calls none of the wanted functions through a GOT (it \
+                links them statically or looks them up with dlsym)"
+                .into(),
+            Refusal::NoLoader => "it has no dynamic loader to call (a static program?)".into(),
+            Refusal::Failed(why) => why.clone(),
+        }
+    }
+
+    /// A remedy other than the kernel backend, when there is one.
+    pub fn other_remedy(&self) -> Option<&'static str> {
+        match self {
+            Refusal::TracedAlready { .. } => Some("detach that first"),
+            Refusal::YamaRootOnly { .. } => Some("run tlsscope as root"),
+            _ => None,
+        }
+    }
+
+    /// Whether the kernel backend traces such a process.
+    pub fn kernel_backend_can(&self) -> bool {
+        !matches!(self, Refusal::Failed(_))
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.what())?;
+        match (self.other_remedy(), self.kernel_backend_can()) {
+            (Some(other), true) => write!(f, ": {other}, or use the kernel backend"),
+            (None, true) => f.write_str(": use the kernel backend"),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl From<String> for Refusal {
+    fn from(why: String) -> Refusal {
+        Refusal::Failed(why)
+    }
+}
+
+impl From<&str> for Refusal {
+    fn from(why: &str) -> Refusal {
+        Refusal::Failed(why.to_string())
+    }
+}
+
+fn refuse(pid: u32, reason: impl Into<Refusal>) -> Refused {
     Refused {
         pid,
         reason: reason.into(),
@@ -60,17 +155,11 @@ pub fn check(pid: u32) -> Result<(), Refused> {
     };
     let tracer = field("TracerPid:");
     if !tracer.is_empty() && tracer != "0" {
-        return Err(refuse(
-            pid,
-            format!("it is being traced already (by PID {tracer}, a debugger or strace?): detach that first, or use --backend kernel"),
-        ));
+        return Err(refuse(pid, Refusal::TracedAlready { tracer }));
     }
     let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/mnt")).ok();
     if ns("self") != ns(&pid.to_string()) {
-        return Err(refuse(
-            pid,
-            "it is in another mount namespace (a container?), where tlsscope's library file is not: use --backend kernel",
-        ));
+        return Err(refuse(pid, Refusal::OtherMountNamespace));
     }
     if let Some(reason) = yama_refusal(
         std::fs::read_to_string("/proc/sys/kernel/yama/ptrace_scope")
@@ -87,20 +176,19 @@ pub fn check(pid: u32) -> Result<(), Refused> {
         Ok(object::Architecture::X86_64) => Ok(()),
         Ok(other) => Err(refuse(
             pid,
-            format!("it is a {other:?} program; attaching in process is built for x86-64 only: use --backend kernel"),
+            Refusal::Architecture {
+                machine: format!("{other:?}"),
+            },
         )),
         Err(e) => Err(refuse(pid, format!("its executable is not ELF: {e}"))),
     }
 }
 
 /// Why Yama's `ptrace_scope` forbids attaching, if it does (None: no Yama, or allowed).
-fn yama_refusal(scope: Option<u32>, root: bool) -> Option<String> {
+fn yama_refusal(scope: Option<u32>, root: bool) -> Option<Refusal> {
     match scope {
-        Some(3) => Some("Yama forbids ptrace on this machine (kernel.yama.ptrace_scope = 3, until reboot): use --backend kernel".into()),
-        Some(1 | 2) if !root => Some(format!(
-            "Yama allows ptrace of a running process only to root here (kernel.yama.ptrace_scope = {}): run tlsscope as root, or use --backend kernel",
-            scope.unwrap_or(0)
-        )),
+        Some(3) => Some(Refusal::YamaForbids),
+        Some(scope @ (1 | 2)) if !root => Some(Refusal::YamaRootOnly { scope }),
         _ => None,
     }
 }
@@ -181,24 +269,22 @@ pub fn attach(pid: u32, request: &Request<'_>) -> Result<Attachment, Refused> {
     let redirect =
         got::find(pid, &objects, request.wanted, request.library, &read_u64).map_err(fail)?;
     if redirect.from_callers == 0 {
-        return Err(fail(match &redirect.defining_executable {
-            Some((exe, name)) => format!(
-                "its executable {} has the TLS library linked in statically (it defines {name}): there is no GOT entry to redirect; use --backend kernel",
-                exe.display()
-            ),
-            None => "it calls none of the wanted functions through a GOT (it links them statically or looks them up with dlsym): use --backend kernel".into(),
-        }));
+        return Err(refuse(
+            pid,
+            match &redirect.defining_executable {
+                Some((exe, name)) => Refusal::StaticallyLinked {
+                    executable: exe.clone(),
+                    symbol: name.to_string(),
+                },
+                None => Refusal::NoGotCalls,
+            },
+        ));
     }
     let mut stopped = Stopped::seize(pid).map_err(|e| fail(ptrace_words(e)))?;
     let (base, loaded_now) = match base_of(&objects, request.library) {
         Some(base) => (base, false),
         None => {
-            let dlopen = loader_function(&objects).ok_or_else(|| {
-                fail(
-                    "it has no dynamic loader to call (a static program?): use --backend kernel"
-                        .into(),
-                )
-            })?;
+            let dlopen = loader_function(&objects).ok_or_else(|| refuse(pid, Refusal::NoLoader))?;
             let tid = stopped.quiet_thread().map_err(fail)?;
             let path = c_path(request.library);
             let handle = stopped
@@ -329,11 +415,17 @@ mod tests {
         assert_eq!(yama_refusal(None, false), None);
         assert_eq!(yama_refusal(Some(0), false), None);
         assert_eq!(yama_refusal(Some(1), true), None);
-        assert!(yama_refusal(Some(1), false)
-            .unwrap()
-            .contains("ptrace_scope = 1"));
-        assert!(yama_refusal(Some(3), true)
-            .unwrap()
-            .contains("--backend kernel"));
+        assert_eq!(
+            yama_refusal(Some(1), false),
+            Some(Refusal::YamaRootOnly { scope: 1 })
+        );
+        assert_eq!(yama_refusal(Some(3), true), Some(Refusal::YamaForbids));
+        let words = Refusal::YamaRootOnly { scope: 1 }.to_string();
+        assert!(words.contains("ptrace_scope = 1"), "{words}");
+        assert!(
+            words.ends_with("run tlsscope as root, or use the kernel backend"),
+            "{words}"
+        );
+        assert!(!Refusal::Failed("x".into()).kernel_backend_can());
     }
 }

@@ -17,7 +17,7 @@ use crate::capture::{socket_pair, Call, CallSink, Polled, SniffCounters};
 use crate::catalog::{self, Selection};
 use crate::histogram::{Buckets, Calibration, Cell, Outcome, Snapshot};
 use crate::maps::LibraryKind;
-use crate::plan::{AttachPoint, Attached, Missing, Placement, Threads};
+use crate::plan::{AttachPoint, Attached, Missing, MissingReason, Placement, Threads};
 use crate::Error;
 
 /// How much of a ring the reader consumes before handing the space back mid-drain.
@@ -61,7 +61,7 @@ pub fn plan(selection: &Selection, library: &Path) -> Result<UserPlan, Error> {
                 None => missing.push(Missing {
                     function: function.name,
                     path: PathBuf::from(family_file(kind)),
-                    reason: "internal to its library (called without the PLT): only the kernel backend (--backend kernel) can probe it".into(),
+                    reason: MissingReason::InternalToLibrary,
                 }),
             }
         }
@@ -204,7 +204,7 @@ impl UserTracer {
         let library = attach::library_path(&library_file()?);
         let symbols = attach::LibrarySymbols::read(LIBRARY).map_err(|reason| Error::Attach {
             pid: pids.first().copied().unwrap_or(0),
-            reason,
+            reason: reason.into(),
         })?;
         let plan = plan(selection, &library)?;
         let indexes = plan.indexes.clone();
@@ -263,7 +263,7 @@ impl UserTracer {
         self.not_attached.extend(bypassed.map(|a| Missing {
             function: a.point.function.name,
             path: PathBuf::from(family_file(a.point.function.library)),
-            reason: "the attached processes call it through no GOT entry of their own (not at all, or through dlsym pointers as tlsscope's built-in server does: start such a program under tlsscope, trace -- COMMAND)".into(),
+            reason: MissingReason::NoOwnGotEntry,
         }));
     }
 
@@ -674,7 +674,7 @@ mod tests {
             .iter()
             .find(|m| m.function == "rsa_ossl_private_decrypt")
             .unwrap();
-        assert!(rsa.reason.contains("--backend kernel"), "{}", rsa.reason);
+        assert_eq!(rsa.reason, MissingReason::InternalToLibrary);
     }
 
     /// Writes `n` records of `payload` bytes into slot 0's ring, as a wrapper does.

@@ -106,9 +106,6 @@ fn calibration_target(emulated: bool) -> (&'static str, unsafe extern "C" fn(u64
     )
 }
 
-/// What trace loses without its syscall hooks, and how to get it back.
-pub const SYSCALL_EXITS_EFFECT: &str = "OpenSSL calls returning <= 0 cannot be split into retry and failure and are classed unknown; --exact-outcomes settles them with SSL_get_error instead";
-
 /// The catalog id used for calibration cells (never a catalog function).
 const CALIBRATION_ID: u16 = u16::MAX;
 

@@ -337,7 +337,7 @@ pub(crate) fn attach_points(
                 Err(reason) => out.refused.push(Missing {
                     function: point.function.name,
                     path: point.path.clone(),
-                    reason,
+                    reason: crate::plan::MissingReason::Other(reason),
                 }),
             }
         }
