@@ -1,6 +1,7 @@
 //! The options trace and sniff share for what to attach to (-p, --binary, --lib, --comm),
 //! checked once for their configs: the targets, the threads, and whether --backend fits them.
 
+use std::ffi::OsString;
 use std::path::Path;
 
 use probes::{Target, Threads};
@@ -8,7 +9,45 @@ use probes::{Target, Threads};
 use crate::common::args::TargetArgs;
 use crate::common::probing::{processes_only, BackendChoice};
 
+/// What trace or sniff attaches to, checked: the targets (empty with a command), the PIDs -p
+/// gave, the command to start (after --) and the backend that fits them.
+pub struct AttachTo {
+    /// What to attach to (-p, --binary, --lib); empty with a command.
+    pub targets: Vec<Target>,
+    /// -p: with a command, the processes it narrows the run to; without, the processes whose
+    /// end ends the run.
+    pub pids: Vec<u32>,
+    /// A program to start (after --), with its arguments; empty for none.
+    pub command: Vec<OsString>,
+    pub backend: BackendChoice,
+}
+
 impl TargetArgs {
+    /// What to attach to, checked once (`verb`, "trace" or "sniff", names the command in the
+    /// errors): the targets when there is no command (the machine must be able to trace
+    /// them), else that no option names a target beside the command; then the backend.
+    pub fn attach_to(
+        &self,
+        command: &[OsString],
+        backend: BackendChoice,
+        verb: &str,
+    ) -> anyhow::Result<AttachTo> {
+        let targets = if command.is_empty() {
+            probes::latency::check_can_trace()?;
+            self.targets(verb)?
+        } else {
+            self.check_with_command()?;
+            Vec::new()
+        };
+        check_backend(backend, !command.is_empty(), &targets, verb)?;
+        Ok(AttachTo {
+            targets,
+            pids: self.pids.clone(),
+            command: command.to_vec(),
+            backend,
+        })
+    }
+
     /// Checks what to attach to (`verb`, "trace" or "sniff", names the command in the error) and
     /// turns it into targets: processes, programs with TLS linked in, libraries; --comm is
     /// checked here too.

@@ -3,7 +3,6 @@
 //! the command that knows flag names, so the files the options name are opened here too, and
 //! an incomplete capture is worded here.
 
-use std::ffi::OsString;
 use std::fs::{File, OpenOptions};
 use std::io::BufWriter;
 use std::os::unix::fs::OpenOptionsExt;
@@ -13,10 +12,10 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use probes::sniff::SniffConfig;
-use probes::{PlacementMode, Selection, Target};
+use probes::{PlacementMode, Selection};
 
 use crate::common::args::*;
-use crate::common::attach_args::check_backend;
+use crate::common::attach_args::AttachTo;
 use crate::common::output::OutputFile;
 use crate::common::probing::BackendChoice;
 use crate::render::pcap::PcapWriter;
@@ -87,14 +86,8 @@ pub struct SniffArgs {
 
 /// What `tlsscope sniff` is asked to do, checked.
 pub struct Config {
-    /// What to attach to (-p, --binary, --lib); empty with a command.
-    pub targets: Vec<Target>,
-    /// -p: with a command, the processes it narrows the capture to; without, the processes
-    /// whose end ends the capture.
-    pub pids: Vec<u32>,
-    /// A program to start and sniff (after --), with its arguments; empty for none.
-    pub command: Vec<OsString>,
-    pub backend: BackendChoice,
+    /// What to attach to: targets, -p's PIDs, the command, the backend.
+    pub attach: AttachTo,
     /// Where the kernel backend's probes go.
     pub placement: PlacementMode,
     /// The functions to probe (the data calls, and the handshake's with --handshake).
@@ -115,15 +108,10 @@ impl SniffArgs {
     /// process, file or library that is not there is an error here), the probes, the view and
     /// where the stream goes.
     pub fn config(&self) -> anyhow::Result<Config> {
-        let targets = if self.command.is_empty() {
-            probes::latency::check_can_trace()?;
-            self.target.targets("sniff")?
-        } else {
-            self.target.check_with_command()?;
-            Vec::new()
-        };
+        let attach = self
+            .target
+            .attach_to(&self.command, self.backend, "sniff")?;
         let stream = self.stream_file()?.cloned();
-        check_backend(self.backend, !self.command.is_empty(), &targets, "sniff")?;
         // Counts only: the probes need not copy any payload (unless the pcap wants it).
         let max_bytes = if self.quiet && self.pcap.is_none() {
             0
@@ -131,10 +119,7 @@ impl SniffArgs {
             self.max_bytes
         };
         Ok(Config {
-            targets,
-            pids: self.target.pids.clone(),
-            command: self.command.clone(),
-            backend: self.backend,
+            attach,
             placement: self.placement,
             selection: Selection::Plaintext {
                 handshake: self.handshake,

@@ -123,7 +123,7 @@ pub fn run(config: &Config, stop: &AtomicBool) -> anyhow::Result<Sniffed> {
     if let Some(file) = measure {
         writer = writer.measured_by(file);
     }
-    let watched = watched_pids(session.child.as_ref(), &config.pids);
+    let watched = watched_pids(session.child.as_ref(), &config.attach.pids);
     let until = Until {
         duration: config.duration,
         pids: &watched,
@@ -232,7 +232,7 @@ fn start(config: &Config) -> Result<Session> {
         tracer.enable_sniff(c.max_bytes);
         Box::new(tracer)
     };
-    if !config.command.is_empty() {
+    if !config.attach.command.is_empty() {
         let tracer = probes::user::UserTracer::new(
             &config.selection,
             probes::Buckets::Log2,
@@ -240,7 +240,7 @@ fn start(config: &Config) -> Result<Session> {
             c.threads.clone(),
             c.user_ring_bytes,
         )?;
-        let child = spawn(&config.command, &tracer)?;
+        let child = spawn(&config.attach.command, &tracer)?;
         let targets = vec![format!("pid {}", child.id())];
         return Ok(Session {
             capture: user(tracer),
@@ -249,10 +249,10 @@ fn start(config: &Config) -> Result<Session> {
             notes: Vec::new(),
         });
     }
-    let pids = processes_only(&config.targets);
+    let pids = processes_only(&config.attach.targets);
     // With auto, a --ring-size only the kernel's ring takes (4K, 8K...) asks for the kernel.
-    let try_user = user_first(config.backend, &pids, &config.selection)
-        && (config.backend == BackendChoice::User
+    let try_user = user_first(config.attach.backend, &pids, &config.selection)
+        && (config.attach.backend == BackendChoice::User
             || probes::user::valid_ring_bytes(c.user_ring_bytes));
     let mut notes = Vec::new();
     if try_user {
@@ -273,7 +273,9 @@ fn start(config: &Config) -> Result<Session> {
                     notes,
                 });
             }
-            Err(e @ probes::Error::Attach { .. }) if config.backend == BackendChoice::Auto => {
+            Err(e @ probes::Error::Attach { .. })
+                if config.attach.backend == BackendChoice::Auto =>
+            {
                 let e = crate::common::wording::probes_error(&e);
                 notes.push(format!("{e}; sniffing with the kernel backend instead"));
             }
@@ -286,7 +288,8 @@ fn start(config: &Config) -> Result<Session> {
         probes::Selection::Plaintext { .. } => probes::Selection::Plaintext { handshake: true },
         ref other => other.clone(),
     };
-    let plan = probes::Plan::new(&config.targets, selection)?.with_placement(config.placement);
+    let plan =
+        probes::Plan::new(&config.attach.targets, selection)?.with_placement(config.placement);
     let sniffer = Sniffer::start(c, &plan)?;
     notes.extend(placement_note(sniffer.attached()));
     notes.extend(unseen_notes(sniffer.attached()));
@@ -294,7 +297,7 @@ fn start(config: &Config) -> Result<Session> {
     let targets = if plan.children.is_empty() {
         Vec::new()
     } else {
-        planned_words(&config.targets, &plan)
+        planned_words(&config.attach.targets, &plan)
     };
     Ok(Session {
         capture: Box::new(sniffer),

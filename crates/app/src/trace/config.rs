@@ -2,16 +2,15 @@
 //! checked settings made from them once ([`TraceArgs::config`] -> [`Config`]): the only part of
 //! the command that knows flag names.
 
-use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use probes::{Buckets, PlacementMode, Selection, Target};
+use probes::{Buckets, PlacementMode, Selection};
 
 use crate::common::args::*;
-use crate::common::attach_args::check_backend;
+use crate::common::attach_args::AttachTo;
 use crate::common::output::OutputFile;
 use crate::common::probing::BackendChoice;
 
@@ -84,14 +83,8 @@ pub struct TraceArgs {
 
 /// What `tlsscope trace` is asked to do, checked.
 pub struct Config {
-    /// What to attach to (-p, --binary, --lib); empty with a command.
-    pub targets: Vec<Target>,
-    /// -p: with a command, the processes it narrows the trace to; without, the processes whose
-    /// end ends the trace.
-    pub pids: Vec<u32>,
-    /// A program to start and trace (after --), with its arguments; empty for none.
-    pub command: Vec<OsString>,
-    pub backend: BackendChoice,
+    /// What to attach to: targets, -p's PIDs, the command, the backend.
+    pub attach: AttachTo,
     /// The functions to probe (--probes, --functions, --exact-outcomes).
     pub selection: Selection,
     /// The threads, buckets, per-process split and --attach-all.
@@ -118,23 +111,15 @@ impl TraceArgs {
     /// file or library that is not there is an error here), the probes, the outputs.
     pub fn config(&self) -> anyhow::Result<Config> {
         let text_to_stdout = !crate::common::output::one_on_stdout([&self.json, &self.html])?;
-        let targets = if self.command.is_empty() {
-            probes::latency::check_can_trace()?;
-            self.target.targets("trace")?
-        } else {
-            self.target.check_with_command()?;
-            anyhow::ensure!(
-                !self.attach_all,
-                "--attach-all attaches in every process: a command (after --) is traced in its own processes only; leave one out"
-            );
-            Vec::new()
-        };
-        check_backend(self.backend, !self.command.is_empty(), &targets, "trace")?;
+        let attach = self
+            .target
+            .attach_to(&self.command, self.backend, "trace")?;
+        anyhow::ensure!(
+            attach.command.is_empty() || !self.attach_all,
+            "--attach-all attaches in every process: a command (after --) is traced in its own processes only; leave one out"
+        );
         Ok(Config {
-            targets,
-            pids: self.target.pids.clone(),
-            command: self.command.clone(),
-            backend: self.backend,
+            attach,
             selection: Selection::Latency {
                 groups: self.probes,
                 only: self.functions.clone(),
@@ -213,14 +198,14 @@ mod tests {
     #[test]
     fn a_command_s_options_become_its_config() {
         let c = config(&["-i", "2s", "--json", "-", "--per-pid", "--", "true", "x"]).unwrap();
-        assert_eq!(c.command, ["true", "x"]);
-        assert!(c.targets.is_empty());
+        assert_eq!(c.attach.command, ["true", "x"]);
+        assert!(c.attach.targets.is_empty());
         assert_eq!(c.interval, Some(Duration::from_secs(2)));
         // The JSON holds stdout: the text report and the intervals go elsewhere.
         assert!(!c.text_to_stdout && !c.keep_intervals && c.histograms);
         assert!(c.probes.per_pid && !c.probes.attach_all);
         assert_eq!(c.probes.buckets, Buckets::Log2);
-        assert_eq!(c.backend, BackendChoice::Auto);
+        assert_eq!(c.attach.backend, BackendChoice::Auto);
         let c = config(&["--linear", "0,1000,200", "--no-histograms", "--", "true"]).unwrap();
         assert!(c.text_to_stdout && !c.histograms);
         assert!(matches!(

@@ -89,7 +89,7 @@ pub fn run(
     if std::env::var_os("TLSSCOPE_TEST_PANIC_WHILE_TRACING").is_some() {
         panic!("TLSSCOPE_TEST_PANIC_WHILE_TRACING is set");
     }
-    let watched = watched_pids(session.child.as_ref(), &config.pids);
+    let watched = watched_pids(session.child.as_ref(), &config.attach.pids);
     let until = Until {
         duration: config.duration,
         pids: &watched,
@@ -180,7 +180,7 @@ struct Session {
 
 /// Starts tracing: attaches to the targets, or starts the command under the probes.
 fn start(config: &Config) -> Result<Session> {
-    if config.command.is_empty() {
+    if config.attach.command.is_empty() {
         return attach(config);
     }
     let c = &config.probes;
@@ -193,8 +193,9 @@ fn start(config: &Config) -> Result<Session> {
         probes::user::MIN_RING_BYTES,
     )?;
     tracer.calibrate(CALIBRATION_CALLS)?;
-    let child = spawn(&config.command, &tracer)?;
+    let child = spawn(&config.attach.command, &tracer)?;
     let words = config
+        .attach
         .command
         .iter()
         .map(|a| a.to_string_lossy())
@@ -211,9 +212,9 @@ fn start(config: &Config) -> Result<Session> {
 /// Traces running processes: in process where asked (or, with auto, where that covers every
 /// function asked for and the processes let it in), else with the kernel's uprobes.
 fn attach(config: &Config) -> Result<Session> {
-    let pids = processes_only(&config.targets);
+    let pids = processes_only(&config.attach.targets);
     let mut notes = Vec::new();
-    if user_first(config.backend, &pids, &config.selection) {
+    if user_first(config.attach.backend, &pids, &config.selection) {
         let c = &config.probes;
         let rings = probes::user::MIN_RING_BYTES;
         match probes::user::UserTracer::attach(
@@ -234,19 +235,22 @@ fn attach(config: &Config) -> Result<Session> {
                     notes,
                 });
             }
-            Err(e @ probes::Error::Attach { .. }) if config.backend == BackendChoice::Auto => {
+            Err(e @ probes::Error::Attach { .. })
+                if config.attach.backend == BackendChoice::Auto =>
+            {
                 notes.push(format!("{e}; tracing with the kernel backend instead"));
             }
             Err(e) => return Err(e.into()),
         }
     }
     let selection = without_crypto_in_async_jobs(&config.selection, &pids, &mut notes)?;
-    let plan = probes::Plan::new(&config.targets, selection)?.with_placement(config.placement);
+    let plan =
+        probes::Plan::new(&config.attach.targets, selection)?.with_placement(config.placement);
     let mut tracer = probes::Tracer::start(&config.probes, &plan)?;
     tracer.calibrate(CALIBRATION_CALLS)?;
     Ok(Session {
         tracer: Box::new(tracer),
-        targets: planned_words(&config.targets, &plan),
+        targets: planned_words(&config.attach.targets, &plan),
         child: None,
         notes,
     })
