@@ -475,6 +475,7 @@ const RUN: &[&str] = &[
     "docs/sniff.md",
     "docs/profile.md",
     "docs/compare.md",
+    "docs/compare-scaling.md",
     "docs/lab.md",
     "docs/openssl.md",
 ];
@@ -546,6 +547,11 @@ fn compare_guide_examples_run() {
 #[test]
 fn lab_guide_examples_run() {
     run_examples_of("docs/lab.md", Order::InTurn);
+}
+
+#[test]
+fn compare_scaling_guide_examples_run() {
+    run_examples_of("docs/compare-scaling.md", Order::InTurn);
 }
 
 #[test]

@@ -23,6 +23,7 @@ mod peers;
 mod placement;
 mod probes;
 mod profile;
+mod scaling;
 mod serve;
 mod sniff;
 mod support;

@@ -1,10 +1,14 @@
-//! `host`: the machine tlsscope runs on. Pinning threads to CPUs, and the CPU time that
-//! threads, this process and other processes have used.
+//! `host`: the machine tlsscope runs on. Pinning threads to CPUs, which CPUs share a core, the
+//! CPU time that threads, this process and other processes have used, and where a thread's
+//! wall time went (on a CPU, waiting for one, blocked).
 
 use std::io;
 
 mod direct;
 pub use direct::DirectFile;
+mod sched;
+pub use sched::{Spent, ThreadTimes};
+pub mod topology;
 
 /// CPUs online on this machine. Not `available_parallelism`, which counts only the CPUs this
 /// process may run on: under `taskset -c 1` it is 1, yet CPU 1 is the one asked for.

@@ -42,7 +42,51 @@ pub struct CompareDocument {
     pub variants: Vec<Variant>,
     /// Every other variant against the baseline, per metric both have.
     pub comparisons: Vec<MetricComparison>,
+    /// How each variant on N threads scales against the same variant on one (`compare
+    /// --threads`): absent when every variant ran one thread.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scaling: Vec<Scaling>,
     pub warnings: Vec<String>,
+}
+
+/// One variant on N threads against the same settings on one thread: the rate's scaling
+/// efficiency, and what the threads lost it to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Scaling {
+    /// The variant on N threads, and the one on 1 thread it is compared with.
+    pub variant: String,
+    pub baseline: String,
+    pub threads: usize,
+    /// "engine_rate" or "load_handshake_rate".
+    pub metric: String,
+    /// Median rates over the rounds, handshakes per second.
+    pub rate_1: f64,
+    pub rate_n: f64,
+    /// rate at N / (N x rate at 1), from the rounds paired (each round ran both): the
+    /// Hodges-Lehmann estimate of the ratio and its interval, divided by N.
+    pub efficiency: Interval,
+    /// The engine's efficiency with the time other tasks held the threads' CPUs taken out:
+    /// (CPU + blocked time per handshake at 1) / (the same at N), from the paired rounds. What
+    /// an otherwise idle machine would show; the threads never share a CPU with each other.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efficiency_on_idle_cpus: Option<Interval>,
+    /// Paired rounds it is drawn from.
+    pub rounds: usize,
+    /// Per handshake at 1 and at N threads (engine only): CPU time, time blocked off CPU (the
+    /// engine does no I/O: lock waits) and times blocked, as medians over the rounds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_handshake: Option<PerHandshake>,
+    /// Why the figure is not the library's (e.g. the client could not keep the server busy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caveat: Option<String>,
+}
+
+/// Per-handshake costs at 1 and N threads.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PerHandshake {
+    pub cpu_us: [f64; 2],
+    pub blocked_us: [f64; 2],
+    pub blocks: [f64; 2],
 }
 
 /// How the variants were measured.

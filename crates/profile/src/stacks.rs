@@ -196,6 +196,16 @@ impl Profile {
         folded
     }
 
+    /// CPU time of the samples with a frame that `matches` anywhere on their stack (each sample
+    /// once): the inclusive cost of a family of functions (locks, say).
+    pub fn ns_with(&self, matches: impl Fn(&Frame) -> bool) -> u64 {
+        self.stacks
+            .iter()
+            .filter(|s| s.frames.iter().any(&matches))
+            .map(|s| s.weight_ns)
+            .sum()
+    }
+
     /// Every function's self and total time, costliest (by total) first.
     pub fn functions(&self) -> Vec<FunctionCost> {
         let mut costs: BTreeMap<&Frame, (u64, u64)> = BTreeMap::new();
@@ -226,6 +236,36 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_family_counts_each_sample_once_wherever_it_is_on_the_stack() {
+        let frame = |f: &str| Frame {
+            function: Some(f.into()),
+            object: "libc".into(),
+        };
+        let stack = |frames: &[&str], ns| Stack {
+            pid: 1,
+            tid: 1,
+            frames: frames.iter().map(|f| frame(f)).collect(),
+            sites: Vec::new(),
+            weight_ns: ns,
+        };
+        let p = Profile {
+            stacks: vec![
+                stack(&["lock_a", "lock_b", "main"], 10),
+                stack(&["work", "lock_a", "main"], 20),
+                stack(&["work", "main"], 40),
+            ],
+            ..Profile::default()
+        };
+        let locks = |f: &Frame| {
+            f.function
+                .as_deref()
+                .is_some_and(|n| n.starts_with("lock_"))
+        };
+        assert_eq!(p.ns_with(locks), 30);
+        assert_eq!(p.ns_with(|_| false), 0);
+    }
 
     const SCRIPT: &str = "\
 13927/13929 59922.320221:    1001001 

@@ -93,7 +93,8 @@ pub struct Builtin<'a> {
     /// `--openssl` for the server (None: the system's library).
     pub openssl: Option<&'a str>,
     pub cert_type: ossl::CertType,
-    pub cpu: usize,
+    /// One worker thread per CPU, pinned to it.
+    pub cpus: &'a [usize],
     /// Further `serve` options.
     pub extra: &'a [&'a str],
     /// Runs on the command before it starts (the in-process probe library's environment).
@@ -140,11 +141,15 @@ pub fn try_start_builtin(b: &Builtin<'_>) -> std::result::Result<ServerProcess, 
         "--listen",
         "127.0.0.1:0",
         "--threads",
-        "1",
+        &b.cpus.len().max(1).to_string(),
     ])
     .args([
         "--cpus",
-        &b.cpu.to_string(),
+        &b.cpus
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
         "--cert-type",
         b.cert_type.name(),
     ])

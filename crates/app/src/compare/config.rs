@@ -297,6 +297,14 @@ pub struct MatrixOptions {
     /// Default: lean with --verify off, full with --verify on.
     #[arg(long, value_enum, value_name = "WORK")]
     pub client_work: Option<ClientWork>,
+    /// Threads, one variant per count (e.g. 1,2,4): the engine experiment runs that many
+    /// threads, one per CPU, sharing one server and one client SSL_CTX; the load experiment
+    /// runs the built-in server with that many workers on as many CPUs, loaded by as many
+    /// client threads on other CPUs (-c connections each). Each count above 1 is reported with its scaling
+    /// efficiency against 1 thread (which is then added). CPUs are handed out one per
+    /// physical core first.
+    #[arg(long, value_delimiter = ',', default_value = "1", value_name = "LIST", value_parser = at_least_1, allow_negative_numbers = true)]
+    pub threads: Vec<usize>,
     /// The load experiment's concurrent connections (a closed loop), each new per handshake.
     #[arg(short = 'c', long, default_value_t = 4, value_parser = at_least_1, allow_negative_numbers = true)]
     pub connections: usize,
@@ -406,6 +414,26 @@ impl MatrixOptions {
         };
         let side = m.side.typed();
         let mut warnings = Vec::new();
+        let mut threads = m.threads.clone();
+        // Efficiency is against one thread: it is always measured beside the others.
+        if threads.iter().any(|&n| n > 1) && !threads.contains(&1) {
+            threads.insert(0, 1);
+        }
+        threads.sort_unstable();
+        threads.dedup();
+        if threads.len() > 1 && experiments == [crate::compare::worker::ExperimentKind::Pretransfer]
+        {
+            crate::usage_bail!(
+                "--threads: pretransfer makes one connection at a time; add --experiment engine or load, whose threads it sets"
+            );
+        }
+        if threads.len() > 1
+            && experiments.contains(&crate::compare::worker::ExperimentKind::Pretransfer)
+        {
+            warnings.push(
+                "pretransfer makes one connection at a time: it runs at threads=1 only".into(),
+            );
+        }
         if experiments.contains(&crate::compare::worker::ExperimentKind::Engine)
             && side != crate::compare::matrix::Side::Both
         {
@@ -459,6 +487,8 @@ impl MatrixOptions {
             client_engines,
             client_work,
             connections: m.connections,
+            threads,
+            cpu_order: host::topology::spread(&host::topology::cpus()),
             baseline: m.baseline.typed(),
             warnings,
         })

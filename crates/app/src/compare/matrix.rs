@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use model::compare::{CompareDocument, Experiment, Metric, Negotiated, Variant};
 
 use super::matrix_servers::{start_server, NoServer, Server, ServerKey, ServerSlot};
+use super::placement::{place, Placement};
 use super::profiles::write_profiles;
 use super::worker::{ExperimentKind, Tls};
 use super::worker::{WorkerResult, WorkerSpec};
@@ -85,6 +86,10 @@ pub struct MatrixConfig {
     pub client_work: load::rustls_client::Work,
     /// The load experiment's concurrent connections (a closed loop).
     pub connections: usize,
+    /// Thread counts, one variant each (1 among them when any is above 1).
+    pub threads: Vec<usize>,
+    /// The machine's CPUs in the order threads get them (one per physical core first).
+    pub cpu_order: Vec<usize>,
     /// What each variant is compared with.
     pub baseline: super::analysis::Baseline,
     /// Warnings about the settings themselves, worded by the command, for the document.
@@ -143,6 +148,12 @@ pub(super) struct Plan {
     pub(super) per_connection: bool,
     pub(super) server: ServerKind,
     pub(super) client_engine: load::EngineKind,
+    pub(super) threads: usize,
+    /// The CPUs of its threads.
+    pub(super) placement: Placement,
+    /// Experiments of the matrix this variant cannot run, each with why (too few CPUs for
+    /// its threads, say).
+    pub(super) refused: Vec<String>,
     /// The experiments that apply to it: the engine runs without a server, once per library
     /// (built-in server, OpenSSL client); pretransfer is OpenSSL's blocking client.
     pub(super) experiments: Vec<ExperimentKind>,
@@ -208,7 +219,33 @@ fn library_choice(v: &str) -> Option<String> {
 /// same library twice, for an A/A run) is numbered ("openssl=system #2").
 fn plans(c: &MatrixConfig) -> Vec<Plan> {
     let mut plans = combinations(c);
-    plans.retain(|p| !p.experiments.is_empty());
+    for p in &mut plans {
+        let (placement, refused) = place(
+            p.threads,
+            &p.experiments,
+            (c.server_cpu, c.client_cpu),
+            &c.cpu_order,
+        );
+        let mut refused: Vec<(ExperimentKind, String)> = refused;
+        if p.server == ServerKind::Nginx && p.threads > 1 {
+            refused.push((
+                ExperimentKind::Load,
+                "nginx runs one worker process here: --threads sets the built-in server's workers"
+                    .into(),
+            ));
+        }
+        p.experiments
+            .retain(|e| !refused.iter().any(|(r, _)| r == e));
+        // Pretransfer's refusal at N threads is the matrix's shape, said once in the warnings.
+        p.refused = refused
+            .into_iter()
+            .filter(|(e, _)| *e != ExperimentKind::Pretransfer)
+            .map(|(e, why)| format!("{}: {why}", e.name()))
+            .collect();
+        p.refused.dedup();
+        p.placement = placement;
+    }
+    plans.retain(|p| !p.experiments.is_empty() || !p.refused.is_empty());
     let mut seen: Vec<String> = Vec::new();
     for p in &mut plans {
         let mut label = p.label.clone();
@@ -229,7 +266,7 @@ fn combinations(c: &MatrixConfig) -> Vec<Plan> {
             .map(|b| if *b { yes } else { no }.to_string())
             .collect()
     };
-    let dims: [(&str, Vec<String>); 8] = [
+    let dims: [(&str, Vec<String>); 9] = [
         ("openssl", c.libraries.clone()),
         (
             "cert",
@@ -265,6 +302,7 @@ fn combinations(c: &MatrixConfig) -> Vec<Plan> {
                 .map(|e| e.name().to_string())
                 .collect(),
         ),
+        ("threads", c.threads.iter().map(|n| n.to_string()).collect()),
     ];
     // Every combination, as one index per dimension.
     let mut combos: Vec<Vec<usize>> = vec![Vec::new()];
@@ -314,17 +352,27 @@ fn combinations(c: &MatrixConfig) -> Vec<Plan> {
                 per_connection: c.ctx_per_connection[ix[5]],
                 server: c.servers[ix[6]],
                 client_engine: c.client_engines[ix[7]],
-                experiments: experiments_of(c, c.servers[ix[6]], c.client_engines[ix[7]]),
+                threads: c.threads[ix[8]],
+                placement: Placement::default(),
+                refused: Vec::new(),
+                experiments: experiments_of(
+                    c,
+                    c.servers[ix[6]],
+                    c.client_engines[ix[7]],
+                    c.threads[ix[8]],
+                ),
             }
         })
         .collect()
 }
 
-/// The experiments of `c` that a variant with this server and client runs.
+/// The experiments of `c` that a variant with this server, client and thread count runs
+/// (pretransfer is one connection at a time: one thread).
 fn experiments_of(
     c: &MatrixConfig,
     server: ServerKind,
     client: load::EngineKind,
+    threads: usize,
 ) -> Vec<ExperimentKind> {
     let openssl = client == load::EngineKind::Openssl;
     c.experiments
@@ -332,7 +380,7 @@ fn experiments_of(
         .copied()
         .filter(|e| match e {
             ExperimentKind::Engine => openssl && server == ServerKind::Builtin,
-            ExperimentKind::Pretransfer => openssl,
+            ExperimentKind::Pretransfer => openssl && threads == 1,
             ExperimentKind::Load => true,
         })
         .collect()
@@ -364,8 +412,20 @@ impl ServerKey {
             cert: p.cert,
             groups: p.groups.clone(),
             resumption: p.resume,
+            cpus: p.placement.server.clone(),
         }
     }
+}
+
+/// Measured operations of a plan per round: `count` per experiment, per thread in the engine.
+fn ops_per_round(c: &MatrixConfig, p: &Plan) -> usize {
+    p.experiments
+        .iter()
+        .map(|e| match e {
+            ExperimentKind::Engine => c.count * p.threads,
+            _ => c.count,
+        })
+        .sum()
 }
 
 /// Whether a plan's experiments connect to a server.
@@ -398,6 +458,10 @@ pub fn run(
     let mut servers: Vec<ServerSlot> = Vec::new();
     let mut gathered: Vec<Gathered> = plans.iter().map(|_| Gathered::default()).collect();
     for (p, g) in plans.iter().zip(gathered.iter_mut()) {
+        if p.experiments.is_empty() {
+            g.not_run = Some(p.refused.join("; "));
+            continue;
+        }
         let broken = [&p.client_openssl, &p.server_openssl]
             .into_iter()
             .flatten()
@@ -423,7 +487,7 @@ pub fn run(
     let mut workers: Vec<Option<WorkerProcess>> = Vec::new();
     for (i, p) in plans.iter().enumerate() {
         let server = match server_of(&servers, p) {
-            _ if gathered[i].error.is_some() => {
+            _ if gathered[i].error.is_some() || gathered[i].not_run.is_some() => {
                 workers.push(None);
                 continue;
             }
@@ -462,7 +526,13 @@ pub fn run(
             resume: p.resume,
             ctx_per_connection: p.per_connection,
             cert_type: p.cert,
-            cpu: Some(c.client_cpu),
+            cpu: p.placement.client.first().copied(),
+            engine_cpus: if p.threads > 1 {
+                p.placement.engine.clone()
+            } else {
+                Vec::new()
+            },
+            load_cpus: p.placement.client.clone(),
             profile_control: None,
             calibrate_slower_pct: if i == last && plans.len() > 1 {
                 c.calibrate_slower_pct
@@ -540,7 +610,7 @@ pub fn run(
         match sampled {
             Ok(Some(p)) => {
                 g.profile = p;
-                g.profiled_ops = (c.count * plans[i].experiments.len() * g.rounds_done) as u64;
+                g.profiled_ops = (ops_per_round(c, &plans[i]) * g.rounds_done) as u64;
             }
             Ok(None) => {}
             Err(e) if g.error.is_none() => g.error = Some(format!("profiling: {e}")),
@@ -803,6 +873,11 @@ const METRICS: &[(&str, &str, bool)] = &[
     ("load_client_cpu_per_handshake", "us", true),
     ("load_server_cpu_per_handshake", "us", true),
     ("load_server_busy", "%", false),
+    ("engine_rate", "1/s", false),
+    ("engine_cpu_per_handshake", "us", true),
+    ("engine_blocked_per_handshake", "us", true),
+    ("engine_blocks_per_handshake", "", true),
+    ("engine_cpu_wait_per_handshake", "us", true),
 ];
 
 fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> CompareDocument {
@@ -812,6 +887,9 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
         .iter()
         .zip(gathered)
         .map(|(p, mut g)| {
+            for why in p.refused.iter().filter(|_| !p.experiments.is_empty()) {
+                warnings.push(format!("{}: not run: {why}", p.label));
+            }
             if let Some(e) = &g.error {
                 warnings.push(format!("{}: {e}", p.label));
                 if g.rounds_done == 0 {
@@ -864,6 +942,7 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
         ));
     }
     let comparisons = super::analysis::analyze(&variants, level, c.noise_threshold, c.baseline);
+    let scaling = super::scaling::scaling(&variants, level);
     let servers: Vec<&str> = c
         .servers
         .iter()
@@ -892,6 +971,7 @@ fn document(plans: &[Plan], gathered: Vec<Gathered>, c: &MatrixConfig) -> Compar
         noise_threshold: c.noise_threshold,
         variants,
         comparisons,
+        scaling,
         warnings,
     }
 }

@@ -22,6 +22,8 @@ pub(super) struct ServerKey {
     pub(super) groups: Option<String>,
     /// Session cache and tickets on: resumed handshakes were asked for.
     pub(super) resumption: bool,
+    /// The built-in server's CPUs, one worker thread each (nginx takes the first).
+    pub(super) cpus: Vec<usize>,
 }
 
 /// A server process of either kind.
@@ -156,7 +158,7 @@ fn start_builtin_server(
         exe: &c.exe,
         openssl: key.library.as_deref(),
         cert_type: key.cert,
-        cpu: c.server_cpu,
+        cpus: &key.cpus,
         extra: &extra,
         prepare: None,
     })?;
@@ -179,7 +181,7 @@ fn start_nginx_server(
 ) -> Result<Server> {
     let n = start_nginx(&Nginx {
         cert: key.cert,
-        cpu: c.server_cpu,
+        cpu: key.cpus.first().copied().unwrap_or(c.server_cpu),
         library_dir: lib_dir,
         groups: key.groups.as_deref(),
         resumption: key.resumption,

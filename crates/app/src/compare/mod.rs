@@ -1,18 +1,22 @@
 //! `tlsscope compare`: saved runs side by side, or `--matrix`, an experiment run across
 //! library versions and configurations. `config` checks the options once; `session` runs
 //! (`saved` reads files; `matrix` starts the servers (`matrix_servers`), drives a `worker`
-//! process per variant and, with `--profile`, writes `profiles`) and returns one
+//! process per variant (whose in-process experiment, on one or more threads, is `engine`) and,
+//! with `--profile`, writes `profiles`) and returns one
 //! [`CompareDocument`], its verdicts from `analysis`; `render` (terminal table, Markdown) and
 //! `page` (HTML) show it, beside its JSON.
 
 pub mod analysis;
 pub mod config;
+mod engine;
 pub mod matrix;
 mod matrix_servers;
 pub mod page;
+mod placement;
 pub mod profiles;
 pub mod render;
 pub mod saved;
+pub mod scaling;
 pub mod session;
 pub mod worker;
 

@@ -79,6 +79,22 @@ pub fn page_with_profiles(doc: &CompareDocument, profiles: &[ProfileLinks]) -> S
         body += "<h2>The servers' own counts</h2>\n<p>Handshakes the built-in server counted, or connections nginx handled (stub_status), against the connections the clients of every variant using that server made; and the libssl the server process mapped.</p>\n";
         body += &html_table(&servers);
     }
+    if !doc.scaling.is_empty() {
+        body += &format!(
+            "<h2>Scaling with threads</h2>\n<p>{}.</p>\n",
+            escape(super::render::SCALING_MEANING)
+        );
+        body += &html_table(&super::render::scaling_table(doc));
+        for metric in ["engine_rate", "load_handshake_rate"] {
+            let svg = scaling_plot(doc, metric);
+            if !svg.is_empty() {
+                body += &figure(
+                    &svg,
+                    &format!("{metric}: handshakes per second against threads, per library and settings (medians over the rounds)"),
+                );
+            }
+        }
+    }
     if !profiles.is_empty() {
         body += "<h2>Where the CPU goes (compare --profile)</h2>\n<p>Flame graphs of each variant's measured operations (perf, DWARF stacks); the second of each pair is the difference from the first variant (red: more CPU per operation, blue: less). Open one for its interactive view.</p>\n";
         for p in profiles {
@@ -280,6 +296,59 @@ fn draw_bars(
     }))?;
     root.present()?;
     Ok(())
+}
+
+/// Rate against threads: one line per set of variants that differ only in their threads.
+fn scaling_plot(doc: &CompareDocument, metric: &str) -> String {
+    let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+    for v in doc.variants.iter().filter(|v| v.measured()) {
+        let Some(m) = v.metrics.iter().find(|m| m.name == metric) else {
+            continue;
+        };
+        let Some(n) = v
+            .settings
+            .get("threads")
+            .and_then(|t| t.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        let label = v
+            .label
+            .split(' ')
+            .filter(|w| !w.starts_with("threads="))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let label = match label.is_empty() {
+            true => format!("openssl={}", v.settings.get("openssl").map_or("?", |s| s)),
+            false => label,
+        };
+        let point = (n, m.summary.median);
+        match series.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, points)) => points.push(point),
+            None => series.push((label, vec![point])),
+        }
+    }
+    series.retain(|(_, points)| points.len() > 1);
+    let mut svg = String::new();
+    if series.is_empty() {
+        return svg;
+    }
+    for (_, points) in &mut series {
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let labels: Vec<String> = series.iter().map(|s| s.0.clone()).collect();
+    let height = crate::render::plot::with_legend_height(HEIGHT, &labels, WIDTH);
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
+        let _ = crate::render::plot::draw_lines_over(
+            &root,
+            HEIGHT,
+            &series,
+            "threads",
+            "handshakes per second",
+        );
+    }
+    svg
 }
 
 /// Stacked bars: per variant, how many handshakes of each kind it obtained.

@@ -51,10 +51,11 @@ pub fn verdict_words(v: Verdict, lower_is_better: bool) -> &'static str {
 
 /// A value in its unit, for tables: microseconds as us/ms/s, rates as they are.
 pub fn value(v: f64, unit: &str) -> String {
-    if unit == "us" {
-        crate::render::words::duration(v)
-    } else {
-        format!("{v:.1}{}", if unit.is_empty() { "" } else { " " }) + unit
+    match unit {
+        "us" => crate::render::words::duration(v),
+        // Counts per operation (blocks per handshake): small, so two decimals.
+        "" => format!("{v:.2}"),
+        _ => format!("{v:.1} {unit}"),
     }
 }
 
@@ -312,7 +313,12 @@ pub fn metric_meaning(name: &str) -> &'static str {
         "load_handshake_rate" => "closed loop of concurrent new connections (full or resumed handshakes): handshakes per second over the measured window, one value per round",
         "load_client_cpu_per_handshake" => "closed loop: the client's CPU (user + system) per handshake, as bench computes it",
         "load_server_cpu_per_handshake" => "closed loop: the server process's CPU per handshake, from its CPU-time clock over the window",
-        "load_server_busy" => "closed loop: the server's busy share of one CPU over the window (= rate x server CPU per handshake)",
+        "load_server_busy" => "closed loop: the server's busy share of one CPU over the window (= rate x server CPU per handshake; up to N x 100% on N threads)",
+        "engine_rate" => "in-process handshakes per second, all threads, over the window from the first thread's start to the last one's end, one value per round",
+        "engine_cpu_per_handshake" => "in-process: the threads' CPU time per handshake (the scheduler's own count)",
+        "engine_blocked_per_handshake" => "in-process: time the threads spent blocked, neither on a CPU nor waiting for one, per handshake; the engine does no I/O, so this is waiting for locks",
+        "engine_blocks_per_handshake" => "in-process: times a thread blocked (voluntary context switches) per handshake",
+        "engine_cpu_wait_per_handshake" => "in-process: time the threads were runnable but another task had their CPU, per handshake (the machine's noise, not the library's)",
         _ => "",
     }
 }
@@ -347,6 +353,63 @@ pub fn server_table(doc: &CompareDocument) -> Table {
     Table { header, rows }
 }
 
+/// Each variant on N threads against one thread: rates, efficiency with its interval, and
+/// the engine's CPU and blocked time per handshake at 1 and N.
+pub fn scaling_table(doc: &CompareDocument) -> Table {
+    let header = [
+        "variant",
+        "rate",
+        "1 thread /s",
+        "N threads /s",
+        "efficiency",
+        "on idle CPUs",
+        "CPU us/hs (1 -> N)",
+        "blocked us/hs (1 -> N)",
+        "blocks/hs (1 -> N)",
+        "note",
+    ]
+    .map(String::from)
+    .to_vec();
+    let pair = |v: [f64; 2], digits: usize| -> String {
+        if v.iter().any(|x| !x.is_finite()) {
+            return "-".into();
+        }
+        format!("{:.*} -> {:.*}", digits, v[0], digits, v[1])
+    };
+    let rows = doc
+        .scaling
+        .iter()
+        .map(|s| {
+            let e = &s.efficiency;
+            let per = s.per_handshake.as_ref();
+            vec![
+                s.variant.clone(),
+                s.metric
+                    .trim_end_matches("_rate")
+                    .replace("_handshake", "")
+                    .to_string(),
+                format!("{:.0}", s.rate_1),
+                format!("{:.0}", s.rate_n),
+                format!(
+                    "{:.2} [{:.2}, {:.2}] ({} rounds)",
+                    e.estimate, e.low, e.high, s.rounds
+                ),
+                s.efficiency_on_idle_cpus.as_ref().map_or("-".into(), |e| {
+                    format!("{:.2} [{:.2}, {:.2}]", e.estimate, e.low, e.high)
+                }),
+                per.map_or("-".into(), |p| pair(p.cpu_us, 1)),
+                per.map_or("-".into(), |p| pair(p.blocked_us, 1)),
+                per.map_or("-".into(), |p| pair(p.blocks, 2)),
+                s.caveat.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    Table { header, rows }
+}
+
+/// What the scaling table shows, in one sentence.
+pub const SCALING_MEANING: &str = "efficiency = rate at N threads / (N x rate at 1 thread), from the rounds paired, with its interval; 1.00 is perfect scaling. On idle CPUs: the engine's efficiency with the time other tasks held its threads' CPUs taken out, (CPU + blocked per handshake at 1) / (the same at N)";
+
 /// The terminal report.
 pub fn text(doc: &CompareDocument) -> String {
     let mut out = describe_experiment(doc) + "\n\n";
@@ -377,6 +440,10 @@ pub fn text(doc: &CompareDocument) -> String {
     if !servers.rows.is_empty() {
         out += "\nthe servers' own counts\n";
         out += &servers.aligned();
+    }
+    if !doc.scaling.is_empty() {
+        out += &format!("\nscaling: {SCALING_MEANING}\n");
+        out += &scaling_table(doc).aligned();
     }
     for w in &doc.warnings {
         out += &format!("\nwarning: {w}");
@@ -417,6 +484,10 @@ pub fn markdown(doc: &CompareDocument) -> String {
     if !wire.rows.is_empty() {
         out += &format!("\n## On the wire\n\n{}.\n\n", load::wire::COUNTED);
         out += &wire.markdown();
+    }
+    if !doc.scaling.is_empty() {
+        out += &format!("\n## Scaling\n\n{SCALING_MEANING}.\n\n");
+        out += &scaling_table(doc).markdown();
     }
     if !doc.warnings.is_empty() {
         out += "\n## Warnings\n\n";
@@ -473,6 +544,7 @@ mod tests {
             noise_threshold: DEFAULT_NOISE_THRESHOLD,
             variants,
             comparisons: cmp,
+            scaling: Vec::new(),
             warnings: vec![],
         };
         let t = text(&doc);

@@ -209,6 +209,7 @@ fn compare(
             noise_threshold,
             super::analysis::Baseline::First,
         ),
+        scaling: super::scaling::scaling(&variants, level),
         variants,
         warnings,
     })

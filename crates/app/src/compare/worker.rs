@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use load::memory::{ClientContext, EngineError};
 use model::compare::Negotiated;
-use ossl::{ContextBuilder, Credentials, Role, Session, Settings};
+use ossl::{Session, Settings};
 use serde::{Deserialize, Serialize};
 
+use super::engine::Engine;
 use crate::common::client::{connect_once, Probe};
 use crate::common::error::{Context, Error, Result};
 use crate::fail;
@@ -169,6 +169,13 @@ pub struct WorkerSpec {
     pub cert_type: ossl::CertType,
     /// Pin the worker to this CPU.
     pub cpu: Option<usize>,
+    /// The engine experiment's threads, one per CPU listed (empty: one thread, on `cpu`),
+    /// sharing one server and one client context.
+    #[serde(default)]
+    pub engine_cpus: Vec<usize>,
+    /// The load experiment's client threads, one per CPU listed (empty: one, on `cpu`).
+    #[serde(default)]
+    pub load_cpus: Vec<usize>,
     /// perf's control FIFO when `compare --profile` samples this worker: each experiment's
     /// measured operations are one sampling window (warm-up and setup are left out).
     #[serde(default)]
@@ -291,7 +298,7 @@ impl Worker {
 }
 
 /// Opens or closes the worker's sampling window, when it is profiled.
-fn sampling(spec: &WorkerSpec, open: bool) -> Result<()> {
+pub(super) fn sampling(spec: &WorkerSpec, open: bool) -> Result<()> {
     if let Some(fifo) = &spec.profile_control {
         profile::window(fifo, open).with_context(|| {
             format!(
@@ -304,7 +311,7 @@ fn sampling(spec: &WorkerSpec, open: bool) -> Result<()> {
     Ok(())
 }
 
-fn settings(spec: &WorkerSpec) -> Settings {
+pub(super) fn settings(spec: &WorkerSpec) -> Settings {
     let mut s = Settings::new();
     if let Some(v) = spec.tls {
         s.min_version = Some(v.version());
@@ -317,7 +324,7 @@ fn settings(spec: &WorkerSpec) -> Settings {
 
 /// A client context: the spec's settings, and verification against `cafile` when given (which
 /// loads the whole bundle into the context's store, as curl does for each of its contexts).
-fn client_context(
+pub(super) fn client_context(
     lib: &'static ossl::Library,
     settings: &Settings,
     cafile: Option<&std::path::Path>,
@@ -331,17 +338,17 @@ fn client_context(
     crate::common::client::client_context(lib, options)
 }
 
-fn record(negotiated: &mut Vec<Negotiated>, n: &ossl::Negotiated) {
+pub(super) fn record(negotiated: &mut Vec<Negotiated>, n: &ossl::Negotiated) {
     Negotiated::tally(negotiated, Negotiated::one(n));
 }
 
-fn us(d: Duration) -> f64 {
+pub(super) fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
 /// Burns CPU for `pct` percent of `of` (nothing at 0) and says how long it took: the
 /// calibrated extra work of `compare --calibrate-slower`.
-fn burn(pct: f64, of: Duration) -> Duration {
+pub(super) fn burn(pct: f64, of: Duration) -> Duration {
     // Not even a clock read inside the timed work when nothing is to be burnt.
     if pct <= 0.0 {
         return Duration::ZERO;
@@ -464,113 +471,6 @@ impl Pretransfer {
     }
 }
 
-/// The in-process engine: client and server over memory BIOs in this thread.
-struct Engine {
-    server: ossl::Context,
-    settings: Settings,
-    /// The bundle the client verifies against (in `_dir`), when it verifies.
-    cafile: Option<PathBuf>,
-    shared: ossl::Context,
-    session: Option<Session>,
-    /// Kept while the contexts use them.
-    _creds: Credentials,
-    _dir: tempfile::TempDir,
-}
-
-impl Engine {
-    fn new(lib: &'static ossl::Library, spec: &WorkerSpec) -> Result<Engine> {
-        let creds = Credentials::generate(lib, spec.cert_type)?;
-        let mut sb = ContextBuilder::new(lib, Role::Server)?;
-        sb.credentials(&creds)?;
-        sb.session_cache(true)?.tickets(true);
-        let server = sb.build();
-        // The client verifies against the same bundle as in pretransfer, plus this certificate.
-        let dir = tempfile::tempdir()?;
-        let cafile = match (&spec.cafile, &spec.system_bundle) {
-            (Some(_), Some(bundle)) => {
-                let ca = dir.path().join("ca.pem");
-                let mut pem = std::fs::read(bundle)
-                    .with_context(|| format!("reading {}", bundle.display()))?;
-                pem.extend_from_slice(creds.cert.to_pem()?.as_bytes());
-                std::fs::write(&ca, pem)?;
-                Some(ca)
-            }
-            (Some(_), None) => {
-                let ca = dir.path().join("ca.pem");
-                std::fs::write(&ca, creds.cert.to_pem()?)?;
-                Some(ca)
-            }
-            (None, _) => None,
-        };
-        let settings = settings(spec);
-        let shared = client_context(lib, &settings, cafile.as_deref())?;
-        Ok(Engine {
-            server,
-            settings,
-            cafile,
-            shared,
-            session: None,
-            _creds: creds,
-            _dir: dir,
-        })
-    }
-
-    fn round(
-        &mut self,
-        lib: &'static ossl::Library,
-        spec: &WorkerSpec,
-        out: &mut WorkerResult,
-    ) -> Result<()> {
-        let verify_host = self.cafile.as_ref().map(|_| "localhost");
-        let (settings, cafile) = (&self.settings, self.cafile.as_deref());
-        let make = || client_context(lib, settings, cafile).map_err(|e| e.to_string());
-        let client = if spec.ctx_per_connection {
-            ClientContext::PerHandshake(&make)
-        } else {
-            ClientContext::Shared(&self.shared)
-        };
-        let (mut total, mut client_us, mut server_us) = (Vec::new(), Vec::new(), Vec::new());
-        let mut negotiated = Vec::new();
-        for i in 0..spec.warmup + spec.count {
-            if i == spec.warmup {
-                sampling(spec, true)?;
-            }
-            let offer = if spec.resume {
-                self.session.as_ref()
-            } else {
-                None
-            };
-            let h = load::memory::handshake(&client, &self.server, offer, verify_host).map_err(
-                |e| match e {
-                    EngineError::Setup(e) => Error::from(e),
-                    other => Error::msg(other),
-                },
-            )?;
-            if spec.resume {
-                self.session = h.session;
-            }
-            let extra = burn(spec.calibrate_slower_pct, h.timing.total);
-            if i < spec.warmup {
-                continue;
-            }
-            total.push(us(h.timing.total + extra));
-            client_us.push(us(h.timing.client + extra));
-            server_us.push(us(h.timing.server));
-            record(&mut negotiated, &h.negotiated);
-        }
-        sampling(spec, false)?;
-        out.samples.insert("engine_handshake".into(), total);
-        out.samples.insert("engine_client".into(), client_us);
-        out.samples.insert("engine_server".into(), server_us);
-        check_resumption(spec, &negotiated)?;
-        for mut n in negotiated {
-            n.handshake = format!("{} (engine)", n.handshake);
-            out.negotiated.push(n);
-        }
-        Ok(())
-    }
-}
-
 /// A closed loop of `connections` new connections to the server, made by the load engine
 /// bench uses (OpenSSL or rustls), handshake only: the rate, the client's and the server's
 /// CPU per handshake and the server's busy share, each as bench computes them over the
@@ -622,9 +522,13 @@ impl Load {
             target: self.target,
             server_name: Some("localhost".into()),
             verify_host: spec.cafile.as_ref().map(|_| "localhost".into()),
-            threads: 1,
-            connections: spec.connections.max(1),
-            cpus: spec.cpu.into_iter().collect(),
+            threads: spec.load_cpus.len().max(1),
+            // -c is per client thread: N threads keep N times the connections open.
+            connections: spec.connections.max(1) * spec.load_cpus.len().max(1),
+            cpus: match spec.load_cpus.as_slice() {
+                [] => spec.cpu.into_iter().collect(),
+                cpus => cpus.to_vec(),
+            },
             duration: None,
             count: Some(count),
             warmup: Duration::ZERO,
@@ -709,7 +613,7 @@ impl Load {
 
 /// Resumption asked for must be what was obtained (all but none of the measured handshakes);
 /// full handshakes must all be full.
-fn check_resumption(spec: &WorkerSpec, negotiated: &[Negotiated]) -> Result<()> {
+pub(super) fn check_resumption(spec: &WorkerSpec, negotiated: &[Negotiated]) -> Result<()> {
     let total: u64 = negotiated.iter().map(|n| n.count).sum();
     let full: u64 = negotiated
         .iter()

@@ -318,7 +318,7 @@ fn start_server(
             exe: &config.exe,
             openssl: config.openssl.as_deref(),
             cert_type: cert,
-            cpu: config.server_cpu,
+            cpus: &[config.server_cpu],
             extra: &asynchronous,
             prepare,
         }),

@@ -136,6 +136,17 @@ pub fn draw_lines(
     series: &[(String, Vec<(f64, f64)>)],
     y_desc: &str,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    draw_lines_over(root, plot_height, series, "seconds", y_desc)
+}
+
+/// Lines over any x (`x_desc`), from 0, as [`draw_lines`].
+pub fn draw_lines_over(
+    root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    plot_height: u32,
+    series: &[(String, Vec<(f64, f64)>)],
+    x_desc: &str,
+    y_desc: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
     root.fill(&WHITE)?;
     let (plot_area, legend_area) = root.split_vertically(plot_height);
     let points = || series.iter().flat_map(|s| s.1.iter());
@@ -149,7 +160,7 @@ pub fn draw_lines(
     chart
         .configure_mesh()
         .light_line_style(RGBColor(238, 238, 238))
-        .x_desc("seconds")
+        .x_desc(x_desc)
         .y_desc(y_desc)
         .draw()?;
     for (k, (_, pts)) in series.iter().enumerate() {
