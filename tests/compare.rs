@@ -294,6 +294,7 @@ fn saved_runs_are_summarized_from_every_recorded_value() {
 /// difference is still found.
 #[test]
 fn matrix_rounds_rotate_and_are_the_replicates_of_the_verdict() {
+    let _cpus = support::both_cpus();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("aa.json");
     let out = support::tlsscope(&[
@@ -632,8 +633,9 @@ fn matrix_over_3_0_and_1_1_1w_writes_every_format_and_the_html_renders() {
     assert!(console.is_empty(), "the page logged: {console:?}");
     let plots = support::body_attribute(&dom, "data-plots");
     let rendered = support::body_attribute(&dom, "data-plots-rendered");
-    // Per metric a CDF and a bar chart (7 metrics), and the handshake mix.
-    assert_eq!(plots, 2 * 7 + 1, "{plots} plots");
+    // Per metric a CDF and a bar chart (7 metrics, and the engine's rate, CPU, blocked time,
+    // blocks and CPU wait per handshake), and the handshake mix.
+    assert_eq!(plots, 2 * 12 + 1, "{plots} plots");
     // 3.0.2 with a context per connection takes over ten times 1.1.1w's shared one: its CDFs
     // are on a log axis, with the legend below the plot.
     assert!(page.contains("(log scale)"), "no log axis");

@@ -85,6 +85,7 @@ fn f(v: &Value) -> f64 {
 fn three_0_2_loses_its_second_thread_to_locks_while_1_1_1w_and_3_0_19_scale() {
     support::openssl_111w();
     support::openssl_302();
+    let _cpus = support::both_cpus();
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
     let (n, repeat) = (40, 8);
@@ -188,6 +189,7 @@ fn three_0_2_loses_its_second_thread_to_locks_while_1_1_1w_and_3_0_19_scale() {
 #[test]
 fn the_profile_puts_3_0_2s_lost_time_in_locks_and_method_fetch() {
     support::openssl_302();
+    let _cpus = support::both_cpus();
     let dir = tempfile::tempdir().unwrap();
     let profile = dir.path().join("profile");
     let out = engine_matrix(

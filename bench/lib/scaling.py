@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Arranges bench/scaling's compare documents as Markdown tables.
 
-Usage: scaling.py SUMMARY_MD [--profile PROFILE_TXT] COMPARE_JSON...
+Usage: scaling.py SUMMARY_MD [--profile LIBRARY PROFILE_TXT] COMPARE_JSON...
 Per library, handshake kind and TLS version: the rate at 1 thread and at each N, the scaling
 efficiency with its interval (and, for the engine, with the time other tasks held the CPUs
 taken out), and the CPU and blocked time per handshake at 1 and N. Variants that could not be
@@ -52,7 +52,12 @@ def table(doc):
         out = ["No variant on more than one thread was measured."]
     one_only = [f"- {lib} {resume} TLS {tls}: {rate:.0f}/s at 1 thread"
                 for (lib, resume, tls), rate in sorted(rates_1.items())]
-    not_run = sorted({f"- {v['label']}: {v['not_run']}" for v in doc["variants"] if v.get("not_run")})
+    reasons = {}
+    for v in doc["variants"]:
+        if v.get("not_run"):
+            reasons.setdefault(v["not_run"], []).append(v["label"])
+    not_run = [f"- {len(labels)} variants ({labels[0]}, ...): {why}" if len(labels) > 1
+               else f"- {labels[0]}: {why}" for why, labels in sorted(reasons.items())]
     failed = [f"- {v['label']}: {v['error']}" for v in doc["variants"] if v.get("error")]
     text = [f"## {exp}", "", f"{doc['experiment']['repeat']} rounds, rotated; efficiency = rate at N / "
             f"(N x rate at 1) from the paired rounds, {doc['level'] * 100:.0f}% interval.", ""]
@@ -72,7 +77,7 @@ def main():
     profile = None
     if args and args[0] == "--profile":
         args.pop(0)
-        profile = args.pop(0)
+        profile = (args.pop(0), args.pop(0))
     docs = [json.load(open(p)) for p in args]
     env = docs[0]["environment"] if docs else {}
     lines = ["# bench/scaling", "",
@@ -81,8 +86,9 @@ def main():
     for d in docs:
         lines += table(d) + [""]
     if profile:
-        fam = [l for l in open(profile) if "locks and atomics" in l]
-        lines += ["## Where the lost time goes (profile.txt)", "",
+        lib, path = profile
+        fam = [l for l in open(path) if "locks and atomics" in l]
+        lines += [f"## Where {lib}'s lost time goes (profile.txt, full TLS 1.3 handshakes)", "",
                   "CPU-us per handshake in each family of functions (share of the CPU):", ""]
         lines += ["    " + l.strip() for l in fam] + [""]
     open(summary, "w").write("\n".join(lines))

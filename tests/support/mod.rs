@@ -11,6 +11,14 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The tlsscope binary under test.
+/// Held by the tests whose figures need both CPUs to themselves (thread scaling, which keeps
+/// both busy, and the paired-round verdict on a calibrated difference, which a neighbour
+/// pinned to its CPU can flip): they run one at a time, beside the tests that do not care.
+pub fn both_cpus() -> std::sync::MutexGuard<'static, ()> {
+    static CPUS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    CPUS.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 pub fn bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_tlsscope"))
 }
