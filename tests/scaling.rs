@@ -87,7 +87,7 @@ fn three_0_2_loses_its_second_thread_to_locks_while_1_1_1w_and_3_0_19_scale() {
     support::openssl_302();
     let _cpus = support::both_cpus();
     let dir = tempfile::tempdir().unwrap();
-    let json = dir.path().join("s.json");
+    let (json, html) = (dir.path().join("s.json"), dir.path().join("s.html"));
     let (n, repeat) = (40, 8);
     let out = engine_matrix(
         "system,1.1.1w,3.0.2",
@@ -99,6 +99,8 @@ fn three_0_2_loses_its_second_thread_to_locks_while_1_1_1w_and_3_0_19_scale() {
             &repeat.to_string(),
             "--json",
             json.to_str().unwrap(),
+            "--html",
+            html.to_str().unwrap(),
         ],
     );
     let stdout = support::text(&out.stdout);

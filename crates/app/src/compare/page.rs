@@ -90,7 +90,7 @@ pub fn page_with_profiles(doc: &CompareDocument, profiles: &[ProfileLinks]) -> S
             if !svg.is_empty() {
                 body += &figure(
                     &svg,
-                    &format!("{metric}: handshakes per second against threads, per library and settings (medians over the rounds)"),
+                    &format!("{metric} against threads, per library and settings, as a multiple of the same settings' rate on one thread (medians over the rounds; the rates are in the table)"),
                 );
             }
         }
@@ -298,18 +298,16 @@ fn draw_bars(
     Ok(())
 }
 
-/// Rate against threads: one line per set of variants that differ only in their threads.
+/// Speedup against threads: one line per set of variants that differ only in their threads,
+/// each rate divided by the same settings' rate on one thread (so full and resumed handshakes,
+/// tens of times apart in rate, share one axis), beside the line of perfect scaling.
 fn scaling_plot(doc: &CompareDocument, metric: &str) -> String {
     let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
     for v in doc.variants.iter().filter(|v| v.measured()) {
         let Some(m) = v.metrics.iter().find(|m| m.name == metric) else {
             continue;
         };
-        let Some(n) = v
-            .settings
-            .get("threads")
-            .and_then(|t| t.parse::<f64>().ok())
-        else {
+        let Some(n) = v.settings.get("threads").and_then(|t| t.parse::<f64>().ok()) else {
             continue;
         };
         let label = v
@@ -328,14 +326,29 @@ fn scaling_plot(doc: &CompareDocument, metric: &str) -> String {
             None => series.push((label, vec![point])),
         }
     }
-    series.retain(|(_, points)| points.len() > 1);
-    let mut svg = String::new();
-    if series.is_empty() {
-        return svg;
-    }
-    for (_, points) in &mut series {
+    // Only sets measured at one thread and more, as speedups over the one-thread rate.
+    series.retain_mut(|(_, points)| {
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-    }
+        match points.first() {
+            Some(&(1.0, base)) if points.len() > 1 && base > 0.0 => {
+                points.iter_mut().for_each(|p| p.1 /= base);
+                true
+            }
+            _ => false,
+        }
+    });
+    let mut svg = String::new();
+    let Some(most) = series
+        .iter()
+        .flat_map(|s| s.1.iter().map(|p| p.0))
+        .reduce(f64::max)
+    else {
+        return svg;
+    };
+    series.insert(
+        0,
+        ("perfect scaling (N x)".into(), vec![(1.0, 1.0), (most, most)]),
+    );
     let labels: Vec<String> = series.iter().map(|s| s.0.clone()).collect();
     let height = crate::render::plot::with_legend_height(HEIGHT, &labels, WIDTH);
     {
@@ -344,8 +357,8 @@ fn scaling_plot(doc: &CompareDocument, metric: &str) -> String {
             &root,
             HEIGHT,
             &series,
-            "threads",
-            "handshakes per second",
+            ("threads", false),
+            "rate / rate at 1 thread",
         );
     }
     svg

@@ -136,27 +136,35 @@ pub fn draw_lines(
     series: &[(String, Vec<(f64, f64)>)],
     y_desc: &str,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    draw_lines_over(root, plot_height, series, "seconds", y_desc)
+    draw_lines_over(root, plot_height, series, ("seconds", true), y_desc)
 }
 
-/// Lines over any x (`x_desc`), from 0, as [`draw_lines`].
+/// Lines over any x (`x_desc`, and whether its axis starts at 0 or at the smallest x, with a
+/// margin on both sides), as [`draw_lines`].
 pub fn draw_lines_over(
     root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
     plot_height: u32,
     series: &[(String, Vec<(f64, f64)>)],
-    x_desc: &str,
+    (x_desc, x_from_zero): (&str, bool),
     y_desc: &str,
 ) -> Result<(), Box<dyn std::error::Error>> {
     root.fill(&WHITE)?;
     let (plot_area, legend_area) = root.split_vertically(plot_height);
     let points = || series.iter().flat_map(|s| s.1.iter());
     let x_max = points().map(|p| p.0).fold(0.0, f64::max).max(1e-9);
+    let x_range = if x_from_zero {
+        0.0..x_max
+    } else {
+        let x_min = points().map(|p| p.0).fold(f64::INFINITY, f64::min);
+        let pad = ((x_max - x_min) * 0.05).max(0.05);
+        (x_min - pad)..(x_max + pad)
+    };
     let y_max = points().map(|p| p.1).fold(0.0, f64::max).max(1e-9) * 1.1;
     let mut chart = ChartBuilder::on(&plot_area)
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max, 0.0..y_max)?;
+        .build_cartesian_2d(x_range, 0.0..y_max)?;
     chart
         .configure_mesh()
         .light_line_style(RGBColor(238, 238, 238))
