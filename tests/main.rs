@@ -11,6 +11,7 @@ mod compare;
 mod completions;
 mod docs;
 mod fresh_machine;
+mod go_trace;
 mod groups;
 mod hostile;
 mod inproc;

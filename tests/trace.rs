@@ -48,6 +48,16 @@ impl Trace {
     /// Like `start`, run through a command prefix (e.g. `scripts/fresh-mounts`) that ends by
     /// exec'ing tlsscope, so the child's PID is the tracer's.
     pub(crate) fn start_in(prefix: &[&str], args: &[&str], env: &[(&str, &str)]) -> Trace {
+        Trace::start_with_programs(prefix, args, env, 3)
+    }
+
+    /// Like `start_in`, for a tracer that loads `programs` BPF programs (five with Go's two).
+    pub(crate) fn start_with_programs(
+        prefix: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+        programs: usize,
+    ) -> Trace {
         let dir = tempfile::tempdir().unwrap();
         let json = dir.path().join("trace.json");
         let watched = support::start_until(
@@ -61,12 +71,13 @@ impl Trace {
             " attached in ",
             Duration::from_secs(60),
         );
-        let programs = program_ids_of(watched.child.id());
+        let loaded = program_ids_of(watched.child.id());
         assert_eq!(
-            programs.len(),
-            3,
-            "the tracer holds its three programs: {programs:?}"
+            loaded.len(),
+            programs,
+            "the tracer holds its {programs} programs: {loaded:?}"
         );
+        let programs = loaded;
         Trace {
             child: watched.child,
             programs,
@@ -108,7 +119,7 @@ impl Trace {
     /// Waits for the tracer to end on its own (after `signal`, -d, or the target exiting),
     /// checks that its BPF programs are gone, and returns its exit success, stdout, all of
     /// stderr, and the JSON document (validated).
-    fn finish(self) -> (bool, String, String, Value) {
+    pub(crate) fn finish(self) -> (bool, String, String, Value) {
         let (code, stdout, stderr, doc) = self.finish_code();
         (code == Some(0), stdout, stderr, doc)
     }
@@ -171,7 +182,7 @@ impl Drop for Trace {
 
 /// Checks the document against its schema, and that its environment names every library its
 /// probes are in (an OpenSSL one by its version).
-fn assert_valid(doc: &Value) {
+pub(crate) fn assert_valid(doc: &Value) {
     support::assert_matches_schema(doc, "trace.v1");
     let env = &doc["environment"];
     let named: Vec<&str> = env["traced_libraries"]

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests: the tlsscope binary, a running server, real peers.
 
+pub mod go;
 pub mod peers;
 
 use std::io::{BufRead, BufReader, Read};

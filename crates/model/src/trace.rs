@@ -98,8 +98,8 @@ pub struct ProbeDoc {
 /// Where a function's uprobe + uretprobe pair sits.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlacementDoc {
-    /// "entry", "entry+4" (after endbr64) or "callee" (the function's first callee, for calls
-    /// from the function).
+    /// "entry", "entry+4" (after endbr64), "callee" (the function's first callee, for calls
+    /// from the function) or "entry+returns" (a Go function: its entry and return instructions).
     pub at: String,
     /// Whether the kernel emulates the probed instruction (else it single-steps it: a second
     /// trap per hit).
@@ -110,6 +110,10 @@ pub struct PlacementDoc {
     /// callee is called).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unseen: Option<String>,
+    /// "entry+returns" (Go's functions, which take no return probe): the file offsets of the
+    /// return instructions probed instead.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub return_offsets: Vec<u64>,
 }
 
 /// A function that is not traced, and why.

@@ -104,6 +104,11 @@ pub enum Semantics {
     NsprIo = 6,
     /// >= 0 success (a length), < 0 failure.
     NonNegative = 7,
+    /// Go's crypto/tls `(*Conn).Read`/`Write`: `(n int, err error)`; nil success, `io.EOF`
+    /// closed, a passed deadline retry, other errors failure.
+    GoIo = 8,
+    /// Go's handshake: `err error`, as [`Semantics::GoIo`].
+    GoError = 9,
 }
 
 /// What a sniffed call does with data: `enum sn_kind` in `kernel/bpf/sniff.h`, numbered as the
@@ -239,7 +244,7 @@ impl Function {
 use Count::{Arg4Pointer, Return};
 use Direction::{Read, Write};
 use Group::{Crypto, Handshake, Io};
-use LibraryKind::{GnuTls, Nspr, Nss, OpensslCrypto, OpensslSsl};
+use LibraryKind::{GnuTls, Go, Nspr, Nss, OpensslCrypto, OpensslSsl};
 use Semantics::*;
 
 /// A libcrypto function of the crypto group: exported (`internal` false) or internal.
@@ -300,6 +305,14 @@ pub const CATALOG: &[Function] = &[
     Function::api("PR_Send", Nspr, Io, NsprIo).sniffs(Write, Return),
     // Not reported: settles OpenSSL calls that returned <= 0 (attached with any OpenSSL probe).
     Function::api("SSL_get_error", OpensslSsl, Io, OpensslGetError),
+    // Go's crypto/tls, in the Go program itself. The handshake proper: the exported
+    // HandshakeContext is inlined into its callers, and the handshakeContext it calls also
+    // runs (and returns at once) at the start of every Read and Write; the side's own
+    // handshake, called through a function value, runs once per handshake.
+    Function::api("crypto/tls.(*Conn).serverHandshake", Go, Handshake, GoError),
+    Function::api("crypto/tls.(*Conn).clientHandshake", Go, Handshake, GoError),
+    Function::api("crypto/tls.(*Conn).Read", Go, Io, GoIo),
+    Function::api("crypto/tls.(*Conn).Write", Go, Io, GoIo),
 ];
 
 impl Function {
@@ -331,7 +344,9 @@ pub fn function(id: u16) -> Option<&'static Function> {
 /// Whether the catalog says the in-process library can wrap `function`: exported (called
 /// through a GOT entry), and reported (not `SSL_get_error`, which the library calls itself).
 pub const fn wrapped_in_process(function: &Function) -> bool {
-    !function.internal && !matches!(function.semantics, OpensslGetError)
+    !function.internal
+        && !matches!(function.semantics, OpensslGetError)
+        && !matches!(function.library, LibraryKind::Go)
 }
 
 /// Whether `table` (the in-process library's, `inproc_abi::FUNCTIONS`) holds exactly the

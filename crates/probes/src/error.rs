@@ -24,6 +24,12 @@ pub enum Error {
     Process { pid: u32, source: std::io::Error },
     #[error("process {pid} maps no TLS library (OpenSSL, GnuTLS, NSS) and its executable defines no TLS function: is it the right process?")]
     NoTlsLibrary { pid: u32 },
+    #[error("{} is a Go program{} without Go's crypto/tls (none of {functions} is in it): it makes no TLS connections of its own", path.display(), version.as_deref().map(|v| format!(" ({v})")).unwrap_or_default())]
+    GoWithoutTls {
+        path: PathBuf,
+        version: Option<String>,
+        functions: String,
+    },
     #[error("unknown function {name}: tlsscope traces {known}")]
     UnknownFunction { name: String, known: String },
     #[error("nothing to attach: {reasons}")]

@@ -14,6 +14,8 @@ pub mod backend;
 pub mod capture;
 pub mod catalog;
 mod error;
+pub mod exits;
+pub mod go_program;
 pub mod histogram;
 pub mod inproc;
 pub mod kernel;

@@ -16,6 +16,9 @@ pub enum LibraryKind {
     /// NSS's libssl3 and NSPR (PR_Read/PR_Write).
     Nss,
     Nspr,
+    /// Go's crypto/tls, compiled into each Go program (no library is mapped): not in
+    /// [`LibraryKind::ALL`], which lists the library files a process can map.
+    Go,
 }
 
 impl LibraryKind {

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::catalog::{Function, Selection, CATALOG};
+use crate::go_program::GoProgram;
 use crate::maps::{tls_libraries, LibraryKind};
 use crate::symbols::SymbolTable;
 use crate::Error;
@@ -142,6 +143,10 @@ pub enum Placement {
     AfterEndbr,
     /// The function's first callee, for calls from the function only; emulated.
     Callee(CalleeSite),
+    /// A Go function: its entry, and each of its return instructions (the file offsets in
+    /// `returns`) instead of a return probe, which would rewrite a return address on a stack Go
+    /// may move. Both single-stepped.
+    GoExits { returns: Vec<u64> },
 }
 
 impl Placement {
@@ -151,6 +156,7 @@ impl Placement {
             Placement::Entry { .. } => "entry",
             Placement::AfterEndbr => "entry+4",
             Placement::Callee(_) => "callee",
+            Placement::GoExits { .. } => "entry+returns",
         }
     }
 
@@ -165,13 +171,16 @@ impl Placement {
 
     /// Whether the kernel emulates the probed instruction (else it single-steps it).
     pub fn emulated(&self) -> bool {
-        !matches!(self, Placement::Entry { emulated: false })
+        !matches!(
+            self,
+            Placement::Entry { emulated: false } | Placement::GoExits { .. }
+        )
     }
 
     /// The file offset the probes attach at, for a function at `entry`.
     pub fn probe_offset(&self, entry: u64) -> u64 {
         match self {
-            Placement::Entry { .. } => entry,
+            Placement::Entry { .. } | Placement::GoExits { .. } => entry,
             Placement::AfterEndbr => entry + ENDBR64_LEN,
             Placement::Callee(site) => site.probe_offset,
         }
@@ -262,10 +271,13 @@ impl Plan {
                     plan.add_process(*pid)?;
                     plan.add_children(*pid);
                 }
-                Target::Binary(path) => {
-                    let table = SymbolTable::read(path)?;
-                    plan.add_static(&table, -1);
-                }
+                Target::Binary(path) => match GoProgram::read(path)? {
+                    Some(go) => plan.add_go(&go, -1)?,
+                    None => {
+                        let table = SymbolTable::read(path)?;
+                        plan.add_static(&table, -1);
+                    }
+                },
                 Target::Library(path) => {
                     let table = SymbolTable::read(path)?;
                     match LibraryKind::of(path) {
@@ -310,6 +322,10 @@ impl Plan {
             // No TLS library mapped: the TLS code may be linked into the executable itself.
             let exe = PathBuf::from(format!("/proc/{pid}/exe"));
             let exe = std::fs::read_link(&exe).unwrap_or(exe);
+            // Go's crypto/tls is compiled into every Go program.
+            if let Some(go) = GoProgram::read(&exe)? {
+                return self.add_go(&go, pid_arg);
+            }
             let table = SymbolTable::read(&exe)?;
             let before = self.points.len();
             self.add_static(&table, pid_arg);
@@ -376,6 +392,86 @@ impl Plan {
                 )),
             });
         }
+    }
+
+    /// A Go program: each wanted crypto/tls function at its entry and its return instructions
+    /// (where a return probe would rewrite a return address on a stack Go may move). Those it
+    /// lacks are missing with why; a Go program with none of them has no TLS of its own.
+    fn add_go(&mut self, go: &GoProgram, pid: i32) -> Result<(), Error> {
+        let wanted = self.selection.functions(LibraryKind::Go);
+        if wanted.is_empty() {
+            // The selection takes none of Go's functions (a group Go has none in).
+            self.missing.push(Missing {
+                function: "(Go's crypto/tls)",
+                path: go.path().to_path_buf(),
+                reason: MissingReason::Other(
+                    "a Go program: none of the functions asked for is one of Go's crypto/tls"
+                        .into(),
+                ),
+            });
+            return Ok(());
+        }
+        let before = self.points.len();
+        for (id, function) in &wanted {
+            let Some(found) = go.function(function.name) else {
+                self.missing.push(Missing {
+                    function: function.name,
+                    path: go.path().to_path_buf(),
+                    reason: MissingReason::Other(
+                        "not in this Go program (not linked in, or inlined into its callers)"
+                            .into(),
+                    ),
+                });
+                continue;
+            };
+            let exits = go
+                .code(found)
+                .map(|code| crate::exits::exits(code, found.address))
+                .unwrap_or_default();
+            let returns: Vec<u64> = exits
+                .returns
+                .iter()
+                .map(|r| found.file_offset + (r - found.address))
+                .collect();
+            if returns.is_empty() || !exits.tail_jumps.is_empty() {
+                self.missing.push(Missing {
+                    function: function.name,
+                    path: go.path().to_path_buf(),
+                    reason: MissingReason::Other(format!(
+                        "its ends could not all be found in its code ({} return instructions, {} jumps out{})",
+                        returns.len(),
+                        exits.tail_jumps.len(),
+                        exits
+                            .undecoded_at
+                            .map(|a| format!(", undecodable bytes at {a:#x}"))
+                            .unwrap_or_default()
+                    )),
+                });
+                continue;
+            }
+            self.push(AttachPoint {
+                id: *id,
+                function,
+                symbol: function.name,
+                path: go.path().to_path_buf(),
+                offset: found.file_offset,
+                pid,
+                placement: Placement::GoExits { returns },
+            });
+        }
+        if self.points.len() == before && wanted.iter().all(|(_, f)| go.function(f.name).is_none())
+        {
+            return Err(Error::GoWithoutTls {
+                path: go.path().to_path_buf(),
+                version: go.version().map(String::from),
+                functions: wanted
+                    .iter()
+                    .map(|(_, f)| f.name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        Ok(())
     }
 
     /// Remembers NSS's libssl file name (see [`Plan::tls_layer_file`]).

@@ -307,7 +307,11 @@ fn scaling_plot(doc: &CompareDocument, metric: &str) -> String {
         let Some(m) = v.metrics.iter().find(|m| m.name == metric) else {
             continue;
         };
-        let Some(n) = v.settings.get("threads").and_then(|t| t.parse::<f64>().ok()) else {
+        let Some(n) = v
+            .settings
+            .get("threads")
+            .and_then(|t| t.parse::<f64>().ok())
+        else {
             continue;
         };
         let label = v
@@ -347,7 +351,10 @@ fn scaling_plot(doc: &CompareDocument, metric: &str) -> String {
     };
     series.insert(
         0,
-        ("perfect scaling (N x)".into(), vec![(1.0, 1.0), (most, most)]),
+        (
+            "perfect scaling (N x)".into(),
+            vec![(1.0, 1.0), (most, most)],
+        ),
     );
     let labels: Vec<String> = series.iter().map(|s| s.0.clone()).collect();
     let height = crate::render::plot::with_legend_height(HEIGHT, &labels, WIDTH);

@@ -108,6 +108,7 @@ fn family_file(kind: LibraryKind) -> &'static str {
         LibraryKind::GnuTls => "libgnutls",
         LibraryKind::Nss => "libssl3 (NSS)",
         LibraryKind::Nspr => "libnspr4",
+        LibraryKind::Go => "the Go program itself",
     }
 }
 

@@ -14,7 +14,7 @@ use super::skel::latency::{LatencySkel, LatencySkelBuilder};
 use super::syscalls::{self, Edge, SyscallHooks};
 use crate::catalog::{Function, Semantics};
 use crate::histogram::{Buckets, Calibration, Cell, Outcome, Snapshot};
-use crate::plan::{AttachPoint, Attached, Missing, Plan, Threads};
+use crate::plan::{AttachPoint, Attached, Missing, Placement, Plan, Threads};
 use crate::symbols::SymbolTable;
 use crate::Error;
 
@@ -162,16 +162,53 @@ impl Tracer {
             cfg.lin_step_us = step_us;
             cfg.lin_buckets = u32::try_from(config.buckets.linear_count()).unwrap_or(u32::MAX);
         }
-        let points = Sites::fitted(&plan.points);
+        // Go's functions are probed at their entry and returns by programs of their own.
+        let (go_points, native): (Vec<AttachPoint>, Vec<AttachPoint>) = plan
+            .points
+            .iter()
+            .cloned()
+            .partition(|p| matches!(p.placement, Placement::GoExits { .. }));
+        let points = Sites::fitted(&native);
         let sites = Sites::of(&points);
         sites.write(&mut cfg.sites);
+        // Go's programs are loaded only for a Go program (and the others only beside them).
+        open.progs.go_enter.set_autoload(!go_points.is_empty());
+        open.progs.go_exit.set_autoload(!go_points.is_empty());
         let skel = loader::load(open, PROGRAM)?;
         loader::allow_pids(&skel.maps.pids, &config.threads.pids)?;
         let at = |p: &AttachPoint| {
             let cookie = loader::cookie_at_site(p.id, p.function, sites.index_of(p));
             (p.probe_offset(), cookie)
         };
-        let attachment = loader::attach_points(&uprobes(&skel), &points, config.attach_all, &at)?;
+        let go = loader::attach_go_points(
+            &skel.progs.go_enter,
+            &skel.progs.go_exit,
+            &go_points,
+            config.attach_all,
+            &|p| loader::cookie_of(p.id, p.function),
+        );
+        let mut attachment =
+            match loader::attach_points(&uprobes(&skel), &points, config.attach_all, &at) {
+                Ok(a) => a,
+                // Only Go's points planned: what they attached is the trace.
+                Err(_) if points.is_empty() && !go.attached.is_empty() => loader::Attachment {
+                    links: Vec::new(),
+                    attached: Vec::new(),
+                    refused: Vec::new(),
+                },
+                Err(e) if points.is_empty() => {
+                    return Err(match go.refused.first() {
+                        Some(m) => Error::NothingToAttach {
+                            reasons: format!("{}: {}", m.function, m.reason),
+                        },
+                        None => e,
+                    })
+                }
+                Err(e) => return Err(e),
+            };
+        attachment.links.extend(go.links);
+        attachment.attached.extend(go.attached);
+        attachment.refused.extend(go.refused);
         let mut not_attached = plan.missing.clone();
         not_attached.extend(attachment.refused);
         let follow = Follow::of(plan, &points, &at, config.attach_all);
@@ -384,7 +421,13 @@ impl Tracer {
 }
 
 /// The names of the BPF programs tlsscope loads (see `bpf/latency.bpf.c`).
-pub const PROGRAM_NAMES: [&str; 3] = ["tls_enter", "tls_return", "sys_exit_io"];
+pub const PROGRAM_NAMES: [&str; 5] = [
+    "tls_enter",
+    "tls_return",
+    "sys_exit_io",
+    "go_enter",
+    "go_exit",
+];
 
 /// The BPF programs loaded in the kernel right now that bear one of tlsscope's program names,
 /// as (id, name). Empty when every tracer has detached and unloaded.

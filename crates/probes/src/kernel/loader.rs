@@ -172,7 +172,7 @@ pub(crate) fn cookie_at_site(id: u16, function: &Function, site: u8) -> u64 {
 const COOKIE_FIELDS: usize = ts_cookie::TS_COOKIE_FIELDS.0 as usize;
 
 /// Each semantics of the catalog with the number `enum ts_semantics` (`bpf/latency.h`) gives it.
-const SEMANTICS: [(Semantics, ts_semantics); 8] = [
+const SEMANTICS: [(Semantics, ts_semantics); 10] = [
     (Semantics::OpensslIo, ts_semantics::TS_SEM_OSSL_IO),
     (
         Semantics::OpensslShutdown,
@@ -187,6 +187,8 @@ const SEMANTICS: [(Semantics, ts_semantics); 8] = [
     (Semantics::NssStatus, ts_semantics::TS_SEM_NSS_STATUS),
     (Semantics::NsprIo, ts_semantics::TS_SEM_NSPR_IO),
     (Semantics::NonNegative, ts_semantics::TS_SEM_NONNEGATIVE),
+    (Semantics::GoIo, ts_semantics::TS_SEM_GO_IO),
+    (Semantics::GoError, ts_semantics::TS_SEM_GO_ERROR),
 ];
 
 // The catalog numbers semantics, directions and counts as the programs do (`enum sn_kind` and
@@ -346,6 +348,65 @@ pub(crate) fn attach_points(
         return Err(all_refused(&out.refused));
     }
     Ok(out)
+}
+
+/// Attaches Go's points: `enter` at each function's entry and `exit` at each of its return
+/// instructions (both plain uprobes, with the function's cookie), one pair of links per file
+/// and process. A point whose probes the kernel refuses is missing, with why.
+pub(crate) fn attach_go_points(
+    enter: &ProgramMut<'_>,
+    exit: &ProgramMut<'_>,
+    points: &[AttachPoint],
+    attach_all: bool,
+    cookie: &dyn Fn(&AttachPoint) -> u64,
+) -> Attachment {
+    let mut out = Attachment {
+        links: Vec::new(),
+        attached: Vec::new(),
+        refused: Vec::new(),
+    };
+    for point in points {
+        let crate::plan::Placement::GoExits { returns } = &point.placement else {
+            continue;
+        };
+        let pid = if attach_all { -1 } else { point.pid };
+        let c = cookie(point);
+        let entry = Batch {
+            pid,
+            path: &point.path,
+            offsets: vec![usize::try_from(point.offset).unwrap_or(usize::MAX)],
+            cookies: vec![c],
+        };
+        let exits = Batch {
+            pid,
+            path: &point.path,
+            offsets: returns
+                .iter()
+                .map(|&r| usize::try_from(r).unwrap_or(usize::MAX))
+                .collect(),
+            cookies: vec![c; returns.len()],
+        };
+        let attached = attach_multi(enter, &entry, false).and_then(|entry_link| {
+            // Should the exits fail, dropping the entry's link detaches it.
+            let exit_link = attach_multi(exit, &exits, false)?;
+            Ok([entry_link, exit_link])
+        });
+        match attached {
+            Ok(links) => {
+                out.links.extend(links);
+                out.attached.push(AttachPoint {
+                    pid,
+                    ..point.clone()
+                });
+            }
+            Err(reason) => out.refused.push(Missing {
+                function: point.function.name,
+                path: point.path.clone(),
+                reason: crate::plan::MissingReason::Other(reason),
+            }),
+        }
+    }
+    out
 }
 
 /// The error when the kernel refused every planned probe: how many, and the first refusal (they

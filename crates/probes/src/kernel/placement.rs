@@ -681,6 +681,10 @@ impl Plan {
         let kernel = Kernel::running();
         let mut files = Files::default();
         for p in &mut self.points {
+            // Go's functions are probed at their entry and returns (planned with them).
+            if matches!(p.placement, Placement::GoExits { .. }) {
+                continue;
+            }
             p.placement = match (files.code(&p.path), mode) {
                 (None, _) => Placement::Entry { emulated: false },
                 (Some(code), PlacementMode::Entry) => Placement::Entry {

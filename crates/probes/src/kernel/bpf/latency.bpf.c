@@ -294,6 +294,131 @@ int BPF_KRETPROBE(tls_return)
 	return 0;
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct ts_go_key);
+	__type(value, struct ts_go_call);
+} go_calls SEC(".maps");
+
+/* Go's calls start here: the function's entry. A goroutine whose stack had to grow enters the
+ * function a second time (its prologue calls runtime.morestack, which starts it over): the
+ * second entry replaces the first, so the time growing the stack is not counted. */
+SEC("uprobe.multi")
+int BPF_KPROBE(go_enter)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+
+	count(TS_CALLS);
+	if (!wanted(pid_tgid))
+		return 0;
+	struct ts_go_key key = { .g = ctx->r14, .func = TS_COOKIE_FUNC(cookie) };
+	struct ts_go_call call = { .start_ns = bpf_ktime_get_ns() };
+
+	bpf_map_update_elem(&go_calls, &key, &call, BPF_ANY);
+	return 0;
+}
+
+/* Whether the error interface (type word, data word) is io.EOF: io.EOF is errors.New("EOF"),
+ * a pointer to a struct whose one field is the string "EOF". Another error whose first field
+ * is the string "EOF" would pass too; none in crypto/tls or net does. */
+static __always_inline int go_is_eof(__u64 data)
+{
+	struct {
+		__u64 ptr;
+		__u64 len;
+	} str;
+	char text[4] = {};
+
+	if (!data || bpf_probe_read_user(&str, sizeof(str), (void *)data))
+		return 0;
+	if (str.len != 3 || bpf_probe_read_user(text, 3, (void *)str.ptr))
+		return 0;
+	return text[0] == 'E' && text[1] == 'O' && text[2] == 'F';
+}
+
+/* Whether the error (data word) is a *net.OpError of a read or a write whose wrapped error is
+ * of a zero-sized type: os.ErrDeadlineExceeded (a pointer to poll.DeadlineExceededError{}) or
+ * context.DeadlineExceeded, the errors of a deadline that passed, which a caller answers by
+ * calling again (net/http ends its background read of every kept-alive connection so). The
+ * layouts read: net.OpError {Op, Net string; Source, Addr Addr; Err error}, Go's iface table
+ * {Inter, Type *abi.Type, ...} and abi.Type {Size_ ... Kind_ at 23}, 48 bytes, with a pointer
+ * type's Elem right after it (Go 1.21 and later). */
+static __always_inline int go_is_timeout(__u64 data)
+{
+	struct {
+		__u64 op_ptr;
+		__u64 op_len;
+		__u64 net[2];
+		__u64 source[2];
+		__u64 addr[2];
+		__u64 err_tab;
+		__u64 err_data;
+	} op;
+	char first = 0;
+	__u64 type = 0, size = 1;
+	__u8 kind = 0;
+
+	if (!data || bpf_probe_read_user(&op, sizeof(op), (void *)data))
+		return 0;
+	if ((op.op_len != 4 && op.op_len != 5) || !op.err_tab)
+		return 0;
+	if (bpf_probe_read_user(&first, 1, (void *)op.op_ptr) || (first != 'r' && first != 'w'))
+		return 0;
+	if (bpf_probe_read_user(&type, sizeof(type), (void *)(op.err_tab + 8)) || !type)
+		return 0;
+	if (bpf_probe_read_user(&kind, 1, (void *)(type + 23)))
+		return 0;
+	if ((kind & 0x1f) == 22) { /* a pointer: the size of what it points to */
+		if (bpf_probe_read_user(&type, sizeof(type), (void *)(type + 48)) || !type)
+			return 0;
+	}
+	if (bpf_probe_read_user(&size, sizeof(size), (void *)type))
+		return 0;
+	return size == 0;
+}
+
+/* Go's calls end here: each return instruction of the function (a return probe would change
+ * the return address on a stack Go may move). */
+SEC("uprobe.multi")
+int BPF_KPROBE(go_exit)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u16 func = TS_COOKIE_FUNC(cookie);
+	struct ts_go_key key = { .g = ctx->r14, .func = func };
+	struct ts_go_call *call = bpf_map_lookup_elem(&go_calls, &key);
+
+	if (!call)
+		return 0; /* entered before the probes attached, or filtered out */
+	__u64 latency_ns = now - call->start_ns;
+
+	bpf_map_delete_elem(&go_calls, &key);
+	/* All three registers read first: a context field chosen at run time is a variable
+	 * offset into the context, which the verifier refuses. */
+	__u64 rax = ctx->rax, rbx = ctx->rbx, rcx = ctx->rcx;
+	__u64 type_word = rax, data_word = rbx;
+
+	if (TS_COOKIE_SEM(cookie) == TS_SEM_GO_IO) {
+		type_word = rbx;
+		data_word = rcx;
+	}
+	__u8 outcome = TS_SUCCESS;
+
+	if (type_word) {
+		if (go_is_eof(data_word))
+			outcome = TS_CLOSED;
+		else if (go_is_timeout(data_word))
+			outcome = TS_RETRY;
+		else
+			outcome = TS_FAILURE;
+	}
+	add(pid_tgid >> 32, func, outcome, bucket_of(latency_ns), latency_ns);
+	return 0;
+}
+
 /* The syscalls:sys_exit_* tracepoints of the read/write family (format in
  * /sys/kernel/tracing/events/syscalls/sys_exit_read/format). Only the syscalls attached run
  * this program, unlike the raw sys_exit tracepoint, which would run it for every syscall of

@@ -42,6 +42,13 @@ enum ts_semantics {
 	TS_SEM_NSPR_IO = 6,
 	/* Int, >= 0 success (rsa_ossl_* return a length), < 0 failure. */
 	TS_SEM_NONNEGATIVE = 7,
+	/* Go's crypto/tls (*Conn).Read and Write, (n int, err error) in Go's register ABI: rax n,
+	 * the error's type word in rbx and data word in rcx. nil success; io.EOF closed; a passed
+	 * deadline retry; any other error failure. Probed at the entry and at each return
+	 * instruction (go_enter, go_exit). */
+	TS_SEM_GO_IO = 8,
+	/* Go's handshake, (err error): the error's words in rax and rbx. As TS_SEM_GO_IO. */
+	TS_SEM_GO_ERROR = 9,
 };
 
 #define TS_COOKIE_SEM(c) TS_COOKIE_FIELD(c, TS_FIELD_SEMANTICS)
@@ -107,6 +114,20 @@ struct ts_pending {
 	__u16 func;
 	__u8 bucket;
 	__u8 _pad;
+};
+
+/* A Go call in progress, by goroutine: Go's register ABI keeps the running goroutine's g in
+ * r14, and a goroutine can leave its thread while it waits (a Read parked on the network
+ * poller resumes on whichever thread runs it next), so the thread id cannot pair an entry with
+ * its return. */
+struct ts_go_key {
+	__u64 g;
+	__u16 func;
+	__u8 _pad[6];
+};
+
+struct ts_go_call {
+	__u64 start_ns;
 };
 
 /* last_syscall_ret before any syscall. */

@@ -1,0 +1,156 @@
+//! `trace` on Go programs (issue 34): Go's crypto/tls is compiled into each program, so its
+//! functions are found in the program itself and probed at their entry and each return
+//! instruction. Real programs, built here with the Go toolchain: an HTTPS server (net/http),
+//! plain and stripped, loaded by `tlsscope bench`; and a Go program without TLS.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::support::{self, go};
+use crate::trace::{bench, calls, one_at_a_time, Trace};
+
+/// A Go server we started: ended by SIGTERM, after which it prints its own counts.
+struct GoServer {
+    watched: support::Watched,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl GoServer {
+    fn start(binary: &Path) -> GoServer {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        let made = Command::new("openssl")
+            .args([
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            ])
+            .args(["-subj", "/CN=localhost", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .unwrap();
+        assert!(made.status.success(), "{}", support::text(&made.stderr));
+        let watched = support::start_until(
+            Command::new(binary).arg(&cert).arg(&key),
+            "listening ",
+            Duration::from_secs(30),
+        );
+        let addr = watched
+            .seen
+            .last()
+            .and_then(|l| l.strip_prefix("listening "))
+            .and_then(|a| a.trim().parse().ok())
+            .expect("an address");
+        GoServer {
+            watched,
+            addr,
+            _dir: dir,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.watched.child.id()
+    }
+
+    /// Ends it and returns its own counts: (handshakes, requests).
+    fn stop(mut self) -> (u64, u64) {
+        let pid = i32::try_from(self.pid()).unwrap();
+        // SAFETY: kill signals the child we started and have not reaped.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+        let line = self
+            .watched
+            .lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the server's counts");
+        let _ = self.watched.child.wait();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["handshakes", h, "requests", r] => (h.parse().unwrap(), r.parse().unwrap()),
+            _ => panic!("not the server's counts: {line}"),
+        }
+    }
+}
+
+/// Traces `binary` (plain or stripped) while bench loads it with full handshakes and
+/// keep-alive requests, and checks the trace against the server's own counts.
+fn trace_matches_the_servers_counts(binary: &Path) {
+    let _one = one_at_a_time();
+    let server = GoServer::start(binary);
+    let pid = server.pid().to_string();
+    let trace = Trace::start_with_programs(&[], &["-p", &pid], &[], 5);
+    bench(
+        server.addr,
+        &["--mode", "full", "-n", "60", "-c", "2", "--request", "/"],
+    );
+    bench(
+        server.addr,
+        &["--mode", "keepalive", "-n", "120", "-c", "2"],
+    );
+    let (ok, stdout, stderr, doc) = trace.stop();
+    let (handshakes, requests) = server.stop();
+    assert!(ok, "{stderr}");
+    assert!(
+        handshakes >= 60 && requests >= 180,
+        "{handshakes} {requests}"
+    );
+    let handshake = "crypto/tls.(*Conn).serverHandshake";
+    assert_eq!(calls(&doc, handshake, "success"), handshakes, "{stdout}");
+    assert_eq!(calls(&doc, handshake, "failure"), 0, "{stdout}");
+    let (read, write) = ("crypto/tls.(*Conn).Read", "crypto/tls.(*Conn).Write");
+    // One write per response; every request read; net/http's background read of each
+    // kept-alive connection ends with a passed deadline (retry), and each closed connection's
+    // last read with io.EOF (closed); nothing fails.
+    assert_eq!(calls(&doc, write, "success"), requests, "{stdout}");
+    assert!(calls(&doc, read, "success") >= requests, "{stdout}");
+    assert!(calls(&doc, read, "retry") > 0, "{stdout}");
+    assert!(calls(&doc, read, "closed") > 0, "{stdout}");
+    assert_eq!(calls(&doc, read, "failure"), 0, "{stdout}");
+    assert!(
+        stdout.contains("@crypto/tls.(*Conn).Read [success]:"),
+        "{stdout}"
+    );
+    let placement = doc["attached"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["function"] == read)
+        .map(|a| a["placement"].clone())
+        .unwrap_or_else(|| panic!("{read} not attached: {doc:#}"));
+    assert_eq!(placement["at"], "entry+returns", "{placement:#}");
+    assert!(
+        !placement["return_offsets"].as_array().unwrap().is_empty(),
+        "{placement:#}"
+    );
+}
+
+#[test]
+fn a_go_https_server_is_traced_by_its_own_crypto_tls() {
+    let build = go::build("https-server", None);
+    trace_matches_the_servers_counts(&build.plain);
+}
+
+#[test]
+fn a_go_program_without_tls_gets_one_line_saying_so() {
+    let build = go::build("tcp-echo", None);
+    let watched = support::start_until(
+        &mut Command::new(&build.plain),
+        "listening ",
+        Duration::from_secs(30),
+    );
+    let mut child = watched.child;
+    let pid = child.id().to_string();
+    let out = support::tlsscope(&["trace", "-p", &pid, "-d", "1"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    support::assert_one_line_error(
+        &out,
+        &[
+            "is a Go program",
+            "without Go's crypto/tls",
+            "serverHandshake",
+        ],
+    );
+}
