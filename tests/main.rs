@@ -11,6 +11,7 @@ mod compare;
 mod completions;
 mod docs;
 mod fresh_machine;
+mod golang;
 mod groups;
 mod hostile;
 mod inproc;
