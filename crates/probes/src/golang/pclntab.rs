@@ -84,18 +84,19 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// The NUL-terminated string at `at`.
-    fn c_string(&self, at: u64, what: &str) -> Result<String, TableError> {
+    /// The NUL-terminated string at `at`, its end found in `nuls` (the offsets of every NUL
+    /// byte, ascending): one binary search, where scanning would let a hostile table that
+    /// points every name at one long run without a NUL cost a scan of the run per function.
+    fn c_string(&self, at: u64, nuls: &[usize], what: &str) -> Result<String, TableError> {
         let start = usize::try_from(at)
             .ok()
             .filter(|&s| s < self.data.len())
             .ok_or_else(|| corrupt(format!("{what} at offset {at:#x} lies past the end")))?;
-        let rest = &self.data[start..];
-        let len = rest
-            .iter()
-            .position(|&b| b == 0)
+        let end = nuls
+            .get(nuls.partition_point(|&nul| nul < start))
+            .copied()
             .ok_or_else(|| corrupt(format!("{what} at offset {at:#x} has no terminating NUL")))?;
-        Ok(String::from_utf8_lossy(&rest[..len]).into_owned())
+        Ok(String::from_utf8_lossy(&self.data[start..end]).into_owned())
     }
 }
 
@@ -108,6 +109,8 @@ struct Header {
     /// version on, 0 in the file too (the runtime fills it in): then the caller's text start.
     text_start: u64,
     funcname: u64,
+    /// The table after the names (the compilation units): where the names end.
+    cu: u64,
     pctab: u64,
     pcln: u64,
 }
@@ -155,6 +158,7 @@ fn header(data: &[u8], text_section: Option<u64>) -> Result<(Reader<'_>, Header)
             nfunc,
             text_start: 0,
             funcname: word(2, "the name table offset")?,
+            cu: word(3, "the compilation unit table offset")?,
             pctab: word(5, "the pc table offset")?,
             pcln: word(6, "the function table offset")?,
         }
@@ -175,6 +179,7 @@ fn header(data: &[u8], text_section: Option<u64>) -> Result<(Reader<'_>, Header)
             nfunc,
             text_start,
             funcname: word(3, "the name table offset")?,
+            cu: word(4, "the compilation unit table offset")?,
             pctab: word(6, "the pc table offset")?,
             pcln: word(7, "the function table offset")?,
         }
@@ -219,6 +224,21 @@ pub(crate) fn parse(data: &[u8], text_section: Option<u64>) -> Result<Table, Tab
         }
     };
     let mut functions = Vec::with_capacity(h.nfunc as usize);
+    // The names lie between their table's offset and the next table's (runtime/symtab.go:
+    // funcnametab, then cutab).
+    let names = usize::try_from(h.funcname)
+        .ok()
+        .zip(usize::try_from(h.cu).ok())
+        .filter(|(start, end)| start < end && *end <= data.len())
+        .ok_or_else(|| corrupt(format!("name table from {:#x} to {:#x}", h.funcname, h.cu)))?;
+    let nuls: Vec<usize> = (names.0..names.1).filter(|&i| data[i] == 0).collect();
+    // The pc table steps all functions may take together: a real table takes about one per
+    // two bytes of pc tables; a hostile one could send every function through one long table.
+    let mut steps_left = 2 * data.len() + 1_000_000;
+    // The name bytes all functions may take together: names share bytes only where two
+    // functions have one name (an ABI wrapper's), so a table whose names add up to many times
+    // the name table points them into each other, and would make a huge copy of a small file.
+    let mut name_bytes_left = 4 * (names.1 - names.0) + 65536;
     let (mut address, mut func_off) = entry(0)?;
     for i in 0..h.nfunc {
         let (next, next_off) = entry(i + 1)?;
@@ -244,12 +264,15 @@ pub(crate) fn parse(data: &[u8], text_section: Option<u64>) -> Result<Table, Tab
             .ok()
             .and_then(|n| h.funcname.checked_add(n))
             .ok_or_else(|| corrupt(format!("name offset {name_off} of entry {i}")))?;
-        let name = r.c_string(name_at, "a function name")?;
+        let name = r.c_string(name_at, &nuls, "a function name")?;
+        name_bytes_left = name_bytes_left
+            .checked_sub(name.len())
+            .ok_or_else(|| corrupt("function names overlap far more than a Go table's do"))?;
         if name.is_empty() {
             return Err(corrupt(format!("entry {i} at {address:#x} has no name")));
         }
         let pcsp = r.u32(info + entry_field + 12, "a function's pcsp offset")?;
-        let (size, exact_size) = match code_bytes(&r, &h, pcsp) {
+        let (size, exact_size) = match code_bytes(&r, &h, pcsp, &mut steps_left) {
             Some(size) if size > 0 && size <= span => (size, true),
             _ => (span, false),
         };
@@ -270,8 +293,9 @@ pub(crate) fn parse(data: &[u8], text_section: Option<u64>) -> Result<Table, Tab
 /// A function's code size, from its pc-to-stack-pointer table: the compiler ends every pc-value
 /// table at the function's last byte (`cmd/internal/obj/pcln.go`, funcpctab), so the pc deltas
 /// add up to the code size without the padding the linker puts before the next function (which
-/// the distance between two entries includes). `None` where the table is absent or unreadable.
-fn code_bytes(r: &Reader<'_>, h: &Header, pcsp: u32) -> Option<u64> {
+/// the distance between two entries includes). `None` where the table is absent or unreadable,
+/// or `steps_left` runs out.
+fn code_bytes(r: &Reader<'_>, h: &Header, pcsp: u32, steps_left: &mut usize) -> Option<u64> {
     if pcsp == 0 {
         return None;
     }
@@ -281,6 +305,7 @@ fn code_bytes(r: &Reader<'_>, h: &Header, pcsp: u32) -> Option<u64> {
     let mut first = true;
     // Each step takes two bytes at least, so this ends within the table.
     loop {
+        *steps_left = steps_left.checked_sub(1)?;
         let (value_delta, n) = uvarint32(p)?;
         p = &p[n..];
         if value_delta == 0 && !first {
@@ -348,9 +373,8 @@ pub fn synthetic_table(
     let mut out = Vec::new();
     out.extend_from_slice(&MAGIC_GO1_20.to_le_bytes());
     out.extend_from_slice(&[0, 0, 1, 8]);
-    for w in [
-        n, 0, text_start, funcname, funcname, funcname, pctab_off, pcln,
-    ] {
+    let cu = funcname + names.len() as u64;
+    for w in [n, 0, text_start, funcname, cu, cu, pctab_off, pcln] {
         out.extend_from_slice(&w.to_le_bytes());
     }
     out.extend_from_slice(&names);
@@ -429,7 +453,7 @@ mod tests {
         let pcln = pctab + pcsp.len() as u64;
         let mut out = MAGIC_GO1_16.to_le_bytes().to_vec();
         out.extend_from_slice(&[0, 0, 1, 8]);
-        for w in [n, 0, funcname, funcname, funcname, pctab, pcln] {
+        for w in [n, 0, funcname, pctab, pctab, pctab, pcln] {
             out.extend_from_slice(&w.to_le_bytes());
         }
         out.extend_from_slice(&names);
@@ -512,6 +536,27 @@ mod tests {
             panic!("accepted");
         };
         assert!(what.contains("do not fit"), "{what}");
+    }
+
+    /// Every name pointed at one long name: a copy many times the file's size, refused.
+    #[test]
+    fn names_all_pointed_at_one_long_name_are_corrupt() {
+        let long = "x".repeat(4000);
+        let mut functions: Vec<(&str, u32, u32)> = vec![(long.as_str(), 0, 8)];
+        functions.extend((1..2000).map(|i| ("a", i * 16, 8)));
+        let mut data = synthetic_table(0x1000, &functions, 2000 * 16);
+        assert_eq!(parse(&data, None).unwrap().functions.len(), 2000);
+        // Each _func (44 bytes, after the 2001 entries of the function table) names offset 0.
+        let pcln = u64::from_le_bytes(data[64..72].try_into().unwrap()) as usize;
+        let funcs = pcln + 2001 * 8;
+        for i in 0..2000 {
+            let at = funcs + i * 44 + 4;
+            data[at..at + 4].copy_from_slice(&0u32.to_le_bytes());
+        }
+        let Err(TableError::Corrupt(what)) = parse(&data, None) else {
+            panic!("accepted");
+        };
+        assert!(what.contains("overlap"), "{what}");
     }
 
     #[test]
