@@ -52,7 +52,6 @@ pub struct GoFunction {
 }
 
 /// A Go executable's functions and build information.
-#[derive(Debug)]
 pub struct GoBinary {
     path: PathBuf,
     data: Vec<u8>,
@@ -62,6 +61,22 @@ pub struct GoBinary {
     /// In address order.
     functions: Vec<GoFunction>,
     by_name: HashMap<String, usize>,
+}
+
+// By hand: the derived one would print the whole file.
+impl std::fmt::Debug for GoBinary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GoBinary")
+            .field("path", &self.path)
+            .field("bytes", &self.data.len())
+            .field("go_version", &self.go_version)
+            .field(
+                "pclntab_magic",
+                &format_args!("{:#010x}", self.pclntab_magic),
+            )
+            .field("functions", &self.functions.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl GoBinary {
@@ -272,6 +287,40 @@ mod tests {
         assert_eq!(file_offset(&segments, 0x600010, 8), Some(0x3010));
         assert_eq!(file_offset(&segments, 0x500000, 1), None);
         assert_eq!(file_offset(&[(u64::MAX - 4, 8, 0)], u64::MAX - 2, 8), None);
+    }
+
+    #[test]
+    fn debug_output_leaves_out_the_file() {
+        let go = GoBinary {
+            path: PathBuf::from("/srv/app"),
+            data: vec![0xcc; 4096],
+            go_version: Some("go1.26.8".into()),
+            modinfo: String::new(),
+            pclntab_magic: 0xffff_fff1,
+            functions: Vec::new(),
+            by_name: HashMap::new(),
+        };
+        let text = format!("{go:?}");
+        assert!(
+            text.contains("bytes: 4096") && text.contains("0xfffffff1"),
+            "{text}"
+        );
+        assert!(text.len() < 200, "{text}");
+    }
+
+    #[test]
+    fn an_unsupported_table_names_the_file_and_its_magic() {
+        let err = Error::from(GoError::Unsupported {
+            path: PathBuf::from("/srv/old-app"),
+            magic: 0xffff_fffb,
+        });
+        let text = err.to_string();
+        assert!(
+            text.contains("/srv/old-app")
+                && text.contains("0xfffffffb")
+                && text.contains("Go 1.16"),
+            "{text}"
+        );
     }
 
     #[test]
