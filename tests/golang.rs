@@ -110,6 +110,15 @@ fn programs(toolchain: Toolchain) -> &'static Programs {
 }
 
 fn build(toolchain: Toolchain) -> Programs {
+    if toolchain != Toolchain::Local {
+        // GOTOOLCHAIN is Go 1.21's: an older go ignores it and would build with itself.
+        let version = run_go(toolchain, Path::new("."), &["version"]);
+        assert!(
+            version.contains(&format!("{} ", toolchain.gotoolchain())),
+            "GOTOOLCHAIN={} gave {version:?}: switching toolchains needs a local go of 1.21 or later",
+            toolchain.gotoolchain()
+        );
+    }
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("golang")
         .join(toolchain.gotoolchain());
