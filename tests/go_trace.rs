@@ -132,6 +132,20 @@ fn a_go_https_server_is_traced_by_its_own_crypto_tls() {
     trace_matches_the_servers_counts(&build.plain);
 }
 
+/// Stripped of its symbol table and DWARF, the program is read from Go's own .gopclntab.
+#[test]
+fn a_stripped_go_server_gives_the_same_counts() {
+    let build = go::build("https-server", None);
+    trace_matches_the_servers_counts(&build.stripped);
+}
+
+/// The other Go release the tests build with.
+#[test]
+fn a_go_1_27_server_stripped_gives_the_same_counts() {
+    let build = go::build("https-server", Some("go1.27.3"));
+    trace_matches_the_servers_counts(&build.stripped);
+}
+
 #[test]
 fn a_go_program_without_tls_gets_one_line_saying_so() {
     let build = go::build("tcp-echo", None);

@@ -12,6 +12,7 @@ mod completions;
 mod docs;
 mod fresh_machine;
 mod go_trace;
+mod golang;
 mod groups;
 mod hostile;
 mod inproc;

@@ -16,7 +16,12 @@ pub fn go() -> PathBuf {
             .map(|d| d.join("go"))
             .find(|p| p.is_file())
     });
-    on_path.unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"))
+    let go = on_path.unwrap_or_else(|| PathBuf::from("/usr/local/go/bin/go"));
+    assert!(
+        go.exists(),
+        "no Go toolchain: `go` is not on PATH nor at /usr/local/go/bin/go (make deps installs one)"
+    );
+    go
 }
 
 /// A built Go program: its plain and its stripped binary.

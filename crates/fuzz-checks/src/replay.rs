@@ -122,3 +122,8 @@ fn corpus_saved_runs() {
         ],
     );
 }
+
+#[test]
+fn corpus_go_binary() {
+    replay("go_binary", &["synthetic-go1.20"]);
+}

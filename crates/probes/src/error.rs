@@ -45,6 +45,8 @@ pub enum Error {
     },
     #[error("ring size {bytes}: the in-process backend's rings (one per thread) take a power of two from {min} to {max} bytes")]
     RingSize { bytes: u64, min: u64, max: u64 },
+    #[error(transparent)]
+    Go(#[from] crate::golang::GoError),
     #[error("BPF: {what}: {detail}")]
     Bpf { what: String, detail: String },
 }

@@ -1,9 +1,10 @@
 //! `probes`: probes on TLS libraries, by two backends. Three floors, arrows pointing down only:
 //!
 //! - the target side, at the top of `src/`: the TLS libraries a process maps (`maps`), the
-//!   functions a file defines and their offsets (`symbols`), the one catalog of functions
-//!   tlsscope observes (`catalog`), the plan of where to attach (`plan`), and the plain results
-//!   both backends produce (`histogram`, `capture`). It uses neither backend.
+//!   functions a file defines and their offsets (`symbols`), the functions and Go version of a
+//!   Go program (`golang`), the one catalog of functions tlsscope observes (`catalog`), the
+//!   plan of where to attach (`plan`), and the plain results both backends produce
+//!   (`histogram`, `capture`). It uses neither backend.
 //! - the backends, each using the target side and never the other: `kernel/` (eBPF uprobes:
 //!   the BPF programs, their loader, where on a function the probes go, the latency tracer and
 //!   the plaintext sniffer) and `inproc/` (tlsscope's library inside the traced program:
@@ -15,7 +16,7 @@ pub mod capture;
 pub mod catalog;
 mod error;
 pub mod exits;
-pub mod go_program;
+pub mod golang;
 pub mod histogram;
 pub mod inproc;
 pub mod kernel;
@@ -27,6 +28,7 @@ pub use backend::{Backend, Capture, Trace};
 pub use capture::{Call, CallSink, Polled, SniffCounters};
 pub use catalog::{Direction, Group, Groups, Selection, CATALOG};
 pub use error::Error;
+pub use golang::{GoBinary, GoError, GoFunction};
 pub use histogram::{Buckets, Calibration, Cell, Outcome, Snapshot};
 pub use inproc::attach::Refusal;
 pub use inproc::UserTracer;

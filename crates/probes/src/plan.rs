@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::catalog::{Function, Selection, CATALOG};
-use crate::go_program::GoProgram;
+use crate::golang::{GoBinary, GoError};
 use crate::maps::{tls_libraries, LibraryKind};
 use crate::symbols::SymbolTable;
 use crate::Error;
@@ -235,6 +235,16 @@ pub enum ResultRule {
 /// `endbr64` is f3 0f 1e fa.
 pub(crate) const ENDBR64_LEN: u64 = 4;
 
+/// The Go program at `path`, or None when it is no Go program (its functions are then looked
+/// for in its ELF symbol tables). A Go program this reader cannot read is an error.
+fn go_program(path: &Path) -> Result<Option<GoBinary>, Error> {
+    match GoBinary::read(path) {
+        Ok(go) => Ok(Some(go)),
+        Err(Error::Go(GoError::NotGo { .. })) | Err(Error::NotElf { .. }) => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// NSS's libssl as found on disk when a process does not say: the name its mapping has.
 const NSS_SSL_FILE: &str = "libssl3.so";
 
@@ -271,7 +281,7 @@ impl Plan {
                     plan.add_process(*pid)?;
                     plan.add_children(*pid);
                 }
-                Target::Binary(path) => match GoProgram::read(path)? {
+                Target::Binary(path) => match go_program(path)? {
                     Some(go) => plan.add_go(&go, -1)?,
                     None => {
                         let table = SymbolTable::read(path)?;
@@ -323,7 +333,7 @@ impl Plan {
             let exe = PathBuf::from(format!("/proc/{pid}/exe"));
             let exe = std::fs::read_link(&exe).unwrap_or(exe);
             // Go's crypto/tls is compiled into every Go program.
-            if let Some(go) = GoProgram::read(&exe)? {
+            if let Some(go) = go_program(&exe)? {
                 return self.add_go(&go, pid_arg);
             }
             let table = SymbolTable::read(&exe)?;
@@ -397,7 +407,7 @@ impl Plan {
     /// A Go program: each wanted crypto/tls function at its entry and its return instructions
     /// (where a return probe would rewrite a return address on a stack Go may move). Those it
     /// lacks are missing with why; a Go program with none of them has no TLS of its own.
-    fn add_go(&mut self, go: &GoProgram, pid: i32) -> Result<(), Error> {
+    fn add_go(&mut self, go: &GoBinary, pid: i32) -> Result<(), Error> {
         let wanted = self.selection.functions(LibraryKind::Go);
         if wanted.is_empty() {
             // The selection takes none of Go's functions (a group Go has none in).
@@ -463,7 +473,7 @@ impl Plan {
         {
             return Err(Error::GoWithoutTls {
                 path: go.path().to_path_buf(),
-                version: go.version().map(String::from),
+                version: go.go_version().map(String::from),
                 functions: wanted
                     .iter()
                     .map(|(_, f)| f.name)

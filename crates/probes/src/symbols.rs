@@ -136,7 +136,7 @@ impl SymbolTable {
 /// A loadable segment as (virtual address, bytes, file offset), cut to the bytes the file holds:
 /// a uprobe names a file offset, so an address past them (zero-filled memory such as `.bss`,
 /// or a header that claims more than the file has) has none. `None` when no byte is in the file.
-fn file_backed(
+pub(crate) fn file_backed(
     address: u64,
     memory_bytes: u64,
     (offset, file_bytes): (u64, u64),
