@@ -1,7 +1,7 @@
-//! `trace` on Go programs (issue 34): Go's crypto/tls is compiled into each program, so its
-//! functions are found in the program itself and probed at their entry and each return
-//! instruction. Real programs, built here with the Go toolchain: an HTTPS server (net/http),
-//! plain and stripped, loaded by `tlsscope bench`; and a Go program without TLS.
+//! `trace` and `sniff` on Go programs (issue 34): Go's crypto/tls is compiled into each
+//! program, so its functions are found in the program itself and probed at their entry and
+//! each return instruction. Real programs, built here with the Go toolchain: an HTTPS server
+//! (net/http), plain and stripped, loaded by `tlsscope bench`; and a Go program without TLS.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -166,5 +166,80 @@ fn a_go_program_without_tls_gets_one_line_saying_so() {
             "without Go's crypto/tls",
             "serverHandshake",
         ],
+    );
+}
+
+/// `sniff` on the Go server, stripped: every request and response in plaintext, with the
+/// connection's socket fd and both ends read from the Go connection, no call lost, the -o
+/// file private, and tshark's HTTP dissector reading the requests in the pcap.
+#[test]
+fn a_stripped_go_server_is_sniffed_whole_with_its_sockets() {
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::sniff::{contains, data, token, Sniff};
+    let _one = one_at_a_time();
+    let build = go::build("https-server", None);
+    let server = GoServer::start(&build.stripped);
+    let addr = server.addr;
+    let pid = server.pid().to_string();
+    let pcap_dir = tempfile::tempdir().unwrap();
+    let pcap = pcap_dir.path().join("go.pcapng");
+    let sniff = Sniff::start_in(&[], &["-p", &pid, "--pcap", pcap.to_str().unwrap()]);
+    let token = token();
+    let path = format!("/go-{token}");
+    bench(
+        server.addr,
+        &["--mode", "full", "-n", "20", "-c", "2", "--request", &path],
+    );
+    let (code, stderr, calls) = sniff.stop();
+    let (_, requests) = server.stop();
+    assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{stderr}");
+    assert!(
+        stderr.contains("lost (ring buffer full): 0 calls"),
+        "{stderr}"
+    );
+    let request_line = format!("GET {path} HTTP/1.1");
+    let reads: Vec<&serde_json::Value> = calls
+        .iter()
+        .filter(|c| c["direction"] == "read" && contains(&data(c), &request_line))
+        .collect();
+    let writes: Vec<&serde_json::Value> = calls
+        .iter()
+        .filter(|c| {
+            c["direction"] == "write" && contains(&data(c), &format!("hello from go, GET {path}"))
+        })
+        .collect();
+    assert_eq!(reads.len() as u64, requests, "{stderr}");
+    assert_eq!(writes.len() as u64, requests, "{stderr}");
+    for c in reads.iter().chain(&writes) {
+        assert!(
+            c["function"].as_str().unwrap().starts_with("crypto/tls."),
+            "{c}"
+        );
+        assert!(c["fd"].as_i64().unwrap() > 2, "{c}");
+        let local: SocketAddr = c["local"].as_str().unwrap().parse().unwrap();
+        assert_eq!(local, addr, "{c}");
+        assert_eq!(
+            c["total_bytes"].as_u64().unwrap(),
+            data(c).len() as u64,
+            "{c}"
+        );
+    }
+    let mode = std::fs::metadata(&pcap).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let decode_as = format!("tcp.port=={},http", addr.port());
+    let out = support::run_with_timeout(
+        Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args(["-d", &decode_as, "-Y", "http.request", "-T", "fields"])
+            .args(["-e", "http.request.uri"]),
+        Duration::from_secs(60),
+    );
+    let uris = support::text(&out.stdout);
+    assert_eq!(
+        uris.lines().filter(|l| l.trim() == path).count() as u64,
+        requests,
+        "tshark saw: {uris}"
     );
 }

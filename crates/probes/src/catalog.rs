@@ -309,10 +309,12 @@ pub const CATALOG: &[Function] = &[
     // HandshakeContext is inlined into its callers, and the handshakeContext it calls also
     // runs (and returns at once) at the start of every Read and Write; the side's own
     // handshake, called through a function value, runs once per handshake.
-    Function::api("crypto/tls.(*Conn).serverHandshake", Go, Handshake, GoError),
-    Function::api("crypto/tls.(*Conn).clientHandshake", Go, Handshake, GoError),
-    Function::api("crypto/tls.(*Conn).Read", Go, Io, GoIo),
-    Function::api("crypto/tls.(*Conn).Write", Go, Io, GoIo),
+    Function::api("crypto/tls.(*Conn).serverHandshake", Go, Handshake, GoError)
+        .sniffs(Direction::Handshake, Return),
+    Function::api("crypto/tls.(*Conn).clientHandshake", Go, Handshake, GoError)
+        .sniffs(Direction::Handshake, Return),
+    Function::api("crypto/tls.(*Conn).Read", Go, Io, GoIo).sniffs(Read, Return),
+    Function::api("crypto/tls.(*Conn).Write", Go, Io, GoIo).sniffs(Write, Return),
 ];
 
 impl Function {

@@ -70,10 +70,20 @@ impl Sniffer {
         if let Some(file) = plan.tls_layer_file() {
             cfg.tls_layer_file = loader::c_name(file);
         }
-        let points: Vec<AttachPoint> = plan.points.iter().map(sniffable).collect();
+        // Go's functions are probed at their entry and returns by programs of their own.
+        let (go_points, native): (Vec<AttachPoint>, Vec<AttachPoint>) = plan
+            .points
+            .iter()
+            .cloned()
+            .partition(|p| matches!(p.placement, Placement::GoExits { .. }));
+        let points: Vec<AttachPoint> = native.iter().map(sniffable).collect();
         let points = Sites::fitted(&points);
         let sites = Sites::of(&points);
         sites.write(&mut cfg.sites);
+        open.progs
+            .go_sniff_enter
+            .set_autoload(!go_points.is_empty());
+        open.progs.go_sniff_exit.set_autoload(!go_points.is_empty());
         let skel = loader::load(open, PROGRAM)?;
         let records = std::rc::Rc::new(std::cell::RefCell::new(Records::default()));
         let sink = records.clone();
@@ -99,7 +109,33 @@ impl Sniffer {
             let cookie = loader::cookie_at_site(p.id, p.function, sites.index_of(p));
             (p.probe_offset(), cookie)
         };
-        let attachment = loader::attach_points(&uprobes, &points, false, &at)?;
+        let go = loader::attach_go_points(
+            &skel.progs.go_sniff_enter,
+            &skel.progs.go_sniff_exit,
+            &go_points,
+            false,
+            &|p| loader::cookie_of(p.id, p.function),
+        );
+        let mut attachment = if points.is_empty() {
+            if go.attached.is_empty() {
+                return Err(Error::NothingToAttach {
+                    reasons: go.refused.first().map_or_else(
+                        || "no probe was planned".to_string(),
+                        |m| format!("{}: {}", m.function, m.reason),
+                    ),
+                });
+            }
+            loader::Attachment {
+                links: Vec::new(),
+                attached: Vec::new(),
+                refused: Vec::new(),
+            }
+        } else {
+            loader::attach_points(&uprobes, &points, false, &at)?
+        };
+        attachment.links.extend(go.links);
+        attachment.attached.extend(go.attached);
+        attachment.refused.extend(go.refused);
         let mut links = attachment.links;
         let mut not_attached = plan.missing.clone();
         not_attached.extend(attachment.refused);

@@ -295,6 +295,47 @@ static long send_piece(__u32 i, struct piece_ctx *p)
 	return last ? 1 : 0;
 }
 
+/* Sends a finished call: its record(s), the data it moved up to max_bytes in pieces. */
+static __always_inline void emit(struct sn_call *call, long ret, __u64 total, __u8 kind, __u16 func,
+				 __u64 pid_tgid, __u8 flags, __u64 now)
+{
+	/* Without --handshake, a handshake call only teaches its connection's socket. */
+	if (kind == SN_HANDSHAKE && !cfg.handshake_records)
+		return;
+
+	__u32 zero = 0;
+	struct sn_event *e = bpf_map_lookup_elem(&scratch, &zero);
+	__u64 *seq = bpf_map_lookup_elem(&call_seq, &zero);
+
+	if (!e || !seq)
+		return;
+	*seq += 1;
+	e->flags = flags;
+	e->call_id = (*seq << 8) | (bpf_get_smp_processor_id() & 0xff);
+	e->start_ns = call->start_ns;
+	e->latency_ns = now - call->start_ns;
+	e->ret = ret;
+	e->ssl = call->ssl;
+	e->pid = pid_tgid >> 32;
+	e->tid = (__u32)pid_tgid;
+	e->fd = call->sock.fd;
+	e->ends = call->sock.ends;
+	e->total_bytes = total > 0xffffffff ? 0xffffffff : (__u32)total;
+	e->func = func;
+	e->kind = kind;
+	bpf_get_current_comm(e->comm, sizeof(e->comm));
+
+	struct piece_ctx p = {
+		.buf = call->buf,
+		.captured = total < cfg.max_bytes ? (__u32)total : cfg.max_bytes,
+		.total = e->total_bytes,
+	};
+	count(SN_CALLS);
+	bpf_loop(SN_MAX_PIECES, send_piece, &p, 0);
+	if (p.lost)
+		count(SN_LOST_CALLS);
+}
+
 SEC("uretprobe.multi")
 int BPF_KRETPROBE(sniff_return)
 {
@@ -350,40 +391,101 @@ int BPF_KRETPROBE(sniff_return)
 			flags = SN_FD_GUESSED;
 		}
 	}
-	/* Without --handshake, a handshake call only teaches its connection's socket. */
-	if (kind == SN_HANDSHAKE && !cfg.handshake_records)
-		return 0;
-
-	__u32 zero = 0;
-	struct sn_event *e = bpf_map_lookup_elem(&scratch, &zero);
-	__u64 *seq = bpf_map_lookup_elem(&call_seq, &zero);
-
-	if (!e || !seq)
-		return 0;
-	*seq += 1;
-	e->flags = flags;
-	e->call_id = (*seq << 8) | (bpf_get_smp_processor_id() & 0xff);
-	e->start_ns = call.start_ns;
-	e->latency_ns = now - call.start_ns;
-	e->ret = ret;
-	e->ssl = call.ssl;
-	e->pid = pid;
-	e->tid = tid;
-	e->fd = call.sock.fd;
-	e->ends = call.sock.ends;
-	e->total_bytes = total > 0xffffffff ? 0xffffffff : (__u32)total;
-	e->func = TS_COOKIE_FUNC(cookie);
-	e->kind = kind;
-	bpf_get_current_comm(e->comm, sizeof(e->comm));
-
-	struct piece_ctx p = {
-		.buf = call.buf,
-		.captured = total < cfg.max_bytes ? (__u32)total : cfg.max_bytes,
-		.total = e->total_bytes,
-	};
-	count(SN_CALLS);
-	bpf_loop(SN_MAX_PIECES, send_piece, &p, 0);
-	if (p.lost)
-		count(SN_LOST_CALLS);
+	emit(&call, ret, total, kind, TS_COOKIE_FUNC(cookie), pid_tgid, flags, now);
 	return 0;
 }
+
+/* Go's calls in progress, by goroutine (r14 in Go's register ABI): a goroutine parked in a Read
+ * resumes on whichever thread runs it next. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, __u64);
+	__type(value, struct sn_call);
+} go_calls SEC(".maps");
+
+/* The socket under a Go crypto/tls.Conn: its first field is the net.Conn it wraps (an
+ * interface: type word, data word); for a *net.TCPConn the data word points at a struct
+ * whose first field is the *netFD, whose poll.FD starts with a 16-byte fdMutex and then
+ * Sysfd. Anything else (a net.Pipe, a wrapped conn) gives no socket: the fd stays unknown. */
+static __always_inline int go_conn_fd(__u64 conn)
+{
+	__u64 data = 0, netfd = 0;
+	__s64 fd = -1;
+
+	if (bpf_probe_read_user(&data, sizeof(data), (void *)(conn + 8)) || !data)
+		return -1;
+	if (bpf_probe_read_user(&netfd, sizeof(netfd), (void *)data) || !netfd)
+		return -1;
+	if (bpf_probe_read_user(&fd, sizeof(fd), (void *)(netfd + 16)) || fd < 0 || fd > 0x7fffffff)
+		return -1;
+	return (int)fd;
+}
+
+/* A Go call starts: (*Conn).Read/Write(b []byte) has the *Conn in rax and b's bytes in rbx;
+ * the handshakes have the *Conn alone. The socket is read from the Conn here, once per call. */
+SEC("uprobe.multi")
+int BPF_KPROBE(go_sniff_enter)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+
+	if (!wanted(pid_tgid))
+		return 0;
+	__u64 g = ctx->r14;
+	struct sn_call c = {
+		.start_ns = bpf_ktime_get_ns(),
+		.ssl = ctx->ax,
+		.buf = ctx->bx,
+		.func = TS_COOKIE_FUNC(cookie),
+		.sock = { .fd = -1 },
+	};
+	int fd = go_conn_fd(c.ssl);
+
+	if (fd >= 0) {
+		c.sock.fd = fd;
+		read_socket(fd, &c.sock);
+		if (!c.sock.inode)
+			c.sock.fd = -1; /* not a socket: the layout was not a TCPConn's */
+	}
+	bpf_map_update_elem(&go_calls, &g, &c, BPF_ANY);
+	return 0;
+}
+
+/* A Go call ends, at one of its return instructions: Read and Write return (n int, err
+ * error) in rax, rbx:rcx; the handshakes return err in rax:rbx. A call's ret is n, or -1 with
+ * no byte when it failed without moving any. */
+SEC("uprobe.multi")
+int BPF_KPROBE(go_sniff_exit)
+{
+	__u64 now = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	__u64 g = ctx->r14;
+	struct sn_call *c = bpf_map_lookup_elem(&go_calls, &g);
+
+	if (!c)
+		return 0;
+	struct sn_call call = *c;
+
+	bpf_map_delete_elem(&go_calls, &g);
+	if (call.func != TS_COOKIE_FUNC(cookie))
+		return 0; /* another function's return on this goroutine: its entry was missed */
+	__u8 kind = SN_COOKIE_KIND(cookie);
+	__u64 rax = ctx->ax, rbx = ctx->bx;
+	long ret = 0;
+	__u64 total = 0;
+
+	if (kind == SN_HANDSHAKE) {
+		ret = rax ? -1 : 1; /* the error's type word: nil is success */
+	} else {
+		__s64 n = (__s64)rax;
+
+		ret = n > 0 ? n : (rbx ? -1 : 0);
+		if (n > 0)
+			total = n;
+	}
+	emit(&call, ret, total, kind, call.func, pid_tgid, 0, now);
+	return 0;
+}
+
