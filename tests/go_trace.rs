@@ -243,3 +243,72 @@ fn a_stripped_go_server_is_sniffed_whole_with_its_sockets() {
         "tshark saw: {uris}"
     );
 }
+
+/// `trace --binary` probes the program's file in every process that runs it, and `trace --
+/// PROGRAM` starts a Go program after probing its file (tlsscope's in-process library cannot
+/// wrap compiled-in functions): both count what the server counts.
+#[test]
+fn a_go_program_is_traced_by_its_file_and_when_started_by_trace() {
+    let _one = one_at_a_time();
+    let build = go::build("https-server", None);
+    // --binary: the server runs first.
+    let server = GoServer::start(&build.stripped);
+    let trace =
+        Trace::start_with_programs(&[], &["--binary", build.stripped.to_str().unwrap()], &[], 5);
+    bench(server.addr, &["--mode", "full", "-n", "10", "-c", "1"]);
+    let (ok, stdout, stderr, doc) = trace.stop();
+    let (handshakes, _) = server.stop();
+    assert!(ok, "{stderr}");
+    let handshake = "crypto/tls.(*Conn).serverHandshake";
+    assert_eq!(calls(&doc, handshake, "success"), handshakes, "{stdout}");
+    // -- PROGRAM: the server's own lines come through tlsscope's stderr.
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+    let json = dir.path().join("trace.json");
+    let mut watched = support::start_until(
+        support::command_in(&[])
+            .args(["trace", "-d", "6", "--json"])
+            .arg(&json)
+            .arg("--")
+            .arg(&build.stripped)
+            .arg(&cert)
+            .arg(&key)
+            .stdout(std::process::Stdio::null()),
+        "listening ",
+        Duration::from_secs(60),
+    );
+    let addr: SocketAddr = watched
+        .seen
+        .last()
+        .and_then(|l| l.split("listening ").nth(1))
+        .and_then(|a| a.trim().parse().ok())
+        .expect("the server's address");
+    bench(addr, &["--mode", "full", "-n", "10", "-c", "1"]);
+    let status = watched.child.wait().unwrap();
+    // Every line, up to the end of tlsscope's stderr.
+    let mut lines = Vec::new();
+    while let Ok(line) = watched.lines.recv_timeout(Duration::from_secs(10)) {
+        lines.push(line);
+    }
+    assert!(status.success(), "{lines:?}");
+    let counts = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("handshakes "))
+        .unwrap_or_else(|| panic!("the server's counts: {lines:?}"));
+    let handshakes: u64 = counts.split_whitespace().next().unwrap().parse().unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    crate::trace::assert_valid(&doc);
+    assert_eq!(calls(&doc, handshake, "success"), handshakes, "{doc:#}");
+    assert!(handshakes >= 10);
+}

@@ -171,6 +171,33 @@ pub fn user_first(backend: BackendChoice, pids: &[u32], selection: &probes::Sele
     }
 }
 
+/// The program `command` runs (found on PATH as the shell would), when it is a Go program.
+pub fn go_program(command: &[std::ffi::OsString]) -> Option<std::path::PathBuf> {
+    let program = std::path::Path::new(command.first()?);
+    let path = if program.components().count() > 1 {
+        program.to_path_buf()
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join(program))
+            .find(|p| p.is_file())?
+    };
+    probes::GoBinary::read(&path).ok().map(|_| path)
+}
+
+/// Starts `command` as it is (a Go program, probed by the kernel).
+pub fn spawn_plain(command: &[std::ffi::OsString]) -> Result<std::process::Child> {
+    let (program, args) = command.split_first().expect("a command is not empty");
+    std::process::Command::new(program)
+        .args(args)
+        .spawn()
+        .map_err(|e| {
+            crate::common::error::Error::msg(format!(
+                "cannot start {}: {e}",
+                program.to_string_lossy()
+            ))
+        })
+}
+
 /// Starts `command` under the in-process library of `tracer`.
 pub fn spawn(
     command: &[std::ffi::OsString],

@@ -183,6 +183,9 @@ fn start(config: &Config) -> Result<Session> {
     if config.attach.command.is_empty() {
         return attach(config);
     }
+    if let Some(program) = crate::common::probing::go_program(&config.attach.command) {
+        return start_go(config, program);
+    }
     let c = &config.probes;
     // Trace copies no calls: the smallest rings.
     let mut tracer = probes::user::UserTracer::new(
@@ -194,6 +197,37 @@ fn start(config: &Config) -> Result<Session> {
     )?;
     tracer.calibrate(CALIBRATION_CALLS)?;
     let child = spawn(&config.attach.command, &tracer)?;
+    let words = config
+        .attach
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join(" ");
+    Ok(Session {
+        tracer: Box::new(tracer),
+        targets: vec![format!("command {words} (pid {})", child.id())],
+        child: Some(child),
+        notes: Vec::new(),
+    })
+}
+
+/// Starts a Go program under the kernel's probes: Go's crypto/tls is compiled into the program
+/// (no library call for tlsscope's library to wrap), so its file is probed first, in every
+/// process that runs it, and then the program is started.
+fn start_go(config: &Config, program: std::path::PathBuf) -> Result<Session> {
+    if config.attach.backend == BackendChoice::User {
+        crate::fail!(
+            "{} is a Go program: its crypto/tls is compiled in, so only the kernel backend traces it; drop --backend user",
+            program.display()
+        );
+    }
+    let targets = [probes::Target::Binary(program)];
+    let plan =
+        probes::Plan::new(&targets, config.selection.clone())?.with_placement(config.placement);
+    let mut tracer = probes::Tracer::start(&config.probes, &plan)?;
+    tracer.calibrate(CALIBRATION_CALLS)?;
+    let child = crate::common::probing::spawn_plain(&config.attach.command)?;
     let words = config
         .attach
         .command
