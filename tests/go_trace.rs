@@ -120,6 +120,8 @@ fn trace_matches_the_servers_counts(binary: &Path) {
         .map(|a| a["placement"].clone())
         .unwrap_or_else(|| panic!("{read} not attached: {doc:#}"));
     assert_eq!(placement["at"], "entry+returns", "{placement:#}");
+    // The entry probe sits on the stack check's branch, which the kernel emulates.
+    assert_eq!(placement["emulated"], true, "{placement:#}");
     assert!(
         !placement["return_offsets"].as_array().unwrap().is_empty(),
         "{placement:#}"

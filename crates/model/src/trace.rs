@@ -102,7 +102,7 @@ pub struct PlacementDoc {
     /// from the function) or "entry+returns" (a Go function: its entry and return instructions).
     pub at: String,
     /// Whether the kernel emulates the probed instruction (else it single-steps it: a second
-    /// trap per hit).
+    /// trap per hit). For "entry+returns", the entry's (the returns are single-stepped).
     pub emulated: bool,
     /// The file offset the probes are at.
     pub probe_offset: u64,

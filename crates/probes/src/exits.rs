@@ -58,6 +58,39 @@ pub fn exits(bytes: &[u8], address: u64) -> Exits {
     out
 }
 
+/// Where the stack check of a Go function's prologue branches: `cmp rsp|r12, [r14+16]` (after a
+/// `lea r12, [rsp-frame]` for a large frame) then `jbe` to the code that grows the stack. The
+/// branch is what the entry probe can sit on: the kernel emulates a relative conditional jump,
+/// where it single-steps the `cmp`, and nothing before it touches the arguments. Its distance
+/// from the function's start, or None for another prologue.
+pub fn stack_check_branch(bytes: &[u8], address: u64) -> Option<u64> {
+    let mut decoder = Decoder::with_ip(64, bytes, address, DecoderOptions::NONE);
+    let mut instruction = Instruction::default();
+    for _ in 0..3 {
+        if !decoder.can_decode() {
+            return None;
+        }
+        let at = decoder.ip();
+        decoder.decode_out(&mut instruction);
+        match instruction.mnemonic() {
+            Mnemonic::Cmp if instruction.memory_base() == Register::R14 => {}
+            Mnemonic::Lea if instruction.op0_register() == Register::R12 => {}
+            Mnemonic::Jbe | Mnemonic::Jb | Mnemonic::Jae | Mnemonic::Ja
+                if instruction.op0_kind() == OpKind::NearBranch64 =>
+            {
+                let len = instruction.len();
+                let start = usize::try_from(at - address).ok()?;
+                let code = bytes.get(start..start + len)?;
+                // The forms the kernel emulates: jcc rel8, or 0f 8x rel32 without a prefix.
+                let emulated = matches!(code, [0x70..=0x7f, _] | [0x0f, 0x80..=0x8f, _, _, _, _]);
+                return emulated.then_some(at - address);
+            }
+            _ => return None,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +113,23 @@ mod tests {
         let e = exits(&code, 0x1000);
         assert_eq!(e.tail_jumps, vec![0x1002]);
         assert_eq!(e.returns, vec![0x1007]);
+    }
+
+    #[test]
+    fn a_go_stack_check_branch_is_found_after_its_compare() {
+        // cmp rsp, [r14+0x10]; jbe +0x37a; push rbp  (crypto/tls.(*Conn).Read, go1.26)
+        let small = [
+            0x49, 0x3b, 0x66, 0x10, 0x0f, 0x86, 0x7a, 0x03, 0x00, 0x00, 0x55,
+        ];
+        assert_eq!(stack_check_branch(&small, 0x5ac420), Some(4));
+        // lea r12, [rsp-0x48]; cmp r12, [r14+0x10]; jbe ...  ((*Conn).Write)
+        let large = [
+            0x4c, 0x8d, 0x64, 0x24, 0xb8, 0x4d, 0x3b, 0x66, 0x10, 0x0f, 0x86, 0x93, 0x07, 0x00,
+            0x00,
+        ];
+        assert_eq!(stack_check_branch(&large, 0x5aaf20), Some(9));
+        // A function without the check (push rbp first) has none.
+        assert_eq!(stack_check_branch(&[0x55, 0x48, 0x89, 0xe5], 0x1000), None);
     }
 
     #[test]

@@ -145,8 +145,10 @@ pub enum Placement {
     Callee(CalleeSite),
     /// A Go function: its entry, and each of its return instructions (the file offsets in
     /// `returns`) instead of a return probe, which would rewrite a return address on a stack Go
-    /// may move. Both single-stepped.
-    GoExits { returns: Vec<u64> },
+    /// may move. The entry probe sits `entry_delta` bytes in: on the conditional branch of the
+    /// prologue's stack check, which the kernel emulates (0: the first instruction,
+    /// single-stepped); the returns are single-stepped.
+    GoExits { returns: Vec<u64>, entry_delta: u64 },
 }
 
 impl Placement {
@@ -173,14 +175,15 @@ impl Placement {
     pub fn emulated(&self) -> bool {
         !matches!(
             self,
-            Placement::Entry { emulated: false } | Placement::GoExits { .. }
+            Placement::Entry { emulated: false } | Placement::GoExits { entry_delta: 0, .. }
         )
     }
 
     /// The file offset the probes attach at, for a function at `entry`.
     pub fn probe_offset(&self, entry: u64) -> u64 {
         match self {
-            Placement::Entry { .. } | Placement::GoExits { .. } => entry,
+            Placement::Entry { .. } => entry,
+            Placement::GoExits { entry_delta, .. } => entry + entry_delta,
             Placement::AfterEndbr => entry + ENDBR64_LEN,
             Placement::Callee(site) => site.probe_offset,
         }
@@ -466,7 +469,13 @@ impl Plan {
                 path: go.path().to_path_buf(),
                 offset: found.file_offset,
                 pid,
-                placement: Placement::GoExits { returns },
+                placement: Placement::GoExits {
+                    returns,
+                    entry_delta: go
+                        .code(found)
+                        .and_then(|code| crate::exits::stack_check_branch(code, found.address))
+                        .unwrap_or(0),
+                },
             });
         }
         if self.points.len() == before && wanted.iter().all(|(_, f)| go.function(f.name).is_none())

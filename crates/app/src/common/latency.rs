@@ -25,7 +25,7 @@ pub fn placement_doc(point: &probes::AttachPoint) -> PlacementDoc {
         probe_offset: point.probe_offset(),
         unseen: point.placement.unseen().map(str::to_string),
         return_offsets: match &point.placement {
-            probes::Placement::GoExits { returns } => returns.clone(),
+            probes::Placement::GoExits { returns, .. } => returns.clone(),
             _ => Vec::new(),
         },
     }

@@ -13,7 +13,7 @@ pub fn placement_line<'a>(
     }
     let emulated = placed.iter().filter(|(_, p)| p.emulated).count();
     let mut kinds: Vec<String> = Vec::new();
-    for at in ["entry", "entry+4", "callee"] {
+    for at in ["entry", "entry+4", "callee", "entry+returns"] {
         let n = placed
             .iter()
             .filter(|(_, p)| p.emulated && p.at == at)
@@ -36,6 +36,14 @@ pub fn placement_line<'a>(
     }
     if !stepped.is_empty() {
         line.push_str(&format!("; single-stepped: {}", stepped.join(", ")));
+    }
+    // Go's functions: the entry is placed, each return instruction is single-stepped.
+    let go_returns: usize = placed.iter().map(|(_, p)| p.return_offsets.len()).sum();
+    if go_returns > 0 {
+        line.push_str(&format!(
+            "; Go's return instructions single-stepped: {}",
+            crate::render::words::count(go_returns as u64, "probe")
+        ));
     }
     Some(line)
 }

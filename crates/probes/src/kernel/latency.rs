@@ -308,6 +308,15 @@ impl Tracer {
             .count();
         let (name, target) = calibration_target(emulated * 2 > self.attached.len());
         let offset = table.uprobe_offset(name)?;
+        // Go's placement (entry and return instructions) where most of the probes are Go's.
+        let go = self
+            .attached
+            .iter()
+            .filter(|a| matches!(a.point.placement, Placement::GoExits { .. }))
+            .count();
+        let go_placement = (go * 2 > self.attached.len())
+            .then(|| go_calibration_point(&exe, &table, name, offset))
+            .transpose()?;
         let plain = time_calls(calls, target);
         let me = std::process::id();
         loader::allow_pid(&self.skel.maps.pids, me)?;
@@ -318,13 +327,33 @@ impl Tracer {
         } else {
             i32::try_from(me).unwrap_or(-1)
         };
-        let probed = uprobes(&self.skel)
-            .attach(pid, &exe, offset, cookie)
-            .map(|links| {
-                let t = time_calls(calls, target);
-                drop(links);
-                t
-            });
+        let attached: Result<Vec<Link>, String> = match &go_placement {
+            Some(point) => {
+                let point = AttachPoint {
+                    pid,
+                    ..point.clone()
+                };
+                let a = loader::attach_go_points(
+                    &self.skel.progs.go_enter,
+                    &self.skel.progs.go_exit,
+                    std::slice::from_ref(&point),
+                    false,
+                    &|_| cookie,
+                );
+                match a.refused.first() {
+                    Some(m) => Err(m.reason.to_string()),
+                    None => Ok(a.links),
+                }
+            }
+            None => uprobes(&self.skel)
+                .attach(pid, &exe, offset, cookie)
+                .map(Vec::from),
+        };
+        let probed = attached.map(|links| {
+            let t = time_calls(calls, target);
+            drop(links);
+            t
+        });
         // Stays in the filter only when the user asked for this process.
         if !self.traces_pid(me) {
             loader::forbid_pid(&self.skel.maps.pids, me);
@@ -504,6 +533,45 @@ fn uprobes<'a>(skel: &'a LatencySkel<'static>) -> Uprobes<'a, 'static> {
         entry: &skel.progs.tls_enter,
         ret: &skel.progs.tls_return,
     }
+}
+
+/// The calibration target probed as Go's functions are: at its entry and its return
+/// instructions (found by decoding it, as for Go's).
+fn go_calibration_point(
+    exe: &std::path::Path,
+    table: &SymbolTable,
+    name: &str,
+    offset: u64,
+) -> Result<AttachPoint, Error> {
+    let symbol = table.function(name).ok_or_else(|| Error::NoSymbol {
+        symbol: name.into(),
+        path: exe.to_path_buf(),
+        stripped: false,
+    })?;
+    let data = std::fs::read(exe).map_err(|source| Error::Read {
+        path: exe.to_path_buf(),
+        source,
+    })?;
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    let end = start.saturating_add(usize::try_from(symbol.size).unwrap_or(0));
+    let code = data.get(start..end).unwrap_or_default();
+    let returns = crate::exits::exits(code, symbol.address)
+        .returns
+        .iter()
+        .map(|r| offset + (r - symbol.address))
+        .collect();
+    Ok(AttachPoint {
+        id: CALIBRATION_ID,
+        function: &CALIBRATION,
+        symbol: "tlsscope_calibration_target",
+        path: exe.to_path_buf(),
+        offset,
+        pid: -1,
+        placement: Placement::GoExits {
+            returns,
+            entry_delta: 0,
+        },
+    })
 }
 
 fn time_calls(calls: u64, target: unsafe extern "C" fn(u64) -> u64) -> Duration {

@@ -366,7 +366,7 @@ pub(crate) fn attach_go_points(
         refused: Vec::new(),
     };
     for point in points {
-        let crate::plan::Placement::GoExits { returns } = &point.placement else {
+        let crate::plan::Placement::GoExits { returns, .. } = &point.placement else {
             continue;
         };
         let pid = if attach_all { -1 } else { point.pid };
@@ -374,7 +374,7 @@ pub(crate) fn attach_go_points(
         let entry = Batch {
             pid,
             path: &point.path,
-            offsets: vec![usize::try_from(point.offset).unwrap_or(usize::MAX)],
+            offsets: vec![usize::try_from(point.probe_offset()).unwrap_or(usize::MAX)],
             cookies: vec![c],
         };
         let exits = Batch {
