@@ -163,12 +163,22 @@ pub fn attached_words(tracer: &probes::user::UserTracer) -> Vec<String> {
 /// Whether to attach the in-process backend to running processes `pids` first: asked for
 /// (the configuration checked that -p was given), or with auto where it covers every function
 /// asked for.
+/// With auto, not for Go programs: their crypto/tls is compiled in, with no library call for
+/// the in-process library to wrap.
 pub fn user_first(backend: BackendChoice, pids: &[u32], selection: &probes::Selection) -> bool {
     match backend {
         BackendChoice::Kernel => false,
         BackendChoice::User => !pids.is_empty(),
-        BackendChoice::Auto => !pids.is_empty() && covers_all(selection),
+        BackendChoice::Auto => {
+            !pids.is_empty() && covers_all(selection) && !pids.iter().any(|&p| go_process(p))
+        }
     }
+}
+
+/// Whether process `pid` runs a Go program.
+fn go_process(pid: u32) -> bool {
+    let exe = std::path::PathBuf::from(format!("/proc/{pid}/exe"));
+    probes::GoBinary::read(&exe).is_ok()
 }
 
 /// The program `command` runs (found on PATH as the shell would), when it is a Go program.

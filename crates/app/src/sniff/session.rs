@@ -226,12 +226,38 @@ struct Session {
 
 /// Starts sniffing: the kernel's uprobes on the targets, or tlsscope's library in a program it
 /// starts or in running processes (`--backend user`; auto where it covers every function).
+/// Starts a Go program under the kernel's probes (its crypto/tls is compiled in, with no library
+/// call for tlsscope's library to wrap): its file is probed first, then the program started.
+fn start_go(config: &Config, program: std::path::PathBuf) -> Result<Session> {
+    if config.attach.backend == BackendChoice::User {
+        crate::fail!(
+            "{} is a Go program: its crypto/tls is compiled in, so only the kernel backend sniffs it; drop --backend user",
+            program.display()
+        );
+    }
+    let targets = [probes::Target::Binary(program)];
+    let selection = probes::Selection::Plaintext { handshake: true };
+    let plan = probes::Plan::new(&targets, selection)?.with_placement(config.placement);
+    let sniffer = Sniffer::start(&config.probes, &plan)?;
+    let child = crate::common::probing::spawn_plain(&config.attach.command)?;
+    let targets = vec![format!("pid {}", child.id())];
+    Ok(Session {
+        capture: Box::new(sniffer),
+        child: Some(child),
+        targets,
+        notes: Vec::new(),
+    })
+}
+
 fn start(config: &Config) -> Result<Session> {
     let c = &config.probes;
     let user = |tracer: probes::user::UserTracer| -> Box<dyn Capture> {
         tracer.enable_sniff(c.max_bytes);
         Box::new(tracer)
     };
+    if let Some(program) = crate::common::probing::go_program(&config.attach.command) {
+        return start_go(config, program);
+    }
     if !config.attach.command.is_empty() {
         let tracer = probes::user::UserTracer::new(
             &config.selection,
