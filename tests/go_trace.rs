@@ -314,3 +314,23 @@ fn a_go_program_is_traced_by_its_file_and_when_started_by_trace() {
     assert_eq!(calls(&doc, handshake, "success"), handshakes, "{doc:#}");
     assert!(handshakes >= 10);
 }
+
+/// A Go program whose function table has a layout the reader does not know (its magic changed
+/// here, as a future Go would) is refused in one line naming the magic, never traced empty.
+#[test]
+fn a_go_function_table_of_an_unknown_layout_is_one_line() {
+    let build = go::build("https-server", None);
+    let mut bytes = std::fs::read(&build.stripped).unwrap();
+    // Go 1.20's header: magic 0xfffffff1, two zero bytes, minLC 1, pointer size 8.
+    let header = [0xf1, 0xff, 0xff, 0xff, 0x00, 0x00, 0x01, 0x08];
+    let at = bytes
+        .windows(header.len())
+        .position(|w| w == header)
+        .expect("the .gopclntab header");
+    bytes[at] = 0xf5;
+    let dir = tempfile::tempdir().unwrap();
+    let future = dir.path().join("future-go");
+    std::fs::write(&future, &bytes).unwrap();
+    let out = support::tlsscope(&["trace", "--binary", future.to_str().unwrap(), "-d", "1"]);
+    support::assert_one_line_error(&out, &["0xfffffff5", "too old, or too new"]);
+}
