@@ -334,3 +334,41 @@ fn a_go_function_table_of_an_unknown_layout_is_one_line() {
     let out = support::tlsscope(&["trace", "--binary", future.to_str().unwrap(), "-d", "1"]);
     support::assert_one_line_error(&out, &["0xfffffff5", "too old, or too new"]);
 }
+
+/// A Go HTTPS client, stripped, started by `trace --`: its handshakes (clientHandshake) equal
+/// the full handshakes the built-in server counted, one request written per connection, each
+/// response read.
+#[test]
+fn a_stripped_go_client_is_traced_against_the_built_in_server() {
+    let _one = one_at_a_time();
+    let build = go::build("https-client", None);
+    let serve = support::Serve::start(&["--threads", "1"]);
+    let url = format!("https://{}/", serve.addr);
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("trace.json");
+    let out = support::tlsscope(&[
+        "trace",
+        "--json",
+        json.to_str().unwrap(),
+        "--",
+        build.stripped.to_str().unwrap(),
+        &url,
+        "12",
+    ]);
+    let stats = serve.stop();
+    let stderr = support::text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("requests 12 "), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    crate::trace::assert_valid(&doc);
+    let full = stats["handshakes"]["full"].as_u64().unwrap();
+    assert_eq!(full, 12, "{stats}");
+    assert_eq!(
+        calls(&doc, "crypto/tls.(*Conn).clientHandshake", "success"),
+        full,
+        "{doc:#}"
+    );
+    assert_eq!(calls(&doc, "crypto/tls.(*Conn).Write", "success"), 12);
+    assert!(calls(&doc, "crypto/tls.(*Conn).Read", "success") >= 12);
+    assert_eq!(calls(&doc, "crypto/tls.(*Conn).Read", "failure"), 0);
+}
