@@ -80,7 +80,14 @@ fn trace_matches_the_servers_counts(binary: &Path) {
     let _one = one_at_a_time();
     let server = GoServer::start(binary);
     let pid = server.pid().to_string();
-    let trace = Trace::start_with_programs(&[], &["-p", &pid], &[], 5);
+    let dir = tempfile::tempdir().unwrap();
+    let metrics = dir.path().join("metrics.prom");
+    let trace = Trace::start_with_programs(
+        &[],
+        &["-p", &pid, "--metrics-file", metrics.to_str().unwrap()],
+        &[],
+        5,
+    );
     bench(
         server.addr,
         &["--mode", "full", "-n", "60", "-c", "2", "--request", "/"],
@@ -112,6 +119,17 @@ fn trace_matches_the_servers_counts(binary: &Path) {
         stdout.contains("@crypto/tls.(*Conn).Read [success]:"),
         "{stdout}"
     );
+    // The metrics label each function with the program and the Go release that built it.
+    let exposition = std::fs::read_to_string(&metrics).unwrap();
+    let series = format!(
+        "tlsscope_tls_call_duration_seconds_count{{function=\"{handshake}\",outcome=\"success\""
+    );
+    let line = exposition
+        .lines()
+        .find(|l| l.starts_with(&series))
+        .unwrap_or_else(|| panic!("no {series}: {exposition}"));
+    assert!(line.contains("library_version=\"go1."), "{line}");
+    assert!(line.ends_with(&format!(" {handshakes}")), "{line}");
     let placement = doc["attached"]
         .as_array()
         .unwrap()

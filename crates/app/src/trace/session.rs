@@ -550,6 +550,13 @@ fn metric_libraries(tracer: &dyn Trace) -> std::collections::BTreeMap<String, (S
         let version = versions
             .entry(path)
             .or_insert_with(|| {
+                // A Go program: the Go release that built it ("go1.26.8").
+                if a.point.function.library == probes::LibraryKind::Go {
+                    return probes::GoBinary::read(path)
+                        .ok()
+                        .and_then(|g| g.go_version().map(String::from))
+                        .unwrap_or_default();
+                }
                 // "OpenSSL 3.0.19 27 Jan 2026": the version number alone.
                 ossl::version_of_file(path).map_or_else(String::new, |v| {
                     let mut words = v.text.split_whitespace();
