@@ -294,8 +294,10 @@ int BPF_KRETPROBE(tls_return)
 	return 0;
 }
 
+/* LRU: a call whose goroutine never reached a return (a panic through it) is forgotten when
+ * room is needed, as its g, reused by a later goroutine, would overwrite it anyway. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, struct ts_go_key);
 	__type(value, struct ts_go_call);
