@@ -11,6 +11,23 @@ use std::time::Duration;
 use crate::support::{self, go};
 use crate::trace::{bench, calls, one_at_a_time, Trace};
 
+/// A throwaway RSA certificate and key for localhost in `dir`, made by openssl.
+fn certificate(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=localhost", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", support::text(&made.stderr));
+    (cert, key)
+}
+
 /// A Go server we started: ended by SIGTERM, after which it prints its own counts.
 struct GoServer {
     watched: support::Watched,
@@ -21,18 +38,7 @@ struct GoServer {
 impl GoServer {
     fn start(binary: &Path) -> GoServer {
         let dir = tempfile::tempdir().unwrap();
-        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-        let made = Command::new("openssl")
-            .args([
-                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-            ])
-            .args(["-subj", "/CN=localhost", "-keyout"])
-            .arg(&key)
-            .arg("-out")
-            .arg(&cert)
-            .output()
-            .unwrap();
-        assert!(made.status.success(), "{}", support::text(&made.stderr));
+        let (cert, key) = certificate(dir.path());
         let watched = support::start_until(
             Command::new(binary).arg(&cert).arg(&key),
             "listening ",
@@ -283,18 +289,7 @@ fn a_go_program_is_traced_by_its_file_and_when_started_by_trace() {
     assert_eq!(calls(&doc, handshake, "success"), handshakes, "{stdout}");
     // -- PROGRAM: the server's own lines come through tlsscope's stderr.
     let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    let made = Command::new("openssl")
-        .args([
-            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-        ])
-        .args(["-subj", "/CN=localhost", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .unwrap();
-    assert!(made.status.success());
+    let (cert, key) = certificate(dir.path());
     let json = dir.path().join("trace.json");
     let mut watched = support::start_until(
         support::command_in(&[])

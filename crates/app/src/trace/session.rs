@@ -197,6 +197,11 @@ fn start(config: &Config) -> Result<Session> {
     )?;
     tracer.calibrate(CALIBRATION_CALLS)?;
     let child = spawn(&config.attach.command, &tracer)?;
+    Ok(command_session(config, Box::new(tracer), child))
+}
+
+/// The session of a command tlsscope started: its words and PID name the target.
+fn command_session(config: &Config, tracer: Box<dyn Trace>, child: std::process::Child) -> Session {
     let words = config
         .attach
         .command
@@ -204,12 +209,12 @@ fn start(config: &Config) -> Result<Session> {
         .map(|a| a.to_string_lossy())
         .collect::<Vec<_>>()
         .join(" ");
-    Ok(Session {
-        tracer: Box::new(tracer),
+    Session {
+        tracer,
         targets: vec![format!("command {words} (pid {})", child.id())],
         child: Some(child),
         notes: Vec::new(),
-    })
+    }
 }
 
 /// Starts a Go program under the kernel's probes: Go's crypto/tls is compiled into the program
@@ -228,19 +233,7 @@ fn start_go(config: &Config, program: std::path::PathBuf) -> Result<Session> {
     let mut tracer = probes::Tracer::start(&config.probes, &plan)?;
     tracer.calibrate(CALIBRATION_CALLS)?;
     let child = crate::common::probing::spawn_plain(&config.attach.command)?;
-    let words = config
-        .attach
-        .command
-        .iter()
-        .map(|a| a.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ");
-    Ok(Session {
-        tracer: Box::new(tracer),
-        targets: vec![format!("command {words} (pid {})", child.id())],
-        child: Some(child),
-        notes: Vec::new(),
-    })
+    Ok(command_session(config, Box::new(tracer), child))
 }
 
 /// Traces running processes: in process where asked (or, with auto, where that covers every
