@@ -311,6 +311,15 @@ impl Plan {
         Ok(plan)
     }
 
+    /// The points of Go's functions (probed at their entry and returns by programs of their
+    /// own) and the others, apart.
+    pub fn go_and_native(&self) -> (Vec<AttachPoint>, Vec<AttachPoint>) {
+        self.points
+            .iter()
+            .cloned()
+            .partition(|p| matches!(p.placement, Placement::GoExits { .. }))
+    }
+
     /// Whether `SSL_get_error` settles OpenSSL's <= 0 returns.
     pub fn exact(&self) -> bool {
         self.selection.exact()

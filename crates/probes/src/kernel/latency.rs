@@ -163,11 +163,7 @@ impl Tracer {
             cfg.lin_buckets = u32::try_from(config.buckets.linear_count()).unwrap_or(u32::MAX);
         }
         // Go's functions are probed at their entry and returns by programs of their own.
-        let (go_points, native): (Vec<AttachPoint>, Vec<AttachPoint>) = plan
-            .points
-            .iter()
-            .cloned()
-            .partition(|p| matches!(p.placement, Placement::GoExits { .. }));
+        let (go_points, native) = plan.go_and_native();
         let points = Sites::fitted(&native);
         let sites = Sites::of(&points);
         sites.write(&mut cfg.sites);
@@ -180,35 +176,14 @@ impl Tracer {
             let cookie = loader::cookie_at_site(p.id, p.function, sites.index_of(p));
             (p.probe_offset(), cookie)
         };
-        let go = loader::attach_go_points(
-            &skel.progs.go_enter,
-            &skel.progs.go_exit,
+        let attachment = loader::attach_with_go(
+            &uprobes(&skel),
+            &points,
+            [&skel.progs.go_enter, &skel.progs.go_exit],
             &go_points,
             config.attach_all,
-            &|p| loader::cookie_of(p.id, p.function),
-        );
-        let mut attachment =
-            match loader::attach_points(&uprobes(&skel), &points, config.attach_all, &at) {
-                Ok(a) => a,
-                // Only Go's points planned: what they attached is the trace.
-                Err(_) if points.is_empty() && !go.attached.is_empty() => loader::Attachment {
-                    links: Vec::new(),
-                    attached: Vec::new(),
-                    refused: Vec::new(),
-                },
-                Err(e) if points.is_empty() => {
-                    return Err(match go.refused.first() {
-                        Some(m) => Error::NothingToAttach {
-                            reasons: format!("{}: {}", m.function, m.reason),
-                        },
-                        None => e,
-                    })
-                }
-                Err(e) => return Err(e),
-            };
-        attachment.links.extend(go.links);
-        attachment.attached.extend(go.attached);
-        attachment.refused.extend(go.refused);
+            &at,
+        )?;
         let mut not_attached = plan.missing.clone();
         not_attached.extend(attachment.refused);
         let follow = Follow::of(plan, &points, &at, config.attach_all);

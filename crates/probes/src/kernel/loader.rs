@@ -271,6 +271,7 @@ fn attach_multi(prog: &ProgramMut<'_>, batch: &Batch<'_>, retprobe: bool) -> Res
 }
 
 /// The probes of a plan that attached, and those the kernel refused.
+#[derive(Default)]
 pub(crate) struct Attachment {
     /// They detach when dropped.
     pub links: Vec<Link>,
@@ -347,6 +348,33 @@ pub(crate) fn attach_points(
     if out.attached.is_empty() {
         return Err(all_refused(&out.refused));
     }
+    Ok(out)
+}
+
+/// Attaches a plan's points: the C libraries' with `uprobes` (see [`attach_points`]) and Go's
+/// with `go` (entry and return programs, see [`attach_go_points`]). An error only when the
+/// kernel refuses them all.
+pub(crate) fn attach_with_go(
+    uprobes: &Uprobes<'_, '_>,
+    points: &[AttachPoint],
+    go: [&ProgramMut<'_>; 2],
+    go_points: &[AttachPoint],
+    attach_all: bool,
+    at: &dyn Fn(&AttachPoint) -> (u64, u64),
+) -> Result<Attachment, Error> {
+    let cookie = |p: &AttachPoint| cookie_of(p.id, p.function);
+    let go = attach_go_points(go[0], go[1], go_points, attach_all, &cookie);
+    let mut out = if points.is_empty() {
+        if go.attached.is_empty() {
+            return Err(all_refused(&go.refused));
+        }
+        Attachment::default()
+    } else {
+        attach_points(uprobes, points, attach_all, at)?
+    };
+    out.links.extend(go.links);
+    out.attached.extend(go.attached);
+    out.refused.extend(go.refused);
     Ok(out)
 }
 

@@ -71,11 +71,7 @@ impl Sniffer {
             cfg.tls_layer_file = loader::c_name(file);
         }
         // Go's functions are probed at their entry and returns by programs of their own.
-        let (go_points, native): (Vec<AttachPoint>, Vec<AttachPoint>) = plan
-            .points
-            .iter()
-            .cloned()
-            .partition(|p| matches!(p.placement, Placement::GoExits { .. }));
+        let (go_points, native) = plan.go_and_native();
         let points: Vec<AttachPoint> = native.iter().map(sniffable).collect();
         let points = Sites::fitted(&points);
         let sites = Sites::of(&points);
@@ -109,33 +105,14 @@ impl Sniffer {
             let cookie = loader::cookie_at_site(p.id, p.function, sites.index_of(p));
             (p.probe_offset(), cookie)
         };
-        let go = loader::attach_go_points(
-            &skel.progs.go_sniff_enter,
-            &skel.progs.go_sniff_exit,
+        let attachment = loader::attach_with_go(
+            &uprobes,
+            &points,
+            [&skel.progs.go_sniff_enter, &skel.progs.go_sniff_exit],
             &go_points,
             false,
-            &|p| loader::cookie_of(p.id, p.function),
-        );
-        let mut attachment = if points.is_empty() {
-            if go.attached.is_empty() {
-                return Err(Error::NothingToAttach {
-                    reasons: go.refused.first().map_or_else(
-                        || "no probe was planned".to_string(),
-                        |m| format!("{}: {}", m.function, m.reason),
-                    ),
-                });
-            }
-            loader::Attachment {
-                links: Vec::new(),
-                attached: Vec::new(),
-                refused: Vec::new(),
-            }
-        } else {
-            loader::attach_points(&uprobes, &points, false, &at)?
-        };
-        attachment.links.extend(go.links);
-        attachment.attached.extend(go.attached);
-        attachment.refused.extend(go.refused);
+            &at,
+        )?;
         let mut links = attachment.links;
         let mut not_attached = plan.missing.clone();
         not_attached.extend(attachment.refused);
