@@ -18,6 +18,61 @@ pub struct BenchDocument {
     pub kind: String,
     pub environment: Environment,
     pub result: RunResult,
+    /// `bench --shard I/N`: this run's part of a sharded run. Absent for a whole run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardInfo>,
+    /// `tlsscope merge`: one row per shard document merged into `result`. Absent elsewhere.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<ShardRow>,
+}
+
+/// One shard of a sharded run (`bench --shard I/N [--start-at T]`), as it ran.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    /// I, counted from 0 (a Kubernetes Indexed Job's `JOB_COMPLETION_INDEX`).
+    pub index: usize,
+    /// N, the number of shards.
+    pub count: usize,
+    /// The host the shard ran on (its hostname).
+    pub host: String,
+    /// `--start-at`, as given (RFC 3339); None when the shard started at once.
+    pub start_at: Option<String>,
+    /// When the shard's load really began, RFC 3339 with nanoseconds (UTC).
+    pub started_at: String,
+    /// `started_at` minus `start_at`, in milliseconds (positive: late); None without
+    /// `--start-at`.
+    pub start_skew_ms: Option<f64>,
+    /// The measured window (after warm-up), as Unix time in nanoseconds of this host's clock:
+    /// [start, end].
+    pub window_unix_ns: [u64; 2],
+    /// What the host's clock discipline says of its own error, in milliseconds (the kernel's
+    /// estimated error, `adjtimex`), and whether it is synchronised; None where it cannot tell.
+    pub clock_error_ms: Option<f64>,
+    pub clock_synchronised: Option<bool>,
+    /// This shard's part of the whole run's settings: connections, `-n` and `--rate`.
+    pub connections: usize,
+    pub requests: Option<u64>,
+    pub rate_per_s: Option<f64>,
+}
+
+/// One shard in a merged document.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ShardRow {
+    /// The document merged (its path as given to `merge`).
+    pub file: String,
+    /// The shard's own description; None when the document had none (a plain bench run) or
+    /// could not be read.
+    pub shard: Option<ShardInfo>,
+    /// "merged", or "failed" with `problem` saying why (unreadable, interrupted, errors...).
+    pub status: String,
+    pub problem: Option<String>,
+    pub ops: u64,
+    pub ops_per_s: f64,
+    pub errors_total: u64,
+    /// Client CPU seconds per 1000 operations on this shard.
+    pub client_cpu_s_per_1000_ops: f64,
+    /// The shard's client was the bottleneck (its own `client_bottleneck`).
+    pub client_bound: bool,
 }
 
 impl BenchDocument {
@@ -28,6 +83,8 @@ impl BenchDocument {
             kind: "bench".into(),
             environment,
             result,
+            shard: None,
+            shards: Vec::new(),
         }
     }
 
