@@ -20,14 +20,14 @@ const HELLO_RETRY_RANDOM: &str =
     "cf:21:ad:74:e5:9a:61:11:be:1d:8c:02:1e:65:b8:91:c2:a2:11:16:7a:bb:8c:5e:07:9e:09:e2:c8:a8:33:9c";
 
 /// A tshark capture of one TCP port on the loopback interface.
-struct Capture {
+pub(crate) struct Capture {
     child: Child,
     file: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Capture {
-    fn start(port: u16) -> Capture {
+    pub(crate) fn start(port: u16) -> Capture {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("run.pcap");
         let watched = support::start_until(
@@ -47,14 +47,20 @@ impl Capture {
     }
 
     /// Stops the capture and dissects it: one entry per TCP connection, in order.
-    fn stop(mut self) -> Vec<Connection> {
+    fn stop(self) -> Vec<Connection> {
+        let (file, _dir) = self.finish();
+        dissect(&file)
+    }
+
+    /// Stops the capture: the capture file, and the directory that holds it.
+    pub(crate) fn finish(mut self) -> (PathBuf, tempfile::TempDir) {
         // What the run sent last is on the interface already; give tshark time to write it.
         std::thread::sleep(Duration::from_millis(500));
         // SIGINT: tshark writes out what it holds and ends, as after Ctrl-C.
         // SAFETY: kill has no memory effects; the pid is our own child, not yet reaped.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
         let _ = self.child.wait();
-        dissect(&self.file)
+        (self.file, self._dir)
     }
 }
 

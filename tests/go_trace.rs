@@ -270,6 +270,127 @@ fn a_stripped_go_server_is_sniffed_whole_with_its_sockets() {
     );
 }
 
+/// `sniff --keylog` on a Go server that set no KeyLogWriter: the secrets Go hands its own key
+/// log hook, in a private file, let tshark decrypt a real capture of the traffic, TLS 1.3 and
+/// TLS 1.2 alike: every request bench made is read back from the wire.
+#[test]
+fn a_go_servers_secrets_let_tshark_decrypt_a_capture_of_its_traffic() {
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::bench_wire::Capture;
+    use crate::sniff::{token, Sniff};
+    let _one = one_at_a_time();
+    let build = go::build("https-server", None);
+    let server = GoServer::start(&build.plain);
+    let pid = server.pid().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    let capture = Capture::start(server.addr.port());
+    let sniff = Sniff::start_in(&[], &["-p", &pid, "--keylog", keys.to_str().unwrap()]);
+    let path = format!("/keys-{}", token());
+    for tls in ["1.3", "1.2"] {
+        bench(
+            server.addr,
+            &[
+                "--mode",
+                "full",
+                "-n",
+                "6",
+                "-c",
+                "1",
+                "--tls",
+                tls,
+                "--request",
+                &path,
+            ],
+        );
+    }
+    let (code, stderr, _) = sniff.stop();
+    let (file, _capture_dir) = capture.finish();
+    let (handshakes, requests) = server.stop();
+    assert_eq!(code, Some(crate::EXIT_INTERRUPTED), "{stderr}");
+    // Each bench run also makes one connection to check the target first.
+    assert!(handshakes >= 12 && handshakes % 2 == 0, "{handshakes}");
+    let mode = std::fs::metadata(&keys).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let log = std::fs::read_to_string(&keys).unwrap();
+    let lines_of = |label: &str| log.lines().filter(|l| l.starts_with(label)).count();
+    // TLS 1.3: four secrets per handshake; TLS 1.2: the master secret. Half of each.
+    let per_version = usize::try_from(handshakes / 2).unwrap();
+    assert_eq!(
+        lines_of("CLIENT_HANDSHAKE_TRAFFIC_SECRET "),
+        per_version,
+        "{log}"
+    );
+    assert_eq!(
+        lines_of("SERVER_HANDSHAKE_TRAFFIC_SECRET "),
+        per_version,
+        "{log}"
+    );
+    assert_eq!(lines_of("CLIENT_TRAFFIC_SECRET_0 "), per_version, "{log}");
+    assert_eq!(lines_of("SERVER_TRAFFIC_SECRET_0 "), per_version, "{log}");
+    assert_eq!(lines_of("CLIENT_RANDOM "), per_version, "{log}");
+    assert!(
+        stderr.contains(&format!("key log: {} lines written", log.lines().count())),
+        "{stderr}"
+    );
+    let keylog_option = format!("tls.keylog_file:{}", keys.display());
+    let out = support::run_with_timeout(
+        Command::new("tshark")
+            .arg("-r")
+            .arg(&file)
+            .args(["-o", &keylog_option, "-Y", "http.request", "-T", "fields"])
+            .args(["-e", "tls.record.version", "-e", "http.request.uri"]),
+        Duration::from_secs(60),
+    );
+    let seen = support::text(&out.stdout);
+    let decrypted = seen.lines().filter(|l| l.ends_with(&path)).count();
+    assert_eq!(decrypted as u64, requests, "tshark decrypted: {seen}");
+    // Without the key log tshark sees no request at all: the figure above is the key log's.
+    let blind = support::run_with_timeout(
+        Command::new("tshark").arg("-r").arg(&file).args([
+            "-Y",
+            "http.request",
+            "-T",
+            "fields",
+            "-e",
+            "http.request.uri",
+        ]),
+        Duration::from_secs(60),
+    );
+    assert_eq!(support::text(&blind.stdout).trim(), "");
+}
+
+/// `sniff --keylog` where no target is a Go program: one line saying key logs come from Go
+/// programs only, a non-zero exit, and no file left behind.
+#[test]
+fn a_keylog_for_a_program_that_is_not_go_is_refused_in_one_line() {
+    let _one = one_at_a_time();
+    let server = support::Serve::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let keys = dir.path().join("keys.txt");
+    let pid = server.pid().to_string();
+    let keys_arg = keys.to_str().unwrap();
+    let out = support::tlsscope(&[
+        "sniff",
+        "--backend",
+        "kernel",
+        "-p",
+        &pid,
+        "--keylog",
+        keys_arg,
+    ]);
+    let stderr = support::text(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("--keylog") && errors[0].contains("Go programs only"),
+        "{stderr}"
+    );
+    assert!(!keys.exists());
+}
+
 /// `trace --binary` probes the program's file in every process that runs it, and `trace --
 /// PROGRAM` starts a Go program after probing its file (tlsscope's in-process library cannot
 /// wrap compiled-in functions): both count what the server counts.

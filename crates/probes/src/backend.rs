@@ -119,9 +119,24 @@ pub trait Capture {
     /// The kernel hooks the capture relies on, if any.
     fn syscall_hooks(&self) -> Option<&SyscallHooks>;
     fn backend(&self) -> Backend;
+    /// Key log lines read since the last call (`SniffConfig::key_log`; Go programs only).
+    fn take_key_lines(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// The key log hooks attached, and those the kernel refused, with why.
+    fn key_log_hooks(&self) -> (usize, Vec<String>) {
+        (0, Vec::new())
+    }
 }
 
 impl Capture for Sniffer {
+    fn take_key_lines(&self) -> Vec<String> {
+        Sniffer::take_key_lines(self)
+    }
+    fn key_log_hooks(&self) -> (usize, Vec<String>) {
+        let (n, refused) = Sniffer::key_log_hooks(self);
+        (n, refused.to_vec())
+    }
     fn poll(
         &self,
         interval: Duration,

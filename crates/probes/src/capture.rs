@@ -52,6 +52,8 @@ pub struct SniffCounters {
     /// In-process wrappers that failed (a panic caught in them): each stopped copying its
     /// function's calls in its process from then on, so later calls were not captured.
     pub wrapper_failures: u64,
+    /// Key log lines (`sniff --keylog`) that did not fit their ring buffer.
+    pub lost_keys: u64,
 }
 
 /// Where a capture hands each completed call: the call, and its captured bytes (read in place

@@ -263,7 +263,24 @@ pub struct Plan {
     /// library mapped (a server's workers), probed too: a uprobe attached in one process does
     /// not fire in the children it forked.
     pub children: Vec<(u32, u32)>,
+    /// Go programs' key log hooks, for a plaintext selection (`sniff --keylog`).
+    pub key_logs: Vec<KeyLogPoint>,
 }
+
+/// Where a Go program's key log hook, `crypto/tls.(*Config).writeKeyLog`, is probed: Go calls
+/// it with every handshake secret, and it returns at once when the program set no
+/// KeyLogWriter, so an entry probe reads every secret of every program.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyLogPoint {
+    pub path: PathBuf,
+    /// The process to attach in, or -1: all.
+    pub pid: i32,
+    /// The file offset of the probe: the entry, or the stack check's branch (emulated).
+    pub offset: u64,
+}
+
+/// Go's key log hook, as `.gopclntab` names it.
+pub const GO_KEY_LOG_FUNCTION: &str = "crypto/tls.(*Config).writeKeyLog";
 
 impl Plan {
     /// Plans the functions `selection` wants in `targets`. Fails when a target cannot be read,
@@ -277,6 +294,7 @@ impl Plan {
             selection,
             nss_ssl_file: None,
             children: Vec::new(),
+            key_logs: Vec::new(),
         };
         for target in targets {
             match target {
@@ -486,6 +504,19 @@ impl Plan {
                         .unwrap_or(0),
                 },
             });
+        }
+        if matches!(self.selection, Selection::Plaintext { .. }) {
+            if let Some(found) = go.function(GO_KEY_LOG_FUNCTION) {
+                let delta = go
+                    .code(found)
+                    .and_then(|code| crate::exits::stack_check_branch(code, found.address))
+                    .unwrap_or(0);
+                self.key_logs.push(KeyLogPoint {
+                    path: go.path().to_path_buf(),
+                    pid,
+                    offset: found.file_offset + delta,
+                });
+            }
         }
         if self.points.len() == before && wanted.iter().all(|(_, f)| go.function(f.name).is_none())
         {

@@ -57,6 +57,12 @@ pub struct SniffArgs {
     /// `tshark -d tcp.port==443,http`).
     #[arg(long, value_name = "FILE", value_parser = crate::common::output::file_only())]
     pub pcap: Option<OutputFile>,
+    /// Write the TLS secrets of a Go program's handshakes to FILE (created 0600) in the NSS key
+    /// log format, for Wireshark/tshark to decrypt a capture of the real traffic
+    /// (`-o tls.keylog_file:FILE`). Read from Go's own key log hook, whether or not the program
+    /// set a KeyLogWriter; Go programs only.
+    #[arg(long, value_name = "FILE", value_parser = crate::common::output::file_only())]
+    pub keylog: Option<OutputFile>,
     /// Keep only calls whose payload contains this text.
     #[arg(long, value_name = "TEXT")]
     pub grep: Option<String>,
@@ -101,6 +107,8 @@ pub struct Config {
     pub stream: Option<OutputFile>,
     /// The pcapng file (--pcap), if any.
     pub pcap: Option<PathBuf>,
+    /// The key log file (--keylog), if any.
+    pub keylog: Option<PathBuf>,
 }
 
 impl SniffArgs {
@@ -132,6 +140,7 @@ impl SniffArgs {
                     .ring_size
                     .map_or(probes::user::DEFAULT_RING_BYTES, u64::from),
                 handshake_records: self.handshake,
+                key_log: self.keylog.is_some(),
             },
             duration: self.duration,
             view: View {
@@ -149,6 +158,7 @@ impl SniffArgs {
             },
             stream,
             pcap: self.pcap.as_ref().and_then(|p| p.path.clone()),
+            keylog: self.keylog.as_ref().and_then(|p| p.path.clone()),
         })
     }
 
@@ -193,6 +203,16 @@ impl Config {
     }
 }
 
+impl Config {
+    /// Creates the key log file, if one is asked for (private: it holds the secrets).
+    pub fn create_keylog(&self) -> anyhow::Result<Option<BufWriter<File>>> {
+        self.keylog
+            .as_deref()
+            .map(|path| Ok(BufWriter::new(create_private(path, "--keylog")?)))
+            .transpose()
+    }
+}
+
 /// Opens a file for captured plaintext: created with mode 0600 (and kept so if it existed).
 /// `flag` names the option in errors.
 fn create_private(path: &Path, flag: &str) -> anyhow::Result<File> {
@@ -224,6 +244,10 @@ pub fn incomplete_message(why: &Incomplete) -> String {
         ),
         Incomplete::Unchecked(n) => format!(
             "{n} NSPR calls not sniffed: whether their file was a TLS socket could not be checked (the process's memory map was being changed)"
+        ),
+        Incomplete::LostKeys(n) => format!(
+            "{} did not fit their ring buffer: the key log misses those secrets",
+            count(n, "key log line")
         ),
     }
 }

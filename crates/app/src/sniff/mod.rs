@@ -32,6 +32,13 @@ pub fn run(a: &SniffArgs) -> anyhow::Result<ExitCode> {
         sniffed.ended_by.as_deref(),
         sniffed.window,
     );
+    if let (Some(lines), Some(path)) = (sniffed.key_lines, &config.keylog) {
+        eprintln!(
+            "tlsscope sniff: key log: {} written to {}",
+            crate::render::words::count(lines, "line"),
+            path.display()
+        );
+    }
     if let Some(e) = sniffed.failure {
         return Err(e);
     }

@@ -33,6 +33,8 @@ pub enum Incomplete {
     WrapperFailures(u64),
     /// NSPR calls whose file could not be checked for being a TLS socket.
     Unchecked(u64),
+    /// Key log lines (`--keylog`) that did not fit their ring buffer.
+    LostKeys(u64),
 }
 
 /// What a capture did: what reached the output (the tally), the probes' counters, how long
@@ -44,6 +46,8 @@ pub struct Sniffed {
     pub window: Duration,
     pub ended_by: Option<String>,
     pub failure: Option<anyhow::Error>,
+    /// Key log lines written (`--keylog`).
+    pub key_lines: Option<u64>,
 }
 
 impl Sniffed {
@@ -59,6 +63,8 @@ impl Sniffed {
             Some(Incomplete::WrapperFailures(c.wrapper_failures))
         } else if c.unchecked > 0 {
             Some(Incomplete::Unchecked(c.unchecked))
+        } else if c.lost_keys > 0 {
+            Some(Incomplete::LostKeys(c.lost_keys))
         } else {
             None
         }
@@ -86,6 +92,7 @@ pub fn run(config: &Config, stop: &AtomicBool) -> anyhow::Result<Sniffed> {
         None => Stream::Stdout(BufWriter::new(io::stdout())),
     };
     let mut pcap = config.create_pcap()?;
+    let mut keylog = key_log_file(config, &*session.capture)?;
     for note in &session.notes {
         eprintln!("tlsscope sniff: {note}");
     }
@@ -129,7 +136,7 @@ pub fn run(config: &Config, stop: &AtomicBool) -> anyhow::Result<Sniffed> {
         pids: &watched,
         stop,
     };
-    let end = capture(sniffer, &mut writer, &until);
+    let end = capture(sniffer, &mut writer, keylog.as_mut(), &until);
     let (window, mut ended_by) = (end.window, end.ended_by);
     let mut failure: Option<anyhow::Error> = end.poll_error.map(Into::into);
     if let Some(e) = &end.write_error {
@@ -153,6 +160,14 @@ pub fn run(config: &Config, stop: &AtomicBool) -> anyhow::Result<Sniffed> {
     if let Some(p) = pcap.as_mut() {
         flushed = flushed.and(p.flush());
     }
+    if let Some(k) = keylog.as_mut() {
+        if let Err(e) = k.file.flush() {
+            failure.get_or_insert(anyhow::anyhow!(
+                "--keylog {}: cannot write: {e}",
+                k.path.display()
+            ));
+        }
+    }
     if let (Err(e), None) = (&flushed, &failure) {
         if e.kind() != io::ErrorKind::BrokenPipe {
             failure = Some(anyhow::anyhow!("{}", output_problem(e, config)));
@@ -164,7 +179,56 @@ pub fn run(config: &Config, stop: &AtomicBool) -> anyhow::Result<Sniffed> {
         window,
         ended_by,
         failure,
+        key_lines: keylog.map(|k| k.lines),
     })
+}
+
+/// The key log file (`--keylog`) and the lines written to it.
+struct KeyLog {
+    file: BufWriter<std::fs::File>,
+    path: std::path::PathBuf,
+    lines: u64,
+}
+
+impl KeyLog {
+    /// Writes the lines the capture read since the last call.
+    fn drain(&mut self, capture: &dyn Capture) -> io::Result<()> {
+        for line in capture.take_key_lines() {
+            writeln!(self.file, "{line}")?;
+            self.lines += 1;
+        }
+        Ok(())
+    }
+}
+
+/// The key log file, once the capture has its hooks in: an error when `--keylog` is given and
+/// no target is a Go program (the only key log tlsscope reads), or the kernel refused them all.
+fn key_log_file(config: &Config, capture: &dyn Capture) -> Result<Option<KeyLog>> {
+    let Some(path) = &config.keylog else {
+        return Ok(None);
+    };
+    let (hooks, refused) = capture.key_log_hooks();
+    if hooks == 0 {
+        match refused.first() {
+            Some(why) => crate::fail!(
+                "--keylog {}: the kernel refused the probe on Go's key log hook ({why})",
+                path.display()
+            ),
+            None => crate::fail!(
+                "--keylog {}: key logs are read from Go programs only (crypto/tls's own key log hook), and no target is one: drop --keylog",
+                path.display()
+            ),
+        }
+    }
+    let file = config
+        .create_keylog()
+        .map_err(|e| crate::common::error::Error::msg(format!("{e:#}")))?
+        .expect("--keylog was given");
+    Ok(Some(KeyLog {
+        file,
+        path: path.clone(),
+        lines: 0,
+    }))
 }
 
 /// Where the stream goes: a file (`-o`) or standard output.
@@ -777,6 +841,7 @@ const FLUSH_EVERY: Duration = Duration::from_millis(100);
 fn capture<W: Write>(
     sniffer: &dyn Capture,
     writer: &mut Writer<'_, W>,
+    mut keylog: Option<&mut KeyLog>,
     until: &Until<'_>,
 ) -> CaptureEnd {
     let started = std::time::Instant::now();
@@ -800,6 +865,16 @@ fn capture<W: Write>(
         };
         let seen = polled.calls;
         interval = next_interval(interval, polled);
+        // The secrets as they come: a key log read while the capture runs decrypts it.
+        if let Some(k) = keylog.as_deref_mut() {
+            if let Err(e) = k.drain(sniffer).and_then(|()| k.file.flush()) {
+                end.write_error = Some(io::Error::new(
+                    e.kind(),
+                    format!("--keylog {}: {e}", k.path.display()),
+                ));
+                break;
+            }
+        }
         let result = written.and_then(|()| match sniffer.counters() {
             Ok(now) => writer.losses(&now).map(|lost| lost || seen > 0),
             Err(_) => Ok(seen > 0),
@@ -840,6 +915,14 @@ fn capture<W: Write>(
                 if writer.call(&call, &call.data).is_err() {
                     break;
                 }
+            }
+        }
+        if let Some(k) = keylog {
+            if let Err(e) = k.drain(sniffer) {
+                end.write_error = Some(io::Error::new(
+                    e.kind(),
+                    format!("--keylog {}: {e}", k.path.display()),
+                ));
             }
         }
     }

@@ -253,7 +253,11 @@ impl Uprobes<'_, '_> {
     }
 }
 
-fn attach_multi(prog: &ProgramMut<'_>, batch: &Batch<'_>, retprobe: bool) -> Result<Link, String> {
+pub(crate) fn attach_multi(
+    prog: &ProgramMut<'_>,
+    batch: &Batch<'_>,
+    retprobe: bool,
+) -> Result<Link, String> {
     let opts = UprobeMultiOpts {
         offsets: batch.offsets.clone(),
         cookies: batch.cookies.clone(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use libbpf_rs::Link;
 
 use super::loader::{self, Sites, Uprobes};
-use super::skel::sniff::types::{sn_counter, sn_endpoints, sn_event, sn_flags};
+use super::skel::sniff::types::{sn_counter, sn_endpoints, sn_event, sn_flags, sn_key};
 use super::skel::sniff::{SniffSkel, SniffSkelBuilder};
 use super::syscalls::{self, Edge, SyscallHooks};
 use crate::capture::{socket_pair, Call, SniffCounters};
@@ -34,6 +34,8 @@ pub struct SniffConfig {
     /// connection whose first request was read during the handshake makes none in the
     /// `SSL_read` that returns it.
     pub handshake_records: bool,
+    /// Probe Go programs' key log hook (`sniff --keylog`); see [`crate::plan::KeyLogPoint`].
+    pub key_log: bool,
 }
 
 /// What sniff loses without its syscall hooks.
@@ -46,6 +48,11 @@ pub struct Sniffer {
     ring: libbpf_rs::RingBuffer<'static>,
     /// Records the ring-buffer callback copied, back to back, and where each ends.
     records: std::rc::Rc<std::cell::RefCell<Records>>,
+    /// Key log lines read from the ring, waiting for [`Sniffer::take_key_lines`].
+    key_lines: std::rc::Rc<std::cell::RefCell<Vec<String>>>,
+    /// The key log hooks attached, and those the kernel refused (with why).
+    key_log_hooks: usize,
+    key_log_refused: Vec<String>,
     /// Held, never read: dropping them detaches the probes, before the skeleton unloads.
     _links: Vec<Link>,
     skel: SniffSkel<'static>,
@@ -80,6 +87,8 @@ impl Sniffer {
             .go_sniff_enter
             .set_autoload(!go_points.is_empty());
         open.progs.go_sniff_exit.set_autoload(!go_points.is_empty());
+        let key_log = config.key_log && !plan.key_logs.is_empty();
+        open.progs.go_keylog.set_autoload(key_log);
         let skel = loader::load(open, PROGRAM)?;
         let records = std::rc::Rc::new(std::cell::RefCell::new(Records::default()));
         let sink = records.clone();
@@ -93,6 +102,18 @@ impl Sniffer {
                 0
             })
             .map_err(|e| Error::bpf("reading the ring buffer", e))?;
+        let key_lines = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        if key_log {
+            let sink = key_lines.clone();
+            builder
+                .add(&skel.maps.keys, move |bytes: &[u8]| {
+                    if let Some(line) = key_line(bytes) {
+                        sink.borrow_mut().push(line);
+                    }
+                    0
+                })
+                .map_err(|e| Error::bpf("reading the key log ring buffer", e))?;
+        }
         let ring = builder
             .build()
             .map_err(|e| Error::bpf("reading the ring buffer", e))?;
@@ -114,6 +135,24 @@ impl Sniffer {
             &at,
         )?;
         let mut links = attachment.links;
+        let (mut key_log_hooks, mut key_log_refused) = (0, Vec::new());
+        if key_log {
+            for point in &plan.key_logs {
+                let batch = loader::Batch {
+                    pid: point.pid,
+                    path: &point.path,
+                    offsets: vec![usize::try_from(point.offset).unwrap_or(usize::MAX)],
+                    cookies: vec![0],
+                };
+                match loader::attach_multi(&skel.progs.go_keylog, &batch, false) {
+                    Ok(link) => {
+                        links.push(link);
+                        key_log_hooks += 1;
+                    }
+                    Err(why) => key_log_refused.push(format!("{}: {why}", point.path.display())),
+                }
+            }
+        }
         let mut not_attached = plan.missing.clone();
         not_attached.extend(attachment.refused);
         let (hook_links, syscall_hooks) =
@@ -122,6 +161,9 @@ impl Sniffer {
         Ok(Sniffer {
             ring,
             records,
+            key_lines,
+            key_log_hooks,
+            key_log_refused,
             _links: links,
             skel,
             attached: attachment.attached,
@@ -144,6 +186,16 @@ impl Sniffer {
         &self.syscall_hooks
     }
 
+    /// The key log hooks attached (`SniffConfig::key_log`), and those refused, with why.
+    pub fn key_log_hooks(&self) -> (usize, &[String]) {
+        (self.key_log_hooks, &self.key_log_refused)
+    }
+
+    /// The key log lines read so far (by [`Sniffer::poll`]) and not yet taken.
+    pub fn take_key_lines(&self) -> Vec<String> {
+        std::mem::take(&mut *self.key_lines.borrow_mut())
+    }
+
     /// The kernel's counters so far.
     pub fn counters(&self) -> Result<SniffCounters, Error> {
         let sum = |index: sn_counter| {
@@ -159,6 +211,7 @@ impl Sniffer {
             calls: sum(sn_counter::SN_CALLS)?,
             unchecked: sum(sn_counter::SN_UNCHECKED)?,
             wrapper_failures: 0,
+            lost_keys: sum(sn_counter::SN_LOST_KEYS)?,
         })
     }
 
@@ -204,6 +257,40 @@ fn sniffable(point: &AttachPoint) -> AttachPoint {
         }
     }
     point
+}
+
+/// One key log record (`struct sn_key`) as a line of the NSS key log format Wireshark reads:
+/// `LABEL CLIENT_RANDOM SECRET`, the last two in hex, without the line end. None for a record
+/// too short, or one whose fields could not be read.
+fn key_line(bytes: &[u8]) -> Option<String> {
+    if bytes.len() < std::mem::size_of::<sn_key>() {
+        return None;
+    }
+    // SAFETY: sn_key is a plain #[repr(C)] skeleton type of integers and byte arrays (every bit
+    // pattern valid), and `bytes` holds at least its size; read_unaligned copies it out whatever
+    // the ring buffer's alignment.
+    let k: sn_key = unsafe { std::ptr::read_unaligned(bytes.as_ptr().cast::<sn_key>()) };
+    let field = |all: &[u8], len: u8| all.get(..usize::from(len)).map(<[u8]>::to_vec);
+    let label: Vec<u8> = k.label.iter().map(|&c| c as u8).collect();
+    let (label, random, secret) = (
+        field(&label, k.label_len)?,
+        field(&k.random, k.random_len)?,
+        field(&k.secret, k.secret_len)?,
+    );
+    let label_ok = !label.is_empty()
+        && label
+            .iter()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == b'_');
+    if !label_ok || random.is_empty() || secret.is_empty() {
+        return None;
+    }
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    Some(format!(
+        "{} {} {}",
+        String::from_utf8_lossy(&label),
+        hex(&random),
+        hex(&secret)
+    ))
 }
 
 /// Ring-buffer records waiting for the assembler.

@@ -26,6 +26,7 @@ TS_EXPORT_ENUM(sn_kind);
 TS_EXPORT_ENUM(sn_count);
 TS_EXPORT_ENUM(sn_flags);
 TS_EXPORT_ENUM(sn_counter);
+TS_EXPORT_ENUM(sn_key_limits);
 
 TS_PER_THREAD_MAP(calls, struct sn_call);
 
@@ -489,3 +490,54 @@ int BPF_KPROBE(go_sniff_exit)
 	return 0;
 }
 
+
+/* The record's layout, for the Rust reader (the skeleton's types come from globals). */
+const volatile struct sn_key ts_export_sn_key = {};
+
+/* Key log lines (sniff --keylog): a few per handshake, read at the sniffer's pace. */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} keys SEC(".maps");
+
+/* A length from a Go slice or string header, cut to `most`. */
+static __always_inline __u32 go_len(__u64 len, __u32 most)
+{
+	return len > most ? most : (__u32)len;
+}
+
+/* Go's key log hook: crypto/tls.(*Config).writeKeyLog(label string, clientRandom, secret
+ * []byte) runs at every handshake secret, and returns at once when no KeyLogWriter is set. In
+ * Go's register ABI the receiver is in rax, the label in rbx (bytes) and rcx (length), the
+ * random in rdi and rsi, the secret in r9 and r10 (r8 and r11 are the slices' capacities). */
+SEC("uprobe.multi")
+int BPF_KPROBE(go_keylog)
+{
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+
+	if (!wanted(pid_tgid))
+		return 0;
+	struct sn_key *k = bpf_ringbuf_reserve(&keys, sizeof(*k), 0);
+
+	if (!k) {
+		count(SN_LOST_KEYS);
+		return 0;
+	}
+	__u32 label_len = go_len(ctx->cx, SN_KEY_LABEL);
+	__u32 random_len = go_len(ctx->si, SN_KEY_RANDOM);
+	__u32 secret_len = go_len(ctx->r10, SN_KEY_SECRET);
+
+	k->pid = pid_tgid >> 32;
+	k->_pad = 0;
+	if (bpf_probe_read_user(k->label, label_len, (void *)ctx->bx))
+		label_len = 0;
+	if (bpf_probe_read_user(k->random, random_len, (void *)ctx->di))
+		random_len = 0;
+	if (bpf_probe_read_user(k->secret, secret_len, (void *)ctx->r9))
+		secret_len = 0;
+	k->label_len = label_len;
+	k->random_len = random_len;
+	k->secret_len = secret_len;
+	bpf_ringbuf_submit(k, 0);
+	return 0;
+}

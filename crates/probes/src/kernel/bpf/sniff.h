@@ -118,7 +118,30 @@ enum sn_counter {
 	SN_LOST_CALLS = 1,   /* calls with at least one record lost */
 	SN_CALLS = 2,        /* calls seen (sent in full or not) */
 	SN_UNCHECKED = 3,    /* NSPR calls whose layer could not be checked (also lost calls) */
-	SN_COUNTERS = 4,
+	SN_LOST_KEYS = 4,    /* key log records that did not fit their ring buffer */
+	SN_COUNTERS = 5,
+};
+
+/* Sizes of a key log record's fields: the longest label Go writes
+ * ("CLIENT_HANDSHAKE_TRAFFIC_SECRET", 31 bytes), a ClientHello random, and the longest secret
+ * (SHA-384's 48 bytes; TLS 1.2's master secret is 48 too). */
+enum sn_key_limits {
+	SN_KEY_LABEL = 40,
+	SN_KEY_RANDOM = 32,
+	SN_KEY_SECRET = 64,
+};
+
+/* One line of a program's key log (NSS key log format: LABEL RANDOM SECRET), as Go's
+ * crypto/tls hands it to its key log hook, whether or not the program set a KeyLogWriter. */
+struct sn_key {
+	__u32 pid;
+	__u8 label_len;
+	__u8 random_len;
+	__u8 secret_len;
+	__u8 _pad;
+	char label[SN_KEY_LABEL];
+	__u8 random[SN_KEY_RANDOM];
+	__u8 secret[SN_KEY_SECRET];
 };
 
 #endif
