@@ -65,10 +65,13 @@ stop_pid() {
     wait "$pid" 2>/dev/null || true
     untrack "$pid"
 }
+# Functions cleanup calls after stopping our processes (e.g. deleting network namespaces).
+declare -a CLEANUP_HOOKS=()
 cleanup() {
     local rc=$? p
     trap - EXIT INT TERM HUP
     for p in "${STARTED[@]}"; do stop_pid "$p"; done
+    for p in "${CLEANUP_HOOKS[@]}"; do "$p" || true; done
     [[ -n $WORK ]] && rm -rf "$WORK"
     ((rc == 0)) || note "stopped early (exit status $rc); partial results, if any, are in ${RUN_DIR:-?}"
     exit "$rc"
