@@ -955,7 +955,7 @@ mod tests {
     }
 
     #[test]
-    fn losses_come_first_then_failed_wrappers_then_unchecked_calls() {
+    fn losses_come_first_then_failed_wrappers_then_unchecked_calls_then_lost_keys() {
         let sniffed = |counters: SniffCounters, incomplete: u64| Sniffed {
             tally: Tally {
                 incomplete,
@@ -965,6 +965,7 @@ mod tests {
             window: Duration::ZERO,
             ended_by: None,
             failure: None,
+            key_lines: None,
         };
         let counters = SniffCounters {
             lost_calls: 5,
@@ -1002,6 +1003,15 @@ mod tests {
         assert_eq!(
             sniffed(failed_wrapper, 0).incomplete(),
             Some(Incomplete::WrapperFailures(1))
+        );
+        // Lost key log lines make it incomplete, after everything else.
+        let lost_keys = SniffCounters {
+            lost_keys: 2,
+            ..SniffCounters::default()
+        };
+        assert_eq!(
+            sniffed(lost_keys, 0).incomplete(),
+            Some(Incomplete::LostKeys(2))
         );
         assert_eq!(sniffed(SniffCounters::default(), 0).incomplete(), None);
     }

@@ -479,6 +479,42 @@ mod tests {
         );
     }
 
+    /// A key log record as `go_keylog` sends it.
+    fn key_record(label: &str, random: &[u8], secret: &[u8]) -> Vec<u8> {
+        let mut k = sn_key::default();
+        for (to, from) in k.label.iter_mut().zip(label.bytes()) {
+            *to = from as i8;
+        }
+        k.random[..random.len()].copy_from_slice(random);
+        k.secret[..secret.len()].copy_from_slice(secret);
+        k.label_len = u8::try_from(label.len()).unwrap();
+        k.random_len = u8::try_from(random.len()).unwrap();
+        k.secret_len = u8::try_from(secret.len()).unwrap();
+        // SAFETY: sn_key is a #[repr(C)] skeleton type of integers and arrays, its padding spelled
+        // out as fields, all initialized by Default.
+        let bytes = unsafe {
+            std::slice::from_raw_parts(
+                (&k as *const sn_key).cast::<u8>(),
+                std::mem::size_of::<sn_key>(),
+            )
+        };
+        bytes.to_vec()
+    }
+
+    #[test]
+    fn a_key_record_becomes_an_nss_key_log_line_and_junk_none() {
+        let line = key_line(&key_record("CLIENT_RANDOM", &[0xab; 32], &[0x01, 0xff]));
+        assert_eq!(
+            line.as_deref(),
+            Some(format!("CLIENT_RANDOM {} 01ff", "ab".repeat(32)).as_str())
+        );
+        // Fields the probe could not read, a label that is no NSS label, a short record.
+        assert_eq!(key_line(&key_record("CLIENT_RANDOM", &[1; 32], &[])), None);
+        assert_eq!(key_line(&key_record("bad label", &[1; 32], &[2; 48])), None);
+        assert_eq!(key_line(&key_record("", &[1; 32], &[2; 48])), None);
+        assert_eq!(key_line(&[0u8; 8]), None);
+    }
+
     #[test]
     fn flags_are_numbered_as_the_program_numbers_them() {
         // `as u8` would cut a number over 255 without a word.
