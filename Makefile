@@ -9,11 +9,13 @@ CARGO ?= cargo
 # namespaces), the BPF toolchain (clang, bpftool), perf (linux-perf: `tlsscope profile` drives
 # it) and Prometheus with promtool (prometheus: the metrics tests scrape tlsscope with it; its
 # service is not started); bash-completion, zsh, fish, man-db and groff-base, which load and
-# render the completions and man pages `make build` installs (the tests drive them).
+# render the completions and man pages `make build` installs (the tests drive them); Debian's
+# Go 1.19 (golang-1.19-go), whose programs have an older layout of Go's function table than the
+# machine's Go (the Go reader's tests build with both).
 APT_PACKAGES := ca-certificates xz-utils gcc g++ make perl cmake ninja-build pkg-config binutils openssl \
 	curl nginx wrk procps util-linux mount iproute2 clang libelf-dev zlib1g-dev linux-libc-dev \
 	bpftrace gnutls-bin tshark python3 bpftool libnss3-tools chromium linux-perf prometheus \
-	bash-completion zsh fish man-db groff-base
+	bash-completion zsh fish man-db groff-base golang-1.19-go
 
 # Where `make install-extras` puts the shell completions and man pages the binary generates
 # from its argument definitions: the directories the shells and man search; DESTDIR stages them

@@ -172,6 +172,14 @@ fn a_go_1_27_server_stripped_gives_the_same_counts() {
     trace_matches_the_servers_counts(&build.stripped);
 }
 
+/// Debian's Go 1.19: the older layout of Go's function table, and Go's register ABI in its
+/// second year.
+#[test]
+fn a_go_1_19_server_stripped_gives_the_same_counts() {
+    let build = go::build("https-server", Some("debian-go1.19"));
+    trace_matches_the_servers_counts(&build.stripped);
+}
+
 #[test]
 fn a_go_program_without_tls_gets_one_line_saying_so() {
     let build = go::build("tcp-echo", None);

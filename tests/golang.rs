@@ -1,6 +1,6 @@
 //! Go programs: the functions and Go version `probes::GoBinary` reads from real Go binaries,
-//! built here by two Go toolchains, checked against the Go toolchain's own `go version` and
-//! `go tool nm`.
+//! built here by three Go toolchains (two layouts of Go's function table), checked against the
+//! Go toolchain's own `go version` and `go tool nm`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -13,22 +13,50 @@ use probes::{Error, GoBinary, GoError};
 use crate::support;
 use crate::support::go::go;
 
-/// The Go toolchains the tests build with: the machine's own, and the one other version
-/// approved here, which `go` fetches as a module (GOTOOLCHAIN) on first use.
-const TOOLCHAINS: [Toolchain; 2] = [Toolchain::Local, Toolchain::Go1_27_3];
+/// The Go toolchains the tests build with: the machine's own, the one other version approved
+/// here, which `go` fetches as a module (GOTOOLCHAIN) on first use, and Debian's Go 1.19
+/// (golang-1.19-go, `make deps`), whose function table has the Go 1.18-1.19 layout.
+const TOOLCHAINS: [Toolchain; 3] = [Toolchain::Local, Toolchain::Go1_27_3, Toolchain::Debian1_19];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Toolchain {
     /// Whatever `go` is installed (go1.26.8 on the project's machines).
     Local,
     Go1_27_3,
+    Debian1_19,
 }
 
 impl Toolchain {
+    /// GOTOOLCHAIN's value (Go 1.19 knows no GOTOOLCHAIN, and builds with itself).
     fn gotoolchain(self) -> &'static str {
         match self {
-            Toolchain::Local => "local",
+            Toolchain::Local | Toolchain::Debian1_19 => "local",
             Toolchain::Go1_27_3 => "go1.27.3",
+        }
+    }
+
+    /// The go command.
+    fn go(self) -> PathBuf {
+        match self {
+            Toolchain::Debian1_19 => support::go::debian_go_1_19(),
+            _ => go(),
+        }
+    }
+
+    /// The release `go version` must name, where it is not the machine's own.
+    fn release(self) -> Option<&'static str> {
+        match self {
+            Toolchain::Local => None,
+            Toolchain::Go1_27_3 => Some("go1.27.3"),
+            Toolchain::Debian1_19 => Some("go1.19"),
+        }
+    }
+
+    /// The go.mod's go line: the oldest toolchain's own release where it builds.
+    fn go_mod(self) -> &'static str {
+        match self {
+            Toolchain::Debian1_19 => "module example\n\ngo 1.19\n",
+            _ => "module example\n\ngo 1.22\n",
         }
     }
 }
@@ -36,7 +64,7 @@ impl Toolchain {
 /// Runs `go ARGS` with `toolchain` in `dir`; panics with its stderr unless it succeeds.
 fn run_go(toolchain: Toolchain, dir: &Path, args: &[&str]) -> String {
     let out = support::run_with_timeout(
-        Command::new(go())
+        Command::new(toolchain.go())
             .args(args)
             .current_dir(dir)
             .env("GOTOOLCHAIN", toolchain.gotoolchain())
@@ -91,28 +119,27 @@ struct Programs {
 
 /// Builds each program once per test run and toolchain.
 fn programs(toolchain: Toolchain) -> &'static Programs {
-    static BUILT: [OnceLock<Programs>; 2] = [OnceLock::new(), OnceLock::new()];
+    static BUILT: [OnceLock<Programs>; 3] = [OnceLock::new(), OnceLock::new(), OnceLock::new()];
     let slot = TOOLCHAINS.iter().position(|&t| t == toolchain).unwrap();
     BUILT[slot].get_or_init(|| build(toolchain))
 }
 
 fn build(toolchain: Toolchain) -> Programs {
-    if toolchain != Toolchain::Local {
+    if let Some(release) = toolchain.release() {
         // GOTOOLCHAIN is Go 1.21's: an older go ignores it and would build with itself.
         let version = run_go(toolchain, Path::new("."), &["version"]);
         assert!(
-            version.contains(&format!("{} ", toolchain.gotoolchain())),
-            "GOTOOLCHAIN={} gave {version:?}: switching toolchains needs a local go of 1.21 or later",
-            toolchain.gotoolchain()
+            version.contains(&format!("{release}")),
+            "{toolchain:?} gave {version:?}: switching toolchains needs a local go of 1.21 or later"
         );
     }
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join("golang")
-        .join(toolchain.gotoolchain());
+        .join(format!("{toolchain:?}"));
     let module = |name: &str, source: &str| -> PathBuf {
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("go.mod"), "module example\n\ngo 1.22\n").unwrap();
+        std::fs::write(dir.join("go.mod"), toolchain.go_mod()).unwrap();
         std::fs::write(dir.join("main.go"), source).unwrap();
         dir
     };
@@ -197,9 +224,30 @@ fn elf_name(name: &str) -> String {
 
 /// The function table's name for a symbol: the ELF symbol table marks assembly functions of
 /// the old calling convention with ".abi0" ("runtime.call16384.abi0"); the function table
-/// does not.
-fn go_name(nm_name: &str) -> &str {
-    nm_name.strip_suffix(".abi0").unwrap_or(nm_name)
+/// does not. Go 1.18-1.19's linker also shortened a generic function's type arguments to
+/// "[...]" in the table ("crypto/elliptic.(*nistCurve[...]).ScalarBaseMult"), where the symbol
+/// table spells them out: both sides are compared in that short form.
+fn go_name(nm_name: &str) -> String {
+    short_generics(nm_name.strip_suffix(".abi0").unwrap_or(nm_name))
+}
+
+/// `name` with each outermost [type arguments] as "[...]".
+fn short_generics(name: &str) -> String {
+    let (mut out, mut depth) = (String::with_capacity(name.len()), 0usize);
+    for c in name.chars() {
+        match c {
+            '[' => {
+                if depth == 0 {
+                    out.push_str("[...]");
+                }
+                depth += 1;
+            }
+            ']' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
 }
 
 #[test]
@@ -253,7 +301,7 @@ fn every_function_go_tool_nm_lists_is_found_at_its_address_with_its_size() {
                 .get(&address)
                 .unwrap_or_else(|| panic!("{toolchain:?}: {name} at {address:#x} not found"));
             assert_eq!(
-                elf_name(&f.name),
+                short_generics(&elf_name(&f.name)),
                 go_name(name),
                 "{toolchain:?}: at {address:#x}"
             );
@@ -267,9 +315,9 @@ fn every_function_go_tool_nm_lists_is_found_at_its_address_with_its_size() {
         }
         assert!(checked > 1000, "{toolchain:?}: checked {checked}");
         // And no function the table has is unknown to nm.
-        let nm_names: std::collections::HashSet<&str> = nm.keys().map(|n| go_name(n)).collect();
+        let nm_names: std::collections::HashSet<String> = nm.keys().map(|n| go_name(n)).collect();
         for f in go.functions() {
-            let name = elf_name(&f.name);
+            let name = short_generics(&elf_name(&f.name));
             assert!(
                 nm_names.contains(name.as_str()),
                 "{toolchain:?}: {name} not in nm"

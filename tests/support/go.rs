@@ -24,6 +24,18 @@ pub fn go() -> PathBuf {
     go
 }
 
+/// Debian's Go 1.19 (package golang-1.19-go, installed by `make deps`): an older layout of
+/// Go's function table than the current releases'.
+pub fn debian_go_1_19() -> PathBuf {
+    let go = PathBuf::from("/usr/lib/go-1.19/bin/go");
+    assert!(
+        go.exists(),
+        "no Go 1.19 at {}: make deps installs Debian's golang-1.19-go",
+        go.display()
+    );
+    go
+}
+
 /// A built Go program: its plain and its stripped binary.
 #[derive(Clone, Debug)]
 pub struct GoBuild {
@@ -32,7 +44,8 @@ pub struct GoBuild {
 }
 
 /// `tests/fixtures/go/<name>`, built (once per test run) with `toolchain` (None: the machine's
-/// Go; Some("go1.27.3"): that release, fetched by the go command from the module proxy).
+/// Go; Some("go1.27.3"): that release, fetched by the go command from the module proxy;
+/// Some("debian-go1.19"): Debian's Go 1.19).
 pub fn build(name: &str, toolchain: Option<&str>) -> GoBuild {
     static BUILT: OnceLock<Mutex<HashMap<String, GoBuild>>> = OnceLock::new();
     let key = format!("{name}@{}", toolchain.unwrap_or("local"));
@@ -46,22 +59,28 @@ pub fn build(name: &str, toolchain: Option<&str>) -> GoBuild {
         .join("go-programs")
         .join(&key);
     std::fs::create_dir_all(&out).unwrap();
-    std::fs::write(out.join("go.mod"), "module example\n\ngo 1.22\n").unwrap();
+    let debian = toolchain == Some("debian-go1.19");
+    let go_line = if debian { "1.19" } else { "1.22" };
+    std::fs::write(
+        out.join("go.mod"),
+        format!("module example\n\ngo {go_line}\n"),
+    )
+    .unwrap();
     std::fs::copy(source.join("main.go"), out.join("main.go")).unwrap();
     let b = GoBuild {
         plain: out.join(name),
         stripped: out.join(format!("{name}-stripped")),
     };
     for (binary, flags) in [(&b.plain, ""), (&b.stripped, "-s -w")] {
-        let mut cmd = Command::new(go());
+        let mut cmd = Command::new(if debian { debian_go_1_19() } else { go() });
         cmd.current_dir(&out)
             .args(["build", "-trimpath", "-ldflags", flags, "-o"])
             .arg(binary)
             .arg(".")
             .env("GOFLAGS", "-mod=mod");
         match toolchain {
-            Some(t) => cmd.env("GOTOOLCHAIN", t),
-            None => cmd.env("GOTOOLCHAIN", "local"),
+            Some(t) if !debian => cmd.env("GOTOOLCHAIN", t),
+            _ => cmd.env("GOTOOLCHAIN", "local"),
         };
         let result = super::run_with_timeout(&mut cmd, Duration::from_secs(600));
         assert!(
