@@ -129,7 +129,7 @@ fn build(toolchain: Toolchain) -> Programs {
         // GOTOOLCHAIN is Go 1.21's: an older go ignores it and would build with itself.
         let version = run_go(toolchain, Path::new("."), &["version"]);
         assert!(
-            version.contains(&format!("{release}")),
+            version.contains(release),
             "{toolchain:?} gave {version:?}: switching toolchains needs a local go of 1.21 or later"
         );
     }
