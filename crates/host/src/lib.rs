@@ -1,9 +1,10 @@
 //! `host`: the machine tlsscope runs on. Pinning threads to CPUs, which CPUs share a core, the
 //! CPU time that threads, this process and other processes have used, and where a thread's
-//! wall time went (on a CPU, waiting for one, blocked).
+//! wall time went (on a CPU, waiting for one, blocked); the wall clock and its discipline.
 
 use std::io;
 
+pub mod clock;
 mod direct;
 pub use direct::DirectFile;
 mod sched;
