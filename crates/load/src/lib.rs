@@ -17,7 +17,8 @@ mod worker;
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant, SystemTime};
 
 pub use engine::{Client, ClientInfo, EngineKind};
 pub use http::{request_bytes, HttpError, ResponseParser};
@@ -86,6 +87,10 @@ pub struct LoadConfig {
     pub request: Option<Vec<u8>>,
     /// Operations per second over all threads, started on schedule (open loop).
     pub rate: Option<f64>,
+    /// Open loop: how long after the run's start its schedule begins (zero for a whole run;
+    /// a shard of a paced run takes its place among the other shards' starts, so that their
+    /// schedules interleave as one client's would).
+    pub schedule_offset: Duration,
     /// How long one phase of an operation may take.
     pub timeout: Duration,
     /// Keep one row per connection (for CSV).
@@ -151,6 +156,8 @@ pub struct ThreadProgress {
 /// State the threads share: the clock, the stop flag, the operation budget and progress.
 pub struct Shared {
     pub start: Instant,
+    /// The wall clock at `start`.
+    pub start_wall: SystemTime,
     pub measure_start: Instant,
     pub deadline: Instant,
     pub stop: AtomicBool,
@@ -171,6 +178,8 @@ impl Shared {
 pub struct Run {
     cfg: LoadConfig,
     shared: Shared,
+    /// The measured window, once the run has ended: [start, end].
+    window: OnceLock<[Instant; 2]>,
 }
 
 /// Descriptors a run needs beyond one per connection (epoll, timers, files, the library's).
@@ -201,13 +210,16 @@ impl Run {
         validate(&cfg)?;
         check_fd_room(cfg.connections)?;
         let start = Instant::now();
+        let start_wall = SystemTime::now();
         let measure_start = start + cfg.warmup;
         let deadline = measure_start + cfg.duration.unwrap_or(MAX_RUN);
         let threads = cfg.threads;
         Ok(Run {
             cfg,
+            window: OnceLock::new(),
             shared: Shared {
                 start,
+                start_wall,
                 measure_start,
                 deadline,
                 stop: AtomicBool::new(false),
@@ -220,6 +232,21 @@ impl Run {
     /// The shared state, for progress and for stopping early (set `stop`).
     pub fn shared(&self) -> &Shared {
         &self.shared
+    }
+
+    /// The wall-clock time of `at`, an instant of this run (from the wall clock read with
+    /// its start).
+    pub fn wall_clock(&self, at: Instant) -> SystemTime {
+        match at.checked_duration_since(self.shared.start) {
+            Some(after) => self.shared.start_wall + after,
+            None => self.shared.start_wall - self.shared.start.duration_since(at),
+        }
+    }
+
+    /// The measured window, [start, end], once [`Run::run`] has returned: the span the
+    /// result's rates are over (`duration_s` long).
+    pub fn measured_window(&self) -> Option<[Instant; 2]> {
+        self.window.get().copied()
     }
 
     /// Runs the load threads to the end and assembles the result.
@@ -314,9 +341,13 @@ impl Run {
         for r in recorders {
             all.merge(r);
         }
+        let window_start = self.shared.measure_start.max(cpu_start.at);
+        let _ = self
+            .window
+            .set([window_start, cpu_end.at.max(window_start)]);
         let window_s = cpu_end
             .at
-            .saturating_duration_since(self.shared.measure_start.max(cpu_start.at))
+            .saturating_duration_since(window_start)
             .as_secs_f64()
             .max(1e-9);
         let (full, by_id, by_ticket) = all.handshake_kinds();
@@ -761,6 +792,7 @@ mod tests {
             mode: Mode::Full,
             request: None,
             rate: None,
+            schedule_offset: Duration::ZERO,
             timeout: Duration::from_secs(1),
             record_connections: false,
             source_ips: vec![],

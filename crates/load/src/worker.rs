@@ -188,7 +188,7 @@ impl<'a> State<'a> {
             rec: Recorder::default(),
             rbuf: vec![0u8; 16 * 1024].into_boxed_slice(),
             interval,
-            next_planned: w.shared.start + offset,
+            next_planned: w.shared.start + w.cfg.schedule_offset + offset,
             backlog: VecDeque::new(),
             resume_credit: 0.0,
             next_source: w.index,

@@ -4,7 +4,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use load::result::RunMode;
 use load::{LoadConfig, Run, RunResult};
@@ -28,6 +28,26 @@ pub fn run(
     interrupted: &AtomicBool,
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<(RunResult, Vec<load::result::ConnectionRow>)> {
+    let (result, rows, _) = run_clocked(client, cfg, interrupted, progress)?;
+    Ok((result, rows))
+}
+
+/// When a run was, on the wall clock.
+#[derive(Clone, Copy, Debug)]
+pub struct WallClock {
+    /// When the load began (connections opened, warm-up started).
+    pub started: SystemTime,
+    /// The measured window, [start, end]: the span the result's rates are over.
+    pub window: [SystemTime; 2],
+}
+
+/// Like [`run`], saying when the run and its measured window were on the wall clock.
+pub fn run_clocked(
+    client: load::Client<'_>,
+    cfg: LoadConfig,
+    interrupted: &AtomicBool,
+    progress: &(dyn Fn(&Progress) + Sync),
+) -> Result<(RunResult, Vec<load::result::ConnectionRow>, WallClock)> {
     let run = Run::new(cfg)?;
     let outcome = std::thread::scope(|scope| {
         let watcher = scope.spawn(|| watch(&run, interrupted, progress));
@@ -37,13 +57,21 @@ pub fn run(
         outcome
     })?;
     let (mut result, rows) = outcome;
+    let shared = run.shared();
+    let [from, to] = run
+        .measured_window()
+        .unwrap_or([shared.measure_start, shared.measure_start]);
+    let clock = WallClock {
+        started: shared.start_wall,
+        window: [run.wall_clock(from), run.wall_clock(to)],
+    };
     // The library says the client was the bottleneck; this layer says which flags help.
     if let Some(b) = result.client_bottleneck.take() {
         result
             .warnings
             .insert(0, crate::common::wording::client_bottleneck(&b));
     }
-    Ok((result, rows))
+    Ok((result, rows, clock))
 }
 
 fn watch(run: &Run, interrupted: &AtomicBool, progress: &(dyn Fn(&Progress) + Sync)) {

@@ -542,6 +542,7 @@ impl Load {
             },
             request: None,
             rate: None,
+            schedule_offset: std::time::Duration::ZERO,
             timeout: Duration::from_secs(10),
             record_connections: false,
             source_ips: crate::common::load_run::source_ips(self.target, LOAD_SOURCE_IPS),

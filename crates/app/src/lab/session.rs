@@ -544,6 +544,7 @@ fn load_config(
         mode: e.mode,
         request: keep_alive.then(|| load::request_bytes("/", "localhost", true)),
         rate: None,
+        schedule_offset: std::time::Duration::ZERO,
         timeout: Duration::from_secs(10),
         record_connections: false,
         source_ips: crate::common::load_run::source_ips(server.addr, 16),
