@@ -27,6 +27,7 @@ mod probes;
 mod profile;
 mod scaling;
 mod serve;
+mod shards;
 mod sniff;
 mod support;
 mod trace;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 
+use crate::bench::shard::{parse_shard, parse_start_at, Shard, StartAt};
 use crate::common::args::*;
 use crate::common::client_args::{ClientEngine, ClientTls, ClientWork, RustlsProvider};
 use crate::common::output::OutputFile;
@@ -76,6 +77,16 @@ pub struct BenchArgs {
     /// each planned start, so a stalled server shows (coordinated omission corrected).
     #[arg(long, value_name = "PER_SECOND", value_parser = parse_rate, allow_negative_numbers = true)]
     pub rate: Option<f64>,
+    /// Run as shard I of N (I from 0: a Kubernetes Indexed Job's $JOB_COMPLETION_INDEX/N):
+    /// this run takes its part of --connections, -n and --rate (split evenly, the remainder
+    /// to the lowest shards); `tlsscope merge` adds the shards' documents up.
+    #[arg(long, value_name = "I/N", value_parser = parse_shard)]
+    pub shard: Option<Shard>,
+    /// Begin the load at this wall-clock time (RFC 3339, e.g. 2026-11-28T10:00:00.250Z or with
+    /// a UTC offset), so shards on several hosts start together; the measured window starts
+    /// after --warmup from then.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
+    pub start_at: Option<StartAt>,
     /// Give up on an operation's phase after this long.
     #[arg(long, default_value = "10s", value_name = "TIME", value_parser = parse_positive_duration, allow_hyphen_values = true)]
     pub timeout: std::time::Duration,
@@ -149,6 +160,11 @@ pub struct BenchConfig {
     pub count: Option<u64>,
     pub warmup: std::time::Duration,
     pub rate: Option<f64>,
+    /// A shard's part of a paced run: where its schedule begins (zero otherwise).
+    pub schedule_offset: std::time::Duration,
+    /// `--shard`: connections, count and rate above are this shard's parts.
+    pub shard: Option<Shard>,
+    pub start_at: Option<StartAt>,
     pub timeout: std::time::Duration,
     pub source_ips: u8,
     pub server_pid: Option<u32>,
@@ -221,7 +237,9 @@ impl BenchArgs {
     pub fn config(&self, library: &ossl::LibrarySource) -> anyhow::Result<BenchConfig> {
         let a = self;
         let text = !crate::common::output::one_on_stdout([&a.json, &a.csv, &a.html])?;
-        let mode = a.load_mode()?;
+        let connections = a.shard_connections()?;
+        let count = a.shard_count()?;
+        let mode = a.load_mode(connections)?;
         let openssl_named = matches!(library, ossl::LibrarySource::Dir(_));
         let client = a.client(openssl_named)?;
         // Resumption by session ID: do not ask for tickets, so the server falls back to its cache.
@@ -242,15 +260,24 @@ impl BenchArgs {
             sni: a.peer.server_name(&a.target),
             request: a.request.clone().or_else(|| a.target.path.clone()),
             threads: a.threads,
-            connections: a.connections,
+            connections,
             cpus: a.cpus.clone(),
             duration: match (a.duration, a.count) {
                 (None, None) => Some(std::time::Duration::from_secs(10)),
                 (d, _) => d,
             },
-            count: a.count,
+            count,
             warmup: a.warmup,
-            rate: a.rate,
+            rate: match a.shard {
+                Some(shard) => a.rate.map(|r| shard.rate_part(r)),
+                None => a.rate,
+            },
+            schedule_offset: match (a.shard, a.rate) {
+                (Some(shard), Some(rate)) => shard.schedule_offset(rate),
+                _ => std::time::Duration::ZERO,
+            },
+            shard: a.shard,
+            start_at: a.start_at.clone(),
             timeout: a.timeout,
             source_ips: a.source_ips,
             server_pid: a.server_pid,
@@ -265,13 +292,60 @@ impl BenchArgs {
         })
     }
 
-    /// The load mode, once the options that go together are checked.
-    fn load_mode(&self) -> anyhow::Result<load::Mode> {
+    /// This run's connections: all of --connections, or a shard's part of them (at least
+    /// one, and one per thread).
+    fn shard_connections(&self) -> anyhow::Result<usize> {
+        let a = self;
+        let Some(shard) = a.shard else {
+            return Ok(a.connections);
+        };
+        let part = shard.part(a.connections as u64) as usize;
+        if part == 0 {
+            crate::usage_bail!(
+                "--shard {shard}: --connections {} leaves this shard none; give each of the {} shards one (-c {} or more)",
+                a.connections,
+                shard.count,
+                shard.count
+            );
+        }
+        if part < a.threads {
+            crate::usage_bail!(
+                "--shard {shard}: this shard's part of --connections {} is {part}, fewer than --threads {}: each thread needs a connection (-c {} or more, or fewer threads)",
+                a.connections,
+                a.threads,
+                a.threads * shard.count
+            );
+        }
+        Ok(part)
+    }
+
+    /// This run's operation count: all of -n, or a shard's part of it (at least one).
+    fn shard_count(&self) -> anyhow::Result<Option<u64>> {
+        let a = self;
+        match (a.shard, a.count) {
+            (Some(shard), Some(total)) => {
+                let part = shard.part(total);
+                if part == 0 {
+                    crate::usage_bail!(
+                        "--shard {shard}: --count {total} leaves this shard no operation; give each of the {} shards one (-n {} or more)",
+                        shard.count,
+                        shard.count
+                    );
+                }
+                Ok(Some(part))
+            }
+            (_, count) => Ok(count),
+        }
+    }
+
+    /// The load mode, once the options that go together are checked; `connections`: this
+    /// run's (a shard's part).
+    fn load_mode(&self, connections: usize) -> anyhow::Result<load::Mode> {
         let a = self;
         if a.mode != BenchMode::Resume && (a.resume.is_some() || a.resume_ratio.is_some()) {
             crate::usage_bail!("--resume-by and --resume-ratio go with --mode resume");
         }
-        if a.connections < a.threads {
+        if connections < a.threads {
             crate::usage_bail!(
                 "--connections {} is fewer than --threads {}: each thread needs a connection",
                 a.connections,
@@ -411,5 +485,50 @@ mod tests {
         assert!(!c.outputs.text);
         let c = config(&["--mode", "resume", "--resume-by", "id"], &system).unwrap();
         assert!(!c.tls.tickets && !c.tls.settings.tickets);
+    }
+
+    #[test]
+    fn a_shard_runs_its_part_of_connections_count_and_rate() {
+        let system = ossl::LibrarySource::System;
+        let parts = |i: &str| {
+            let c = config(
+                &["--shard", i, "-c", "10", "-n", "1000", "--rate", "301"],
+                &system,
+            )
+            .unwrap();
+            (c.connections, c.count, c.rate, c.schedule_offset)
+        };
+        let all: Vec<_> = ["0/3", "1/3", "2/3"].into_iter().map(parts).collect();
+        assert_eq!(all.iter().map(|p| p.0).collect::<Vec<_>>(), [4, 3, 3]);
+        assert_eq!(
+            all.iter().map(|p| p.1).collect::<Vec<_>>(),
+            [Some(334), Some(333), Some(333)]
+        );
+        assert_eq!(
+            all.iter().map(|p| p.2).collect::<Vec<_>>(),
+            [Some(101.0), Some(100.0), Some(100.0)]
+        );
+        assert!(all[0].3.is_zero() && all[2].3 > all[1].3);
+        // Threads are left as given; a whole run is untouched.
+        let c = config(&["--shard", "1/2", "-c", "8", "-t", "2"], &system).unwrap();
+        assert_eq!((c.threads, c.connections), (2, 4));
+        let c = config(&["-c", "10", "--rate", "301", "-d", "1"], &system).unwrap();
+        assert_eq!((c.connections, c.rate, c.shard), (10, Some(301.0), None));
+    }
+
+    #[test]
+    fn a_shard_left_without_connections_or_operations_is_refused_in_one_line() {
+        let system = ossl::LibrarySource::System;
+        let e = config(&["--shard", "3/4", "-c", "3"], &system).unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.starts_with("--shard 3/4: --connections 3 leaves this shard none"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+        let e = config(&["--shard", "2/3", "-n", "2"], &system).unwrap_err();
+        assert!(e.to_string().contains("-n 3 or more"), "{e}");
+        let e = config(&["--shard", "1/2", "-c", "3", "-t", "2"], &system).unwrap_err();
+        assert!(e.to_string().contains("fewer than --threads 2"), "{e}");
     }
 }

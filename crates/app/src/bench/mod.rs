@@ -6,6 +6,7 @@ pub mod config;
 pub mod page;
 pub mod render;
 pub mod session;
+pub mod shard;
 
 use std::process::ExitCode;
 
@@ -29,6 +30,9 @@ pub fn run(library: &ossl::LibrarySource, a: &BenchArgs) -> anyhow::Result<ExitC
     }
     if out.text {
         let mut text = Vec::new();
+        if let Some(shard) = &document.shard {
+            render::shard_text(&mut text, shard)?;
+        }
         render::bench_text(&mut text, &document.environment, &document.result)?;
         crate::common::output::to_stdout(text)?;
     }

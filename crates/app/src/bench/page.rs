@@ -13,6 +13,9 @@ use crate::render::plot::{draw_lines, with_legend_height};
 pub fn page(doc: &BenchDocument) -> String {
     let r = &doc.result;
     let mut text = Vec::new();
+    if let Some(shard) = &doc.shard {
+        let _ = crate::bench::render::shard_text(&mut text, shard);
+    }
     let _ = crate::bench::render::bench_text(&mut text, &doc.environment, r);
     let env = &doc.environment;
     let mut body = format!(

@@ -48,6 +48,34 @@ fn csv_field(s: &str) -> String {
     }
 }
 
+/// A shard's line: which shard, where, how late against the common start, and what the
+/// host's clock discipline says of the clock (how far apart the shards' starts may really be).
+pub fn shard_text(w: &mut impl Write, s: &model::bench::ShardInfo) -> io::Result<()> {
+    let start = match (&s.start_at, s.start_skew_ms) {
+        (Some(at), Some(skew)) => format!("started {skew:+.3} ms after {at}"),
+        _ => format!("started at {}", s.started_at),
+    };
+    let clock = match (s.clock_synchronised, s.clock_error_ms) {
+        (Some(true), Some(error)) => format!(
+            "clock synchronised, estimated error {error:.3} ms (shards' starts may differ by their errors added)"
+        ),
+        (Some(true), None) => "clock synchronised".to_string(),
+        (Some(false), _) => "clock not synchronised (no time daemon disciplines it): the shards start together only as far as their clocks agree".to_string(),
+        (None, _) => "the clock's error is unknown".to_string(),
+    };
+    let window_s = s.window_unix_ns[1].saturating_sub(s.window_unix_ns[0]) as f64 / 1e9;
+    writeln!(
+        w,
+        "shard {}/{} on {}: {start}, measured {window_s:.3} s from {}; {clock}",
+        s.index,
+        s.count,
+        s.host,
+        crate::common::environment::rfc3339_ns(
+            std::time::UNIX_EPOCH + std::time::Duration::from_nanos(s.window_unix_ns[0])
+        ),
+    )
+}
+
 /// The human summary: what was asked, what was obtained, rates, CPU, and a latency block.
 /// The client a run used: its engine's library ("rustls 0.23.46 (ring 0.17.14)"), or, in
 /// documents from before engines were recorded, the OpenSSL the environment names.

@@ -11,6 +11,7 @@ use anyhow::Context as _;
 use load::{LoadConfig, Mode};
 
 use crate::bench::config::{BenchConfig, ClientChoice, IfRustlsRefused, RustlsRefused};
+use crate::bench::shard;
 use crate::common::client::{connect_first, Probe};
 use crate::common::load_run::Progress;
 
@@ -110,8 +111,22 @@ pub fn run(cfg: &BenchConfig, interrupted: &AtomicBool) -> anyhow::Result<Measur
         Some(r) => load::Client::Rustls(r),
         None => load::Client::Openssl(&ctx),
     };
-    let (mut result, rows) = crate::common::load_run::run(client, load, interrupted, &progress)?;
+    // A shard waits for the common start, everything set up and the target checked, so the
+    // load begins at that instant.
+    let late = cfg.start_at.as_ref().and_then(|start| {
+        if let Ok(ahead) = start.at.duration_since(std::time::SystemTime::now()) {
+            eprintln!(
+                "tlsscope bench: waiting {:.3} s for the start at {}",
+                ahead.as_secs_f64(),
+                start.text
+            );
+        }
+        shard::wait_for(start)
+    });
+    let (mut result, rows, clock) =
+        crate::common::load_run::run_clocked(client, load, interrupted, &progress)?;
     result.warnings.extend(engine.fallback);
+    result.warnings.extend(late);
     if let Ok(mut m) = live.lock() {
         (m.ops, m.errors, m.measured_s) = (result.ops, result.errors_total, result.duration_s);
     }
@@ -121,10 +136,20 @@ pub fn run(cfg: &BenchConfig, interrupted: &AtomicBool) -> anyhow::Result<Measur
     if std::io::stderr().is_terminal() {
         eprint!("\r\x1b[K");
     }
-    Ok(Measured {
-        document: model::bench::BenchDocument::new(environment, result),
-        rows,
-    })
+    let shard = (cfg.shard.is_some() || cfg.start_at.is_some()).then(|| {
+        shard::info(shard::Described {
+            shard: cfg.shard,
+            start_at: cfg.start_at.as_ref(),
+            host: &environment.hostname,
+            clock,
+            connections: cfg.connections,
+            requests: cfg.count,
+            rate_per_s: cfg.rate,
+        })
+    });
+    let mut document = model::bench::BenchDocument::new(environment, result);
+    document.shard = shard;
+    Ok(Measured { document, rows })
 }
 
 /// The first of the target's addresses the rustls client completes a handshake with; else
@@ -216,6 +241,7 @@ fn load_config(cfg: &BenchConfig, addr: SocketAddr) -> LoadConfig {
         mode: cfg.mode,
         request: path.map(|p| load::request_bytes(p, &host, keep_alive)),
         rate: cfg.rate,
+        schedule_offset: cfg.schedule_offset,
         timeout: cfg.timeout,
         record_connections: cfg.outputs.csv.is_some(),
         source_ips: crate::common::load_run::source_ips(addr, cfg.source_ips),

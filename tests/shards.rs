@@ -1,0 +1,303 @@
+//! `bench --shard I/N --start-at T`: shards on separate hosts (network namespaces: the
+//! built-in server in one, each shard in its own, joined by a bridge) start together at T, take
+//! their parts of the run, and their documents say so (issue 35).
+
+use std::process::{Command, Output};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::support::{self, assert_one_line_error, text, Netns, Serve};
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// A server host and `clients` client hosts: namespaces on one bridge (in the server's
+/// namespace), 10.235.0.1 for the server and 10.235.0.10 + i for client i.
+struct Hosts {
+    server: Netns,
+    clients: Vec<Netns>,
+}
+
+const SERVER_IP: &str = "10.235.0.1";
+
+impl Hosts {
+    fn new(tag: &str, clients: usize) -> Hosts {
+        let server = Netns::new(&format!("{tag}-srv"));
+        server.run(&["ip", "link", "add", "br0", "type", "bridge"]);
+        server.run(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{SERVER_IP}/24"),
+            "dev",
+            "br0",
+        ]);
+        server.run(&["ip", "link", "set", "br0", "up"]);
+        let clients = (0..clients)
+            .map(|i| {
+                let client = Netns::new(&format!("{tag}-c{i}"));
+                let (inner, outer) = (format!("vc{i}"), format!("vs{i}"));
+                // Made in the two namespaces directly: no name is ever in the host's.
+                let made = support::run_with_timeout(
+                    Command::new("ip").args([
+                        "link",
+                        "add",
+                        &inner,
+                        "netns",
+                        &client.name,
+                        "type",
+                        "veth",
+                        "peer",
+                        "name",
+                        &outer,
+                        "netns",
+                        &server.name,
+                    ]),
+                    Duration::from_secs(10),
+                );
+                assert!(made.status.success(), "veth: {}", text(&made.stderr));
+                let addr = format!("10.235.0.{}/24", 10 + i);
+                client.run(&["ip", "addr", "add", &addr, "dev", &inner]);
+                client.run(&["ip", "link", "set", &inner, "up"]);
+                server.run(&["ip", "link", "set", &outer, "master", "br0"]);
+                server.run(&["ip", "link", "set", &outer, "up"]);
+                client
+            })
+            .collect();
+        Hosts { server, clients }
+    }
+
+    /// The built-in server on the server host.
+    fn serve(&self) -> Serve {
+        Serve::start_in(
+            &self.server.prefix(),
+            &[],
+            &["--listen", &format!("{SERVER_IP}:0")],
+        )
+    }
+
+    /// `tlsscope bench ARGS --shard I/N` on client host I, for every I at once, each writing
+    /// its JSON document; their outputs and documents, in shard order.
+    fn shards(&self, args: &[&str]) -> Vec<(Output, Value)> {
+        let dir = tempfile::tempdir().unwrap();
+        let count = self.clients.len();
+        let runs: Vec<_> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .clients
+                .iter()
+                .enumerate()
+                .map(|(i, client)| {
+                    let json = dir.path().join(format!("shard-{i}.json"));
+                    scope.spawn(move || {
+                        let mut cmd = Command::new("ip");
+                        cmd.args(&client.prefix()[1..]).arg(support::bin());
+                        cmd.arg("bench").args(args);
+                        cmd.args(["--shard", &format!("{i}/{count}"), "--json"]);
+                        cmd.arg(&json);
+                        let out = support::run_with_timeout(&mut cmd, Duration::from_secs(90));
+                        (out, json)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        runs.into_iter()
+            .map(|(out, json)| {
+                assert!(
+                    out.status.success(),
+                    "a shard failed: {}",
+                    text(&out.stderr)
+                );
+                let doc = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+                (out, doc)
+            })
+            .collect()
+    }
+}
+
+/// A start time `ahead` from now, whole milliseconds: (RFC 3339 text, Unix ns).
+fn start_time(ahead: Duration) -> (String, u64) {
+    let at = SystemTime::now() + ahead;
+    let ms = at.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+    let out = support::run_with_timeout(
+        Command::new("date").args([
+            "-u",
+            "-d",
+            &format!("@{}.{:03}", ms / 1000, ms % 1000),
+            "+%Y-%m-%dT%H:%M:%S.%3NZ",
+        ]),
+        Duration::from_secs(10),
+    );
+    assert!(out.status.success());
+    (text(&out.stdout).trim().to_string(), ms * 1_000_000)
+}
+
+#[test]
+fn three_shards_on_three_hosts_start_together_and_split_the_connections_and_count() {
+    let hosts = Hosts::new("shards3", 3);
+    let server = hosts.serve();
+    // Far enough ahead for the three processes to start, load the library and check the
+    // target on a busy two-CPU machine.
+    let (at, at_ns) = start_time(Duration::from_secs(3));
+    let target = server.addr.to_string();
+    let runs = hosts.shards(&[
+        &target,
+        "--mode",
+        "keepalive",
+        "-c",
+        "10",
+        "-n",
+        "900",
+        "--start-at",
+        &at,
+    ]);
+    let mut connections = Vec::new();
+    let mut counts = Vec::new();
+    let mut ops = 0;
+    for (i, (out, doc)) in runs.iter().enumerate() {
+        support::assert_matches_schema(doc, "bench.v1");
+        let s = &doc["shard"];
+        assert_eq!((n(&s["index"]), n(&s["count"])), (i as u64, 3), "{s}");
+        assert_eq!(s["start_at"], at.as_str());
+        assert!(!s["host"].as_str().unwrap().is_empty());
+        // No warm-up: the measured window starts when the load does, at T.
+        let [from, to] = [n(&s["window_unix_ns"][0]), n(&s["window_unix_ns"][1])];
+        let off_ms = (from as f64 - at_ns as f64) / 1e6;
+        assert!(
+            (0.0..50.0).contains(&off_ms),
+            "shard {i}'s window starts {off_ms} ms after T"
+        );
+        let skew = f(&s["start_skew_ms"]);
+        assert!(
+            (0.0..50.0).contains(&skew),
+            "shard {i} started {skew} ms late"
+        );
+        assert!(to > from);
+        let window_s = (to - from) as f64 / 1e9;
+        assert!((window_s - f(&doc["result"]["duration_s"])).abs() < 1e-6);
+        assert_eq!(n(&doc["result"]["connections"]), n(&s["connections"]));
+        connections.push(n(&s["connections"]));
+        counts.push(n(&s["requests"]));
+        ops += n(&doc["result"]["ops"]);
+        let stdout = text(&out.stdout);
+        assert!(
+            stdout.starts_with(&format!("shard {i}/3 on ")) && stdout.contains(&at),
+            "{stdout}"
+        );
+    }
+    assert_eq!(connections, [4, 3, 3], "the parts of -c 10");
+    assert_eq!(counts, [300, 300, 300], "the parts of -n 900");
+    assert_eq!(ops, 900);
+    let stats = server.stop();
+    assert_eq!(n(&stats["requests"]), 900, "{stats}");
+    assert_eq!(
+        n(&stats["connections"]["accepted"]),
+        13,
+        "ten connections and each shard's check: {stats}"
+    );
+}
+
+#[test]
+fn an_open_loop_rate_split_three_ways_is_delivered_in_full() {
+    let hosts = Hosts::new("shardsrate", 3);
+    let server = hosts.serve();
+    let (at, _) = start_time(Duration::from_secs(3));
+    let target = server.addr.to_string();
+    const RATE: f64 = 300.0;
+    let runs = hosts.shards(&[
+        &target,
+        "--mode",
+        "keepalive",
+        "-c",
+        "6",
+        "--rate",
+        "300",
+        "-d",
+        "3s",
+        "--warmup",
+        "500ms",
+        "--start-at",
+        &at,
+    ]);
+    let mut delivered = 0.0;
+    let mut parts = 0.0;
+    for (_, doc) in &runs {
+        let s = &doc["shard"];
+        let window_s = (n(&s["window_unix_ns"][1]) - n(&s["window_unix_ns"][0])) as f64 / 1e9;
+        delivered += n(&doc["result"]["ops"]) as f64 / window_s;
+        parts += f(&s["rate_per_s"]);
+        assert_eq!(f(&doc["result"]["rate_per_s"]), f(&s["rate_per_s"]));
+        assert_eq!(n(&doc["result"]["errors_total"]), 0);
+    }
+    assert_eq!(parts, RATE, "the shards' rates add up to --rate");
+    let off = (delivered - RATE).abs() / RATE;
+    assert!(off < 0.02, "delivered {delivered:.1}/s of {RATE}/s");
+    server.stop();
+}
+
+#[test]
+fn bad_shard_and_start_values_are_one_line_errors() {
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["--shard", "3/3"], &["--shard 3/3", "I/N", "0 to 2"]),
+        (&["--shard", "1/0"], &["--shard 1/0", "I/N", "at least 1"]),
+        (&["--shard", "x/2"], &["--shard x/2", "I/N"]),
+        (
+            &["--shard", "2/3", "-c", "2"],
+            &["--shard 2/3", "--connections 2", "-c 3 or more"],
+        ),
+        (&["--start-at", "soon"], &["--start-at soon", "RFC 3339"]),
+        (
+            &["--start-at", "2099-01-01T00:00:00Z"],
+            &["--start-at", "at most 24 hours"],
+        ),
+    ];
+    for (args, needles) in cases {
+        // Refused before any connection: the address need not answer.
+        let mut all = vec!["bench", "127.0.0.1:9"];
+        all.extend_from_slice(args);
+        let out = support::tlsscope(&all);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert_one_line_error(&out, needles);
+    }
+}
+
+#[test]
+fn a_start_time_already_past_starts_at_once_and_says_how_late() {
+    let server = Serve::start(&[]);
+    let out = support::tlsscope(&[
+        "bench",
+        &server.addr.to_string(),
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "--start-at",
+        "2026-01-01T00:00:00+01:00",
+        "--json",
+        "-",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = &doc["shard"];
+    assert_eq!((n(&s["index"]), n(&s["count"])), (0, 1), "{s}");
+    assert!(f(&s["start_skew_ms"]) > 1e9, "{s}");
+    let warnings = doc["result"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("had passed")),
+        "{warnings:?}"
+    );
+    server.stop();
+}
