@@ -207,7 +207,7 @@ fn three_shards_on_three_hosts_start_together_and_split_the_connections_and_coun
 fn an_open_loop_rate_split_three_ways_is_delivered_in_full() {
     let hosts = Hosts::new("shardsrate", 3);
     let server = hosts.serve();
-    let (at, _) = start_time(Duration::from_secs(3));
+    let (at, at_ns) = start_time(Duration::from_secs(3));
     let target = server.addr.to_string();
     const RATE: f64 = 300.0;
     let runs = hosts.shards(&[
@@ -230,6 +230,12 @@ fn an_open_loop_rate_split_three_ways_is_delivered_in_full() {
     for (_, doc) in &runs {
         let s = &doc["shard"];
         let window_s = (n(&s["window_unix_ns"][1]) - n(&s["window_unix_ns"][0])) as f64 / 1e9;
+        // The load begins at T; the measured window after the warm-up.
+        let off_ms = (n(&s["window_unix_ns"][0]) as f64 - at_ns as f64) / 1e6 - 500.0;
+        assert!(
+            (0.0..50.0).contains(&off_ms),
+            "window {off_ms} ms after T + warm-up"
+        );
         delivered += n(&doc["result"]["ops"]) as f64 / window_s;
         parts += f(&s["rate_per_s"]);
         assert_eq!(f(&doc["result"]["rate_per_s"]), f(&s["rate_per_s"]));
@@ -300,4 +306,35 @@ fn a_start_time_already_past_starts_at_once_and_says_how_late() {
         "{warnings:?}"
     );
     server.stop();
+}
+
+#[test]
+fn a_shard_stopped_while_waiting_for_its_start_runs_no_load() {
+    let server = Serve::start(&[]);
+    let (at, _) = start_time(Duration::from_secs(60));
+    let mut cmd = support::command_in(&[]);
+    cmd.args(["bench", &server.addr.to_string(), "-n", "10"]);
+    cmd.args(["--shard", "0/2", "--start-at", &at]);
+    let mut w = support::start_until(&mut cmd, "waiting", Duration::from_secs(30));
+    let stopped_at = std::time::Instant::now();
+    support::terminate(&mut w.child);
+    let status = w.child.wait().unwrap();
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(2),
+        "took {:?} to stop",
+        stopped_at.elapsed()
+    );
+    assert!(!status.success());
+    let rest: Vec<String> = w.lines.iter().collect();
+    assert!(
+        rest.iter()
+            .any(|l| l.contains("while waiting for the start") && l.contains(&at)),
+        "{rest:?}"
+    );
+    let stats = server.stop();
+    assert_eq!(
+        n(&stats["connections"]["accepted"]),
+        1,
+        "only the target's check: {stats}"
+    );
 }

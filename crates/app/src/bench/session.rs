@@ -113,7 +113,8 @@ pub fn run(cfg: &BenchConfig, interrupted: &AtomicBool) -> anyhow::Result<Measur
     };
     // A shard waits for the common start, everything set up and the target checked, so the
     // load begins at that instant.
-    let late = cfg.start_at.as_ref().and_then(|start| {
+    let mut late = None;
+    if let Some(start) = &cfg.start_at {
         if let Ok(ahead) = start.at.duration_since(std::time::SystemTime::now()) {
             eprintln!(
                 "tlsscope bench: waiting {:.3} s for the start at {}",
@@ -121,8 +122,15 @@ pub fn run(cfg: &BenchConfig, interrupted: &AtomicBool) -> anyhow::Result<Measur
                 start.text
             );
         }
-        shard::wait_for(start)
-    });
+        match shard::wait_for(start, interrupted) {
+            shard::Waited::OnTime => {}
+            shard::Waited::Late(warning) => late = Some(warning),
+            shard::Waited::Stopped => anyhow::bail!(
+                "stopped by a signal while waiting for the start at {}: no load was run",
+                start.text
+            ),
+        }
+    }
     let (mut result, rows, clock) =
         crate::common::load_run::run_clocked(client, load, interrupted, &progress)?;
     result.warnings.extend(engine.fallback);

@@ -2,6 +2,7 @@
 //! of the whole run's connections, operations and rate, its wait for the common start, and
 //! what its document says of it. Knows no flag names: `config.rs` words the errors.
 
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, SystemTime};
 
 use model::bench::ShardInfo;
@@ -105,20 +106,31 @@ pub fn parse_start_at(s: &str) -> Result<StartAt, String> {
 /// a process to start, or a scheduler's tick).
 pub const LATE_MARGIN: Duration = Duration::from_millis(10);
 
-/// Waits until `start.at` on this host's wall clock; when that had already passed by more
-/// than [`LATE_MARGIN`], returns at once with a warning saying how late.
-pub fn wait_for(start: &StartAt) -> Option<String> {
+/// How a wait for the start ended.
+#[derive(Debug, PartialEq)]
+pub enum Waited {
+    /// At the start time (or within [`LATE_MARGIN`] after it).
+    OnTime,
+    /// The start time had passed by more than the margin: the warning says how late.
+    Late(String),
+    /// `stop` was set (a signal) before the start.
+    Stopped,
+}
+
+/// Waits until `start.at` on this host's wall clock, or until `stop` is set; when the start
+/// had already passed by more than [`LATE_MARGIN`], returns at once with a warning.
+pub fn wait_for(start: &StartAt, stop: &AtomicBool) -> Waited {
     match SystemTime::now().duration_since(start.at) {
-        Ok(late) if late > LATE_MARGIN => Some(format!(
+        Ok(late) if late > LATE_MARGIN => Waited::Late(format!(
             "the start time {} had passed {} before this shard was ready: it started at once, late, and did not start together with the others",
             start.text,
             late_text(late)
         )),
-        Ok(_) => None,
-        Err(_) => {
-            host::clock::sleep_until(start.at);
-            None
-        }
+        Ok(_) => Waited::OnTime,
+        Err(_) => match host::clock::sleep_until(start.at, stop) {
+            Some(_) => Waited::OnTime,
+            None => Waited::Stopped,
+        },
     }
 }
 
@@ -262,8 +274,11 @@ mod tests {
 
     #[test]
     fn a_past_start_is_a_warning_and_a_near_one_is_waited_for() {
+        let never = AtomicBool::new(false);
         let past = parse_start_at("2020-01-01T00:00:00Z").unwrap();
-        let w = wait_for(&past).unwrap();
+        let Waited::Late(w) = wait_for(&past, &never) else {
+            panic!("not late")
+        };
         assert!(
             w.contains("had passed") && w.contains("2020-01-01T00:00:00Z"),
             "{w}"
@@ -274,8 +289,15 @@ mod tests {
             text: rfc3339_ns(at),
             at,
         };
-        assert_eq!(wait_for(&soon), None);
+        assert_eq!(wait_for(&soon, &never), Waited::OnTime);
         let late = SystemTime::now().duration_since(at).expect("not before");
         assert!(late < Duration::from_millis(2), "{late:?}");
+        let stopped = AtomicBool::new(true);
+        let later = SystemTime::now() + Duration::from_secs(60);
+        let later = StartAt {
+            text: rfc3339_ns(later),
+            at: later,
+        };
+        assert_eq!(wait_for(&later, &stopped), Waited::Stopped);
     }
 }
