@@ -351,4 +351,37 @@ mod tests {
         assert!(text.contains("errors       2 (refused: 2)"), "{text}");
         assert!(text.contains("connections/user sec"), "{text}");
     }
+
+    #[test]
+    fn a_shards_line_says_how_late_it_started_and_what_its_clock_is_worth() {
+        let mut s = model::bench::ShardInfo {
+            index: 1,
+            count: 3,
+            host: "client-b".into(),
+            start_at: Some("2026-11-28T10:00:00Z".into()),
+            started_at: "2026-11-28T10:00:00.000021000Z".into(),
+            start_skew_ms: Some(0.021),
+            window_unix_ns: [1_795_860_005_000_000_000, 1_795_860_065_000_000_000],
+            clock_error_ms: Some(0.512),
+            clock_synchronised: Some(true),
+            connections: 4,
+            requests: None,
+            rate_per_s: None,
+        };
+        let line = |s: &model::bench::ShardInfo| {
+            let mut out = Vec::new();
+            shard_text(&mut out, s).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let text = line(&s);
+        assert!(
+            text.starts_with("shard 1/3 on client-b: started +0.021 ms after 2026-11-28T10:00:00Z, measured 60.000 s from 2026-11-28T10:00:05.000000000Z; clock synchronised, estimated error 0.512 ms"),
+            "{text}"
+        );
+        assert_eq!(text.lines().count(), 1);
+        (s.clock_synchronised, s.clock_error_ms) = (Some(false), None);
+        assert!(line(&s).contains("clock not synchronised"));
+        (s.start_at, s.start_skew_ms) = (None, None);
+        assert!(line(&s).contains("started at 2026-11-28T10:00:00.000021000Z"));
+    }
 }
