@@ -338,3 +338,190 @@ fn a_shard_stopped_while_waiting_for_its_start_runs_no_load() {
         "only the target's check: {stats}"
     );
 }
+
+/// `tlsscope merge FILES...`, with its JSON and HTML in `dir`: (output, merged document).
+fn merge(dir: &std::path::Path, files: &[std::path::PathBuf]) -> (Output, Value) {
+    let json = dir.join("merged.json");
+    let html = dir.join("merged.html");
+    let mut cmd = Command::new(support::bin());
+    cmd.arg("merge").args(files).arg("--json").arg(&json);
+    cmd.arg("--html").arg(&html);
+    let out = support::run_with_timeout(&mut cmd, Duration::from_secs(60));
+    let doc = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    (out, doc)
+}
+
+/// The value at quantile `q` of the multiset of recorded values ([value_us, count] pairs, each
+/// value the top of its bucket), counted out by rank as an HDR histogram ranks them: the
+/// smallest value with at least ceil(q * n) values at or below it.
+fn quantile_of(values: &[[u64; 2]], q: f64) -> u64 {
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    let n: u64 = sorted.iter().map(|v| v[1]).sum();
+    let rank = ((q * n as f64).ceil() as u64).max(1);
+    let mut seen = 0;
+    for [value, count] in sorted {
+        seen += count;
+        if seen >= rank {
+            return value;
+        }
+    }
+    panic!("empty");
+}
+
+/// Issue 35's whole path: three shards on three hosts, merged. The merged count is the
+/// server's own; the merged percentiles are those of every recorded value of every shard put
+/// together (never an average of the shards' percentiles); the JSON is a bench document with a
+/// row per shard, and the HTML page renders with the shards' table.
+#[test]
+fn three_shards_merged_count_what_the_server_counted_with_exact_percentiles() {
+    let hosts = Hosts::new("merge3", 3);
+    let server = hosts.serve();
+    let (at, _) = start_time(Duration::from_secs(3));
+    let target = server.addr.to_string();
+    let runs = hosts.shards(&[
+        &target,
+        "--mode",
+        "keepalive",
+        "-c",
+        "9",
+        "-n",
+        "6000",
+        "--start-at",
+        &at,
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let files: Vec<std::path::PathBuf> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, (_, doc))| {
+            let path = dir.path().join(format!("shard-{i}.json"));
+            std::fs::write(&path, serde_json::to_vec(doc).unwrap()).unwrap();
+            path
+        })
+        .collect();
+    let stats = server.stop();
+    let (out, merged) = merge(dir.path(), &files);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    support::assert_matches_schema(&merged, "bench.v1");
+    let r = &merged["result"];
+    // Every request the shards made (-n: none in flight at the end), and the server counted
+    // them too (each shard's target check is a connection without a request).
+    let ops: u64 = runs.iter().map(|(_, d)| n(&d["result"]["ops"])).sum();
+    assert_eq!(ops, 6000);
+    assert_eq!(n(&r["ops"]), ops);
+    assert_eq!(n(&r["requests"]), n(&stats["requests"]), "{stats}");
+    assert_eq!(n(&r["connections"]), 9);
+    let shards = merged["shards"].as_array().unwrap();
+    assert_eq!(shards.len(), 3);
+    for (i, row) in shards.iter().enumerate() {
+        assert_eq!(row["status"], "merged");
+        assert_eq!(n(&row["shard"]["index"]), i as u64);
+        assert_eq!(n(&row["ops"]), n(&runs[i].1["result"]["ops"]));
+    }
+    // The percentiles of all shards' values together.
+    let all: Vec<[u64; 2]> = runs
+        .iter()
+        .flat_map(|(_, d)| {
+            d["result"]["latency"]["total"]["histogram"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| [n(&v[0]), n(&v[1])])
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let total = &r["latency"]["total"];
+    assert_eq!(n(&total["count"]), ops);
+    for (key, q) in [
+        ("p50_us", 0.5),
+        ("p90_us", 0.9),
+        ("p99_us", 0.99),
+        ("p999_us", 0.999),
+    ] {
+        assert_eq!(n(&total[key]), quantile_of(&all, q), "{key}");
+    }
+    // The merged rate is over the window all three ran in: close to the sum of their rates
+    // (they started together and ran about as long).
+    let sum_of_rates: f64 = runs.iter().map(|(_, d)| f(&d["result"]["ops_per_s"])).sum();
+    let rate = f(&r["ops_per_s"]);
+    assert!(
+        (rate - sum_of_rates).abs() / sum_of_rates < 0.15,
+        "{rate} against {sum_of_rates}"
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("3 of 3 shard documents added up"),
+        "{stdout}"
+    );
+    let dom = support::chromium_dom(&dir.path().join("merged.html"));
+    assert!(
+        dom.contains("Shards") && dom.contains("shard-2.json"),
+        "{dom}"
+    );
+}
+
+/// A shard killed mid-run leaves no document: merge names it, adds up the others and exits
+/// with status 3.
+#[test]
+fn a_killed_shard_is_named_and_the_others_are_merged() {
+    let server = Serve::start(&[]);
+    let dir = tempfile::tempdir().unwrap();
+    let target = server.addr.to_string();
+    let files: Vec<std::path::PathBuf> = (0..3)
+        .map(|i| dir.path().join(format!("shard-{i}.json")))
+        .collect();
+    let children: Vec<_> = files
+        .iter()
+        .enumerate()
+        .map(|(i, json)| {
+            let mut cmd = Command::new(support::bin());
+            cmd.args([
+                "bench",
+                &target,
+                "--mode",
+                "keepalive",
+                "-c",
+                "3",
+                "-d",
+                "2s",
+            ]);
+            cmd.args(["--shard", &format!("{i}/3"), "--json"]).arg(json);
+            cmd.stdout(std::process::Stdio::null());
+            cmd.stderr(std::process::Stdio::null());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(800));
+    let mut children = children;
+    // SAFETY: kill has no memory effects; the pid is our own child, not yet reaped.
+    unsafe { libc::kill(children[2].id() as libc::pid_t, libc::SIGKILL) };
+    for c in &mut children {
+        let _ = c.wait();
+    }
+    server.stop();
+    assert!(!files[2].exists(), "a killed shard writes nothing");
+    let (out, merged) = merge(dir.path(), &files);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("shard-2.json: not merged: cannot read it"),
+        "{stderr}"
+    );
+    let shards = merged["shards"].as_array().unwrap();
+    let status: Vec<&str> = shards
+        .iter()
+        .map(|s| s["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(status, ["merged", "merged", "failed"]);
+    let ops: u64 = shards.iter().map(|s| n(&s["ops"])).sum();
+    assert!(ops > 0);
+    assert_eq!(n(&merged["result"]["ops"]), ops);
+    let warnings = merged["result"]["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("shard 2/3 is missing")),
+        "{warnings:?}"
+    );
+}

@@ -11,6 +11,7 @@ pub mod bench;
 pub mod compare;
 pub mod handshake;
 pub mod lab;
+pub mod merge;
 pub mod openssl;
 pub mod profile;
 pub mod serve;

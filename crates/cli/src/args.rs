@@ -36,6 +36,11 @@ pub enum Command {
     /// ClientHello's record(s), its key shares by group, HelloRetryRequests, and round trips to
     /// the client's first application byte (TCP's handshake not included).
     Bench(Box<app::bench::config::BenchArgs>),
+    /// Add up the JSON documents of a sharded bench run (`bench --shard I/N --json`): one bench
+    /// document, latency histograms added exactly, the rate over the window all shards ran in,
+    /// a table of the shards, and warnings for a late, missing or client-bound shard or
+    /// settings that differ. A shard that failed is named and the others merged (exit 3).
+    Merge(app::merge::config::MergeArgs),
     /// Connect, handshake, and report what was negotiated (version, cipher, group, signature,
     /// full or resumed) and what the handshake put on the wire (as bench counts it).
     Handshake(app::handshake::config::HandshakeArgs),

@@ -60,6 +60,7 @@ pub fn run(opts: Opts) -> anyhow::Result<ExitCode> {
     match opts.command {
         Command::Serve(a) => app::serve::run(&library()?, &a),
         Command::Bench(a) => app::bench::run(&library()?, &a),
+        Command::Merge(a) => app::merge::run(&a),
         Command::Handshake(a) => app::handshake::run(&library()?, &a),
         Command::Trace(a) => app::trace::run(&a),
         Command::Lab(a) => app::lab::run(&library()?, &a),

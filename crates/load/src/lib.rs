@@ -7,6 +7,7 @@ pub mod client_hello;
 pub mod engine;
 mod http;
 pub mod memory;
+pub mod merge;
 mod pacer;
 mod record;
 pub mod result;
@@ -670,6 +671,22 @@ pub fn server_busy(pct: Option<f64>) -> String {
         Some(s) => format!(" while the server was {s:.0}% busy"),
         None => String::new(),
     }
+}
+
+/// Whether a finished run's client set its rate, by the rule a run applies as it ends (see
+/// [`bottleneck`]): for results read back from a document, which does not keep the verdict.
+pub fn bottleneck_of(r: &result::RunResult) -> Option<ClientBottleneck> {
+    let busiest = r.cpu.thread_busy_pct.iter().cloned().fold(0.0, f64::max);
+    let mode = match r.mode {
+        result::RunMode::Full => Mode::Full,
+        _ => Mode::KeepAlive,
+    };
+    bottleneck(
+        busiest,
+        r.cpu.server.as_ref().map(|s| s.busy_pct),
+        mode,
+        r.client.engine,
+    )
 }
 
 /// A load thread over 90% busy means the client may have set the rate. With the server's

@@ -51,6 +51,19 @@ impl LatencyHistogram {
         self.record_us(u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
     }
 
+    /// The histogram a summary was made from, rebuilt from its recorded values
+    /// ([`LatencySummary::histogram`]): each value is the top of its bucket, so it is recorded
+    /// back into the same bucket, and merging rebuilt histograms is exact. A summary made
+    /// before the values were kept rebuilds empty.
+    pub fn from_summary(summary: &LatencySummary) -> LatencyHistogram {
+        let mut h = LatencyHistogram::new();
+        for &[value, count] in &summary.histogram {
+            h.h.saturating_record_n(value.clamp(1, MAX_LATENCY_US), count);
+        }
+        h.saturated = summary.saturated;
+        h
+    }
+
     /// Adds every value of `other`.
     pub fn merge(&mut self, other: &LatencyHistogram) {
         // Both histograms have the same bounds, so adding cannot fail.
@@ -131,6 +144,43 @@ pub struct LatencySummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_histogram_rebuilt_from_its_summary_has_the_same_summary() {
+        let mut h = LatencyHistogram::new();
+        for us in (1..=50_000).step_by(7) {
+            h.record_us(us * 3 % 90_001);
+        }
+        h.record_us(MAX_LATENCY_US + 5);
+        let summary = h.summary();
+        assert_eq!(LatencyHistogram::from_summary(&summary).summary(), summary);
+    }
+
+    #[test]
+    fn merged_rebuilt_histograms_equal_one_fed_every_value() {
+        let (mut a, mut b, mut all) = (
+            LatencyHistogram::new(),
+            LatencyHistogram::new(),
+            LatencyHistogram::new(),
+        );
+        for us in 1..20_000u64 {
+            let v = us * us % 77_777 + 1;
+            if us % 3 == 0 {
+                a.record_us(v)
+            } else {
+                b.record_us(v)
+            }
+            all.record_us(v);
+        }
+        let mut merged = LatencyHistogram::from_summary(&a.summary());
+        merged.merge(&LatencyHistogram::from_summary(&b.summary()));
+        let (m, w) = (merged.summary(), all.summary());
+        assert_eq!(
+            (m.count, m.p50_us, m.p99_us, m.p999_us, m.max_us),
+            (w.count, w.p50_us, w.p99_us, w.p999_us, w.max_us)
+        );
+        assert_eq!(m.histogram, w.histogram);
+    }
 
     #[test]
     fn percentiles_of_a_known_distribution() {
