@@ -24,7 +24,7 @@ use crate::support::{self, text, Serve};
 
 /// How many commands the docs show without running, each in a `sh not-run: REASON` block.
 /// Change it only with a reason in the block.
-const NOT_RUN: usize = 8;
+const NOT_RUN: usize = 9;
 
 /// The longest any one example may take.
 const EXAMPLE_LIMIT: Duration = Duration::from_secs(150);
@@ -32,6 +32,7 @@ const EXAMPLE_LIMIT: Duration = Duration::from_secs(150);
 const COMMANDS: &[&str] = &[
     "serve",
     "bench",
+    "merge",
     "handshake",
     "trace",
     "sniff",
@@ -411,6 +412,7 @@ fn printed_by(words: &[String]) -> Vec<&'static str> {
         "serve" => vec!["https://"],
         "bench" if has("--mode") && words.iter().any(|w| w == "keepalive") => vec!["requests"],
         "bench" => vec!["handshakes"],
+        "merge" => vec!["added up, from"],
         "handshake" if has("--json") => vec!["\"version\""],
         "handshake" => vec!["TLSv1."],
         "trace" => vec!["probe cost"],
@@ -470,6 +472,7 @@ const RUN: &[&str] = &[
     "README.md",
     "docs/serve.md",
     "docs/bench.md",
+    "docs/merge.md",
     "docs/handshake.md",
     "docs/trace.md",
     "docs/sniff.md",
@@ -517,6 +520,11 @@ fn serve_guide_examples_run() {
 #[test]
 fn bench_guide_examples_run() {
     run_examples_of("docs/bench.md", Order::InTurn);
+}
+
+#[test]
+fn merge_guide_examples_run() {
+    run_examples_of("docs/merge.md", Order::InTurn);
 }
 
 #[test]
