@@ -299,20 +299,21 @@ mod tests {
 
     const S: u64 = 1_000_000_000;
 
+    fn part(result: &RunResult, window_unix_ns: Option<[u64; 2]>) -> Part<'_> {
+        Part {
+            result,
+            window_unix_ns,
+        }
+    }
+
     #[test]
     fn counts_add_and_percentiles_come_from_the_added_histograms() {
         let a_values: Vec<u64> = (1..=400).map(|v| v * 10).collect();
         let b_values: Vec<u64> = (1..=200).map(|v| v * 37 + 5000).collect();
         let (a, b) = (run(&a_values, 4, 1.0), run(&b_values, 4, 0.5));
         let merged = add_up(&[
-            Part {
-                result: &a,
-                window_unix_ns: Some([10 * S, 14 * S]),
-            },
-            Part {
-                result: &b,
-                window_unix_ns: Some([10 * S, 14 * S]),
-            },
+            part(&a, Some([10 * S, 14 * S])),
+            part(&b, Some([10 * S, 14 * S])),
         ]);
         let r = &merged.result;
         assert_eq!((r.ops, r.requests, r.handshakes.total), (600, 600, 4));
@@ -335,14 +336,8 @@ mod tests {
         // b started 2 s late: only the 2 s both ran count, with what each did in them.
         let (a, b) = (run(&[100; 400], 4, 1.0), run(&[100; 400], 4, 1.0));
         let merged = add_up(&[
-            Part {
-                result: &a,
-                window_unix_ns: Some([10 * S, 14 * S]),
-            },
-            Part {
-                result: &b,
-                window_unix_ns: Some([12 * S, 16 * S]),
-            },
+            part(&a, Some([10 * S, 14 * S])),
+            part(&b, Some([12 * S, 16 * S])),
         ]);
         assert_eq!(merged.rate_window, RateWindow::Common([12 * S, 14 * S]));
         // 100/s each in the common 2 s.
@@ -350,27 +345,12 @@ mod tests {
         assert_eq!(merged.result.duration_s, 2.0);
         // Windows that do not meet, or a part without one: the sum of the rates.
         let apart = add_up(&[
-            Part {
-                result: &a,
-                window_unix_ns: Some([10 * S, 14 * S]),
-            },
-            Part {
-                result: &b,
-                window_unix_ns: Some([20 * S, 24 * S]),
-            },
+            part(&a, Some([10 * S, 14 * S])),
+            part(&b, Some([20 * S, 24 * S])),
         ]);
         assert_eq!(apart.rate_window, RateWindow::SumOfRates);
         assert!((apart.result.ops_per_s - 200.0).abs() < 1e-9);
-        let unknown = add_up(&[
-            Part {
-                result: &a,
-                window_unix_ns: None,
-            },
-            Part {
-                result: &b,
-                window_unix_ns: Some([10 * S, 14 * S]),
-            },
-        ]);
+        let unknown = add_up(&[part(&a, None), part(&b, Some([10 * S, 14 * S]))]);
         assert_eq!(unknown.rate_window, RateWindow::SumOfRates);
     }
 }
