@@ -55,13 +55,22 @@ pub fn run(cfg: &MergeConfig) -> Result<Merged> {
             "the shards' measured windows are unknown or do not all overlap: the rate is the sum of each shard's own rate".into(),
         );
     }
-    // Every shard measured the same server: its CPU is kept once, from the first that has it.
-    if let Some((file, server)) = good
-        .iter()
-        .find_map(|(f, d)| d.result.cpu.server.clone().map(|s| (*f, s)))
-    {
+    // Every shard measured the same server: its CPU is kept once, from the first that has it,
+    // and its per-unit figures spread over every shard's work (the server served them all in
+    // that window, not only the measuring shard's).
+    if let Some((file, d)) = good.iter().find(|(_, d)| d.result.cpu.server.is_some()) {
+        let mut server = d.result.cpu.server.clone().expect("found with a server");
+        let share = |mine: u64, all: u64| {
+            if all == 0 {
+                0.0
+            } else {
+                mine as f64 / all as f64
+            }
+        };
+        server.cpu_us_per_handshake *= share(d.result.handshakes.total, result.handshakes.total);
+        server.cpu_us_per_request *= share(d.result.requests, result.requests);
         warnings.push(format!(
-            "the server's CPU is the one {file} measured over its own window, not added"
+            "the server's CPU is the one {file} measured over its own window, per handshake and request of all the shards' work"
         ));
         result.cpu.server = Some(server);
     }
