@@ -328,6 +328,40 @@ mod tests {
     }
 
     #[test]
+    fn the_server_cpu_one_shard_measured_is_spread_over_every_shard_s_work() {
+        let dir = std::env::temp_dir().join(format!("tlsscope-merge-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut files = Vec::new();
+        for i in 0..2 {
+            let mut d = shard_doc(i, 2, 0.0, "t");
+            d.result.handshakes.total = 100;
+            d.result.requests = 1000;
+            if i == 0 {
+                d.result.cpu.server = Some(load::result::ServerCpu {
+                    cpu_us_per_handshake: 500.0,
+                    cpu_us_per_request: 50.0,
+                    ..Default::default()
+                });
+            }
+            let path = dir.join(format!("{i}.json"));
+            std::fs::write(&path, serde_json::to_vec(&d).unwrap()).unwrap();
+            files.push(path);
+        }
+        let cfg = MergeConfig {
+            files,
+            json: None,
+            html: None,
+            text: false,
+        };
+        let merged = run(&cfg).unwrap().document;
+        let _ = std::fs::remove_dir_all(&dir);
+        let server = merged.result.cpu.server.unwrap();
+        assert_eq!(server.cpu_us_per_handshake, 250.0);
+        assert_eq!(server.cpu_us_per_request, 25.0);
+        assert_eq!(merged.shards.len(), 2);
+    }
+
+    #[test]
     fn an_interrupted_run_a_merge_and_other_kinds_are_not_merged() {
         let mut d = shard_doc(0, 1, 0.0, "t");
         d.result.interrupted = true;
