@@ -13,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 
-use crate::support::{self, text, Serve};
+use crate::support::{self, text, Netns, Serve};
 use crate::trace::one_at_a_time;
 
 const PROMTOOL: &str = "/usr/bin/promtool";
@@ -403,23 +403,99 @@ fn each_pod_of_the_job_runs_its_shard_as_written_and_merge_adds_them_up() {
     );
 }
 
-/// A stand-in for ssh that runs the command here, as ssh hands it to the remote shell: one
-/// string. It logs each host and command, and fails as ssh does for the host `down`.
-fn local_ssh(dir: &Path) -> (PathBuf, PathBuf) {
-    let log = dir.join("ssh.log");
-    let ssh = dir.join("ssh");
-    std::fs::write(
-        &ssh,
-        format!(
-            "#!/bin/sh\nhost=$1\nshift\nprintf '%s\\t%s\\n' \"$host\" \"$*\" >> '{}'\n\
-             if [ \"$host\" = down ]; then echo \"ssh: connect to host down port 22: Connection refused\" >&2; exit 255; fi\n\
-             exec sh -c \"$*\"\n",
-            log.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&ssh, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    (ssh, log)
+/// Hosts on one network: the server's network namespace with a bridge, and one namespace per
+/// client host joined to it by a veth pair (10.235.7.0/24, inside these namespaces only).
+/// Deleted when dropped.
+struct Lan {
+    server: Netns,
+    hosts: Vec<(String, Netns)>,
+}
+
+impl Lan {
+    /// The server's address.
+    const SERVER: &'static str = "10.235.7.1";
+
+    fn new(hosts: &[&str]) -> Lan {
+        let ip = |args: &[&str]| {
+            let out =
+                support::run_with_timeout(Command::new("ip").args(args), Duration::from_secs(10));
+            assert!(out.status.success(), "ip {args:?}: {}", text(&out.stderr));
+        };
+        let server = Netns::new("dsrv");
+        let srv = server.name.as_str();
+        ip(&["-n", srv, "link", "add", "br0", "type", "bridge"]);
+        ip(&[
+            "-n",
+            srv,
+            "addr",
+            "add",
+            &format!("{}/24", Lan::SERVER),
+            "dev",
+            "br0",
+        ]);
+        ip(&["-n", srv, "link", "set", "br0", "up"]);
+        let mut joined = Vec::new();
+        for (i, host) in hosts.iter().enumerate() {
+            let ns = Netns::new(&format!("d{host}"));
+            let port = format!("vb{i}");
+            ip(&[
+                "-n", srv, "link", "add", &port, "type", "veth", "peer", "name", "eth0", "netns",
+                &ns.name,
+            ]);
+            ip(&["-n", srv, "link", "set", &port, "master", "br0", "up"]);
+            ip(&[
+                "-n",
+                &ns.name,
+                "addr",
+                "add",
+                &format!("10.235.7.{}/24", 10 + i),
+                "dev",
+                "eth0",
+            ]);
+            ip(&["-n", &ns.name, "link", "set", "eth0", "up"]);
+            joined.push((host.to_string(), ns));
+        }
+        Lan {
+            server,
+            hosts: joined,
+        }
+    }
+
+    /// A stand-in for ssh: it runs the command given, as ssh hands it to the remote shell (one
+    /// string), in the host's namespace under the host's name (a UTS namespace of its own); it
+    /// logs each host and command, and fails as ssh does for a host it does not know.
+    fn ssh(&self, dir: &Path) -> (PathBuf, PathBuf) {
+        let log = dir.join("ssh.log");
+        let ssh = dir.join("ssh");
+        let cases: String = self
+            .hosts
+            .iter()
+            .map(|(host, ns)| format!("    {host}) ns={} ;;\n", ns.name))
+            .collect();
+        std::fs::write(
+            &ssh,
+            format!(
+                "#!/bin/sh\nhost=$1\nshift\nprintf '%s\\t%s\\n' \"$host\" \"$*\" >> '{}'\n\
+                 case $host in\n{cases}    *) echo \"ssh: connect to host $host port 22: Connection refused\" >&2; exit 255 ;;\nesac\n\
+                 exec ip netns exec \"$ns\" unshare --uts sh -c 'hostname \"$1\" && exec sh -c \"$2\"' sh \"$host\" \"$*\"\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&ssh, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        (ssh, log)
+    }
+}
+
+/// The row of `merged`'s shard table for `file`.
+fn shard_row<'a>(merged: &'a Value, file: &Path) -> &'a Value {
+    merged["shards"]
+        .as_array()
+        .expect("shards")
+        .iter()
+        .find(|row| row["file"].as_str().is_some_and(|f| Path::new(f) == file))
+        .unwrap_or_else(|| panic!("no row for {}: {merged:#}", file.display()))
 }
 
 fn bench_over_ssh(ssh: &Path, out: &Path, hosts: &[&str], bench: &[&str]) -> Output {
@@ -440,9 +516,14 @@ fn bench_over_ssh(ssh: &Path, out: &Path, hosts: &[&str], bench: &[&str]) -> Out
 // Issue 35. Needs `bench --shard` and `merge` (issue 35's other parts).
 #[test]
 fn the_ssh_script_runs_a_shard_per_host_and_merges_them_naming_a_host_that_failed() {
-    let serve = Serve::start(&[]);
+    let lan = Lan::new(&["h0", "h1", "h2"]);
+    let serve = Serve::start_in(
+        &lan.server.prefix(),
+        &[],
+        &["--listen", &format!("{}:0", Lan::SERVER)],
+    );
     let dir = tempfile::tempdir().unwrap();
-    let (ssh, log) = local_ssh(dir.path());
+    let (ssh, log) = lan.ssh(dir.path());
     let target = serve.addr.to_string();
     let bench = [target.as_str(), "-c", "6", "-n", "300"];
 
@@ -470,19 +551,23 @@ fn the_ssh_script_runs_a_shard_per_host_and_merges_them_naming_a_host_that_faile
         })
         .collect();
     assert!(starts.iter().all(|s| *s == starts[0]), "{starts:?}");
+    let merged = doc(&run.join("merged.json"));
+    let mut total = 0;
     for i in 0..3 {
+        let host = format!("h{i}");
         assert!(
             lines
                 .iter()
-                .any(|(h, c)| *h == format!("h{i}") && c.contains(&format!("--shard {i}/3 "))),
+                .any(|(h, c)| *h == host && c.contains(&format!("--shard {i}/3 "))),
             "{lines:?}"
         );
+        let file = run.join(format!("shard-{i}.json"));
+        total += ops(&doc(&file));
+        let row = shard_row(&merged, &file);
+        assert_eq!(row["status"], "merged", "{row}");
+        assert_eq!(row["shard"]["host"], host.as_str(), "{row}");
     }
-    let shards: Vec<Value> = (0..3)
-        .map(|i| doc(&run.join(format!("shard-{i}.json"))))
-        .collect();
-    let merged = doc(&run.join("merged.json"));
-    assert_eq!(shards.iter().map(ops).sum::<u64>(), 300, "-n divided");
+    assert_eq!(total, 300, "-n divided");
     assert_eq!(ops(&merged), 300);
     assert!(run.join("merged.html").exists());
 
@@ -493,9 +578,8 @@ fn the_ssh_script_runs_a_shard_per_host_and_merges_them_naming_a_host_that_faile
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("shard 1/3 on down failed"), "{stderr}");
     let merged = doc(&run.join("merged.json"));
-    let rows = merged["shards"].as_array().expect("shards");
-    assert_eq!(rows.len(), 3, "{rows:?}");
-    assert_eq!(rows[1]["status"], "failed", "{rows:?}");
+    let failed = shard_row(&merged, &run.join("shard-1.json"));
+    assert_eq!(failed["status"], "failed", "{failed}");
     let good: u64 = [0, 2]
         .iter()
         .map(|i| ops(&doc(&run.join(format!("shard-{i}.json")))))
