@@ -319,7 +319,32 @@ fn each_pod_of_the_job_runs_its_shard_as_written_and_merge_adds_them_up() {
         slot.1 = value.clone();
     }
 
-    // One process per pod, stdout and stderr in one log as the kubelet keeps them.
+    // One process per pod, stdout and stderr in one log as the kubelet keeps them, with the
+    // container's security context: its user, no privilege escalation, no capabilities, and
+    // the root filesystem read-only (in a mount namespace of its own).
+    let security = &c["securityContext"];
+    assert_eq!(security["allowPrivilegeEscalation"], false);
+    assert_eq!(security["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(security["readOnlyRootFilesystem"], true);
+    let uid = security["runAsUser"]
+        .as_u64()
+        .expect("runAsUser")
+        .to_string();
+    let container_runtime = [
+        "unshare".to_string(),
+        "-m".into(),
+        "sh".into(),
+        "-c".into(),
+        r#"mount -o remount,ro,bind / && exec "$@""#.into(),
+        "sh".into(),
+        "setpriv".into(),
+        format!("--reuid={uid}"),
+        format!("--regid={uid}"),
+        "--clear-groups".into(),
+        "--no-new-privs".into(),
+        "--inh-caps=-all".into(),
+        "--bounding-set=-all".into(),
+    ];
     let dir = tempfile::tempdir().unwrap();
     let mut pods = Vec::new();
     for i in 0..n {
@@ -337,8 +362,16 @@ fn each_pod_of_the_job_runs_its_shard_as_written_and_merge_adds_them_up() {
         assert!(args.iter().all(|a| !a.contains("$(")), "{args:?}");
         let log_path = dir.path().join(format!("pod-{i}.log"));
         let log = File::create(&log_path).unwrap();
-        let child = Command::new(support::bin())
+        let child = Command::new(&container_runtime[0])
+            .args(&container_runtime[1..])
+            .arg(support::bin())
             .args(&args)
+            .env_clear()
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+            .env("HOME", "/")
             .envs(&env)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
