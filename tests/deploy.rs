@@ -902,8 +902,24 @@ fn the_fleet_rules_pass_promtool_and_add_up_what_the_daemonsets_trace_exports() 
 
     // The DaemonSet's trace, as it stands: the node's libssl where the pod sees it under /host,
     // here the machine's own; the metrics on a loopback port of its choosing.
+    let daemonset = daemonset();
+    let listen = strings(&container(&daemonset)["args"])
+        .windows(2)
+        .find(|w| w[0] == "--metrics-listen")
+        .map(|w| w[1].clone())
+        .expect("--metrics-listen");
+    let port = listen.rsplit_once(':').unwrap().1;
+    // Where the pod serves them is where its annotations send Prometheus.
+    assert_eq!(
+        daemonset["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"],
+        port
+    );
+    assert_eq!(
+        container(&daemonset)["ports"][0]["containerPort"].to_string(),
+        port
+    );
     let _one = one_at_a_time();
-    let args: Vec<String> = strings(&container(&daemonset())["args"])
+    let args: Vec<String> = strings(&container(&daemonset)["args"])
         .into_iter()
         .map(|a| match a.strip_prefix("/host/") {
             Some(path) => format!("/{path}"),
