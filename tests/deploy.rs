@@ -387,6 +387,11 @@ fn each_pod_of_the_job_runs_its_shard_as_written_and_merge_adds_them_up() {
         .nth(1)
         .and_then(|rest| rest.split('\'').next())
         .expect("the manifest says how to collect the documents (sed -n '...')");
+    let guide = read(&root().join("docs/deploy.md"));
+    assert!(
+        guide.contains(&format!("sed -n '{sed_program}'")),
+        "docs/deploy.md collects the documents as the manifest says"
+    );
     let mut files = Vec::new();
     for (i, (mut child, log_path)) in pods.into_iter().enumerate() {
         let status = child.wait().unwrap();
