@@ -613,7 +613,11 @@ fn the_ssh_script_runs_a_shard_per_host_and_merges_them_naming_a_host_that_faile
     let run = dir.path().join("run-down");
     let out = bench_over_ssh(&ssh, &run, &["h0", "down", "h2"], &bench);
     let stderr = text(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "merge's status for a failed shard: {stderr}"
+    );
     assert!(stderr.contains("shard 1/3 on down failed"), "{stderr}");
     let merged = doc(&run.join("merged.json"));
     let failed = shard_row(&merged, &run.join("shard-1.json"));
