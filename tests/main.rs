@@ -9,6 +9,7 @@ mod bench_wire;
 mod cli;
 mod compare;
 mod completions;
+mod deploy;
 mod docs;
 mod fresh_machine;
 mod go_trace;
