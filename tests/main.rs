@@ -17,6 +17,7 @@ mod golang;
 mod groups;
 mod hostile;
 mod inproc;
+mod merge;
 mod metrics;
 mod ml_dsa;
 mod openssl_build;

@@ -122,7 +122,7 @@ impl Hosts {
 }
 
 /// A start time `ahead` from now, whole milliseconds: (RFC 3339 text, Unix ns).
-fn start_time(ahead: Duration) -> (String, u64) {
+pub(crate) fn start_time(ahead: Duration) -> (String, u64) {
     let at = SystemTime::now() + ahead;
     let ms = at.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
     let out = support::run_with_timeout(
