@@ -154,6 +154,44 @@ fn resumes_tls12_by_ticket() {
     assert_eq!(h["resumed_session_id"], 0, "{stats}");
 }
 
+/// AWS-LC and BoringSSL have no ticket-decryption hook: the server tells a TLS 1.2 ticket
+/// resumption from a session-ID one by the ticket the ClientHello offered, and counts each as
+/// what it was (the client, Debian's OpenSSL, says which it got).
+#[test]
+fn forks_count_tls12_ticket_and_session_id_resumptions_apart() {
+    for prefix in [support::openssl_aws_lc(), support::openssl_boringssl()] {
+        let global = ["--openssl", prefix.to_str().unwrap()];
+        let (out, stats) = s_client_resumes(&global, &["--session-cache", "off"], "-tls1_2");
+        assert!(
+            out.contains("Reused, TLSv1.2"),
+            "{}: {out}",
+            prefix.display()
+        );
+        let h = &stats["handshakes"];
+        assert_eq!(
+            (h["full"].as_u64(), h["resumed_ticket"].as_u64()),
+            (Some(1), Some(1)),
+            "{}: {stats}",
+            prefix.display()
+        );
+        assert_eq!(h["resumed_session_id"], 0, "{stats}");
+        let (out, stats) = s_client_resumes(&global, &["--tickets", "off"], "-tls1_2");
+        assert!(
+            out.contains("Reused, TLSv1.2"),
+            "{}: {out}",
+            prefix.display()
+        );
+        let h = &stats["handshakes"];
+        assert_eq!(
+            (h["full"].as_u64(), h["resumed_session_id"].as_u64()),
+            (Some(1), Some(1)),
+            "{}: {stats}",
+            prefix.display()
+        );
+        assert_eq!(h["resumed_ticket"], 0, "{stats}");
+    }
+}
+
 #[test]
 fn resumes_tls13_by_ticket() {
     let (out, stats) = s_client_resumes(&[], &[], "-tls1_3");

@@ -198,12 +198,18 @@ impl ContextBuilder {
         if role == Role::Server {
             // SAFETY: the context is live and the id outlives the call (it is copied).
             unsafe { lib.ctx_set_session_id_context(ptr, b"tlsscope") };
-            // AWS-LC and BoringSSL have no ticket hook: their TLS 1.2 ticket resumptions are
-            // counted as session-ID ones (TLS 1.3 resumption is by ticket either way).
             if let Some(set_ticket_cb) = api.SSL_CTX_set_session_ticket_cb {
                 // SAFETY: live context; the hook is a plain function that only touches the
                 // connection it is given.
                 unsafe { set_ticket_cb(ptr, None, Some(ticket_decrypted), ptr::null_mut()) };
+            } else if let Some(set_hello_cb) = api.SSL_CTX_set_select_certificate_cb {
+                // AWS-LC and BoringSSL have no ticket-decryption hook. With tickets on, a
+                // TLS 1.2 ClientHello that offers a ticket is resumed by that ticket or not at
+                // all (their ssl_get_prev_session looks a session ID up only when no ticket is
+                // offered), so the ClientHello says how a resumption was made. Tickets off
+                // (`tickets` below sets SSL_OP_NO_TICKET) uninstalls it.
+                // SAFETY: live context; the hook only touches the connection it is given.
+                unsafe { set_hello_cb(ptr, Some(ticket_offered)) };
             }
         }
         Ok(builder)
@@ -408,6 +414,13 @@ impl ContextBuilder {
     /// tickets off and the cache on, a TLS 1.3 server still resumes, through stateful tickets
     /// that name a cache entry.
     pub fn tickets(&mut self, on: bool) -> &mut Self {
+        if !on && self.inner.role == Role::Server {
+            // A ticket offered to a server with tickets off is ignored: not a ticket resumption.
+            if let Some(set_hello_cb) = self.api().SSL_CTX_set_select_certificate_cb {
+                // SAFETY: live context; removing the hook.
+                unsafe { set_hello_cb(self.inner.ptr, None) };
+            }
+        }
         if !on {
             // SAFETY: live context.
             unsafe {
@@ -567,6 +580,28 @@ pub(crate) unsafe fn set_app_word(lib: &Library, ssl: *const ffi::SSL, word: usi
     // SAFETY: as the caller guarantees; the word is stored as a pointer-sized integer, never
     // dereferenced.
     unsafe { (lib.api().SSL_set_ex_data)(ssl.cast_mut(), 0, word as *mut c_void) };
+}
+
+/// AWS-LC's and BoringSSL's ClientHello hook, installed only while tickets are on: marks the
+/// connection when the client offers a non-empty TLS 1.2 ticket (see where it is installed).
+/// Never refuses a handshake.
+unsafe extern "C" fn ticket_offered(hello: *const ffi::ClientHelloHead) -> c_int {
+    let Some(lib) = Library::loaded() else {
+        return ffi::SSL_SELECT_CERT_SUCCESS;
+    };
+    let Some(get) = lib.api().SSL_early_callback_ctx_extension_get else {
+        return ffi::SSL_SELECT_CERT_SUCCESS;
+    };
+    let (mut data, mut len) = (ptr::null::<u8>(), 0usize);
+    // SAFETY: the library passes its live parsed ClientHello, whose first field is the
+    // connection being handshaken, in the thread driving it; the out-pointers are ours.
+    unsafe {
+        if get(hello, ffi::TLSEXT_TYPE_SESSION_TICKET, &mut data, &mut len) == 1 && len > 0 {
+            let ssl = (*hello).ssl;
+            set_app_word(lib, ssl, app_word(lib, ssl) | TICKET_ACCEPTED);
+        }
+    }
+    ffi::SSL_SELECT_CERT_SUCCESS
 }
 
 /// OpenSSL's ticket decryption hook: keeps OpenSSL's own decision, and marks the connection so

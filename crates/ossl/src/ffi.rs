@@ -72,6 +72,24 @@ pub type TicketDecryptCallback = unsafe extern "C" fn(
     arg: *mut c_void,
 ) -> c_int;
 
+/// AWS-LC's and BoringSSL's parsed ClientHello (`SSL_CLIENT_HELLO`, `struct
+/// ssl_early_callback_ctx` in their ssl.h): only its first field, the connection, is read here;
+/// the rest is read through `SSL_early_callback_ctx_extension_get`.
+#[repr(C)]
+pub struct ClientHelloHead {
+    pub ssl: *mut SSL,
+}
+
+/// `SSL_CTX_set_select_certificate_cb`'s callback type (AWS-LC, BoringSSL): returns
+/// `ssl_select_cert_success` (1) to go on with the handshake.
+pub type SelectCertificateCallback = unsafe extern "C" fn(hello: *const ClientHelloHead) -> c_int;
+
+/// `ssl_select_cert_success`.
+pub const SSL_SELECT_CERT_SUCCESS: c_int = 1;
+
+/// The TLS extension a TLS 1.2 client offers its session ticket in (RFC 5077).
+pub const TLSEXT_TYPE_SESSION_TICKET: u16 = 35;
+
 /// `SSL_set_msg_callback`'s callback type: (write_p, version, content_type, buf, len, ssl, arg).
 pub type MsgCallback = unsafe extern "C" fn(
     write_p: c_int,
@@ -545,6 +563,10 @@ api! {
         Ssl SSL_in_init: fn(*const SSL) -> c_int;
         // A TLS 1.3 client's ticketed sessions arrive only through this callback.
         Ssl SSL_CTX_sess_set_new_cb: fn(*mut SSL_CTX, Option<NewSessionCallback>) -> ();
+        // A server's look at the ClientHello: whether a TLS 1.2 client offered a ticket (they
+        // have no ticket-decryption hook to say a resumption was by ticket).
+        Ssl SSL_CTX_set_select_certificate_cb: fn(*mut SSL_CTX, Option<SelectCertificateCallback>) -> ();
+        Ssl SSL_early_callback_ctx_extension_get: fn(*const ClientHelloHead, u16, *mut *const u8, *mut usize) -> c_int;
         Ssl SSL_get_ex_new_index: fn(c_long, *mut c_void, *mut c_void, *mut c_void, *mut c_void) -> c_int;
         Ssl SSL_SESSION_up_ref: fn(*mut SSL_SESSION) -> c_int;
         // The same symbols as required entries above, typed as these libraries declare them
