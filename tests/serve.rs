@@ -159,36 +159,29 @@ fn resumes_tls12_by_ticket() {
 /// what it was (the client, Debian's OpenSSL, says which it got).
 #[test]
 fn forks_count_tls12_ticket_and_session_id_resumptions_apart() {
+    // (serve's settings, the kind the resumption must be counted as, the other kind)
+    let ways = [
+        (
+            ["--session-cache", "off"],
+            "resumed_ticket",
+            "resumed_session_id",
+        ),
+        (["--tickets", "off"], "resumed_session_id", "resumed_ticket"),
+    ];
     for prefix in [support::openssl_aws_lc(), support::openssl_boringssl()] {
         let global = ["--openssl", prefix.to_str().unwrap()];
-        let (out, stats) = s_client_resumes(&global, &["--session-cache", "off"], "-tls1_2");
-        assert!(
-            out.contains("Reused, TLSv1.2"),
-            "{}: {out}",
-            prefix.display()
-        );
-        let h = &stats["handshakes"];
-        assert_eq!(
-            (h["full"].as_u64(), h["resumed_ticket"].as_u64()),
-            (Some(1), Some(1)),
-            "{}: {stats}",
-            prefix.display()
-        );
-        assert_eq!(h["resumed_session_id"], 0, "{stats}");
-        let (out, stats) = s_client_resumes(&global, &["--tickets", "off"], "-tls1_2");
-        assert!(
-            out.contains("Reused, TLSv1.2"),
-            "{}: {out}",
-            prefix.display()
-        );
-        let h = &stats["handshakes"];
-        assert_eq!(
-            (h["full"].as_u64(), h["resumed_session_id"].as_u64()),
-            (Some(1), Some(1)),
-            "{}: {stats}",
-            prefix.display()
-        );
-        assert_eq!(h["resumed_ticket"], 0, "{stats}");
+        for (serve_args, counted, other) in &ways {
+            let (out, stats) = s_client_resumes(&global, serve_args, "-tls1_2");
+            let what = format!("{} {serve_args:?}", prefix.display());
+            assert!(out.contains("Reused, TLSv1.2"), "{what}: {out}");
+            let h = &stats["handshakes"];
+            assert_eq!(
+                (h["full"].as_u64(), h[*counted].as_u64()),
+                (Some(1), Some(1)),
+                "{what}: {stats}"
+            );
+            assert_eq!(h[*other], 0, "{what}: {stats}");
+        }
     }
 }
 

@@ -94,10 +94,15 @@ pub fn rfc3339_now() -> String {
     let secs = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
+    format!("{}Z", date_time(secs))
+}
+
+/// Unix seconds as "2026-11-22T15:11:28" (UTC, no zone).
+fn date_time(secs: u64) -> String {
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
         rem / 3600,
         rem % 3600 / 60,
         rem % 60
@@ -107,14 +112,9 @@ pub fn rfc3339_now() -> String {
 /// `t` as RFC 3339 in UTC with nanoseconds: "2026-11-28T10:00:00.250000000Z".
 pub fn rfc3339_ns(t: SystemTime) -> String {
     let ns = host::clock::unix_ns(t);
-    let secs = ns / 1_000_000_000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
     format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:09}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
+        "{}.{:09}Z",
+        date_time(ns / 1_000_000_000),
         ns % 1_000_000_000
     )
 }
