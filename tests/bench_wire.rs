@@ -19,10 +19,13 @@ use crate::support::{self, text, Serve};
 const HELLO_RETRY_RANDOM: &str =
     "cf:21:ad:74:e5:9a:61:11:be:1d:8c:02:1e:65:b8:91:c2:a2:11:16:7a:bb:8c:5e:07:9e:09:e2:c8:a8:33:9c";
 
-/// A tshark capture of one TCP port on the loopback interface.
+/// A tshark capture of one port on the loopback interface: the server's TCP traffic, and the
+/// UDP markers that show the capture is running and has written out everything before them.
 pub(crate) struct Capture {
     child: Child,
     file: PathBuf,
+    port: u16,
+    markers: usize,
     _dir: tempfile::TempDir,
 }
 
@@ -32,18 +35,22 @@ impl Capture {
         let file = dir.path().join("run.pcap");
         let watched = support::start_until(
             Command::new("tshark")
-                .args(["-i", "lo", "-f", &format!("tcp port {port}"), "-w"])
+                .args(["-i", "lo", "-f", &format!("port {port}"), "-w"])
                 .arg(&file),
             "Capturing on",
             Duration::from_secs(30),
         );
-        // dumpcap says so as it opens the interface, a moment before packets are kept.
-        std::thread::sleep(Duration::from_secs(1));
-        Capture {
+        let mut capture = Capture {
             child: watched.child,
             file,
+            port,
+            markers: 0,
             _dir: dir,
-        }
+        };
+        // dumpcap says "Capturing on" as it opens the interface, a moment before it keeps
+        // packets: markers are sent until one is in the file.
+        capture.mark_until_written();
+        capture
     }
 
     /// Stops the capture and dissects it: one entry per TCP connection, in order.
@@ -52,17 +59,72 @@ impl Capture {
         dissect(&file)
     }
 
-    /// Stops the capture: the capture file, and the directory that holds it.
+    /// Stops the capture once a marker sent after the run is in the file, so every packet the
+    /// run sent before it is too (a starved dumpcap still holds them in the kernel's ring, and
+    /// would drop them if stopped): the capture file, and the directory that holds it.
     pub(crate) fn finish(mut self) -> (PathBuf, tempfile::TempDir) {
-        // What the run sent last is on the interface already; give tshark time to write it.
-        std::thread::sleep(Duration::from_millis(500));
+        self.mark_until_written();
         // SIGINT: tshark writes out what it holds and ends, as after Ctrl-C.
         // SAFETY: kill has no memory effects; the pid is our own child, not yet reaped.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGINT) };
         let _ = self.child.wait();
         (self.file, self._dir)
     }
+
+    /// Sends numbered UDP datagrams to the captured port (nothing listens there) until the
+    /// capture file holds one of them: dumpcap writes its file out as it goes.
+    fn mark_until_written(&mut self) {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let first = self.markers;
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let marker = format!("{MARKER}{}", self.markers);
+            self.markers += 1;
+            socket
+                .send_to(marker.as_bytes(), ("127.0.0.1", self.port))
+                .unwrap();
+            let poll_end = std::time::Instant::now() + Duration::from_millis(500);
+            while std::time::Instant::now() < poll_end {
+                std::thread::sleep(Duration::from_millis(50));
+                if self.markers_written().iter().any(|&n| n >= first) {
+                    return;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "tshark wrote no marker to {} in 60 s",
+                self.file.display()
+            );
+        }
+    }
+
+    /// The numbers of the markers in the capture file so far (its last packet may be half
+    /// written).
+    fn markers_written(&self) -> Vec<usize> {
+        let out = Command::new("tshark")
+            .arg("-r")
+            .arg(&self.file)
+            .args(["-Y", "udp && !icmp", "-T", "fields", "-e", "data.data"])
+            .output()
+            .expect("run tshark");
+        text(&out.stdout)
+            .lines()
+            .filter_map(|hex| {
+                let bytes: Vec<u8> = (0..hex.len() / 2)
+                    .filter_map(|i| u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok())
+                    .collect();
+                String::from_utf8(bytes)
+                    .ok()?
+                    .strip_prefix(MARKER)?
+                    .parse()
+                    .ok()
+            })
+            .collect()
+    }
 }
+
+/// What a capture marker's payload starts with; its number follows.
+const MARKER: &str = "tlsscope-capture-marker-";
 
 /// One TLS record as tshark saw it.
 #[derive(Debug)]

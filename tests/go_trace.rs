@@ -343,17 +343,46 @@ fn a_go_servers_secrets_let_tshark_decrypt_a_capture_of_its_traffic() {
         "{stderr}"
     );
     let keylog_option = format!("tls.keylog_file:{}", keys.display());
-    let out = support::run_with_timeout(
-        Command::new("tshark")
+    let tshark = |filter: &str, fields: &[&str]| {
+        let mut command = Command::new("tshark");
+        command
             .arg("-r")
             .arg(&file)
-            .args(["-o", &keylog_option, "-Y", "http.request", "-T", "fields"])
-            .args(["-e", "tls.record.version", "-e", "http.request.uri"]),
-        Duration::from_secs(60),
+            .args(["-o", &keylog_option, "-Y", filter]);
+        if !fields.is_empty() {
+            command.args(["-T", "fields"]);
+            for field in fields {
+                command.args(["-e", field]);
+            }
+        }
+        support::text(&support::run_with_timeout(&mut command, Duration::from_secs(60)).stdout)
+    };
+    let decrypted: std::collections::BTreeSet<String> =
+        tshark("http.request", &["tcp.stream", "http.request.uri"])
+            .lines()
+            .filter(|l| l.ends_with(&path))
+            .map(|l| l.split('\t').next().unwrap().to_owned())
+            .collect();
+    let hellos: std::collections::BTreeSet<String> =
+        tshark("tls.handshake.type == 1", &["tcp.stream"])
+            .lines()
+            .map(str::to_owned)
+            .collect();
+    // Every connection the capture holds had its request read back, and it holds them all.
+    let undecrypted: Vec<String> = hellos
+        .difference(&decrypted)
+        .map(|stream| tshark(&format!("tcp.stream == {stream}"), &[]))
+        .collect();
+    assert!(
+        undecrypted.is_empty(),
+        "not decrypted:\n{}",
+        undecrypted.join("\n")
     );
-    let seen = support::text(&out.stdout);
-    let decrypted = seen.lines().filter(|l| l.ends_with(&path)).count();
-    assert_eq!(decrypted as u64, requests, "tshark decrypted: {seen}");
+    assert_eq!(
+        decrypted.len() as u64,
+        requests,
+        "connections decrypted: {decrypted:?}"
+    );
     // Without the key log tshark sees no request at all: the figure above is the key log's.
     let blind = support::run_with_timeout(
         Command::new("tshark").arg("-r").arg(&file).args([
