@@ -92,7 +92,7 @@ fn trace_matches_the_servers_counts(binary: &Path) {
         &[],
         &["-p", &pid, "--metrics-file", metrics.to_str().unwrap()],
         &[],
-        5,
+        6,
     );
     bench(
         server.addr,
@@ -136,20 +136,29 @@ fn trace_matches_the_servers_counts(binary: &Path) {
         .unwrap_or_else(|| panic!("no {series}: {exposition}"));
     assert!(line.contains("library_version=\"go1."), "{line}");
     assert!(line.ends_with(&format!(" {handshakes}")), "{line}");
-    let placement = doc["attached"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["function"] == read)
-        .map(|a| a["placement"].clone())
-        .unwrap_or_else(|| panic!("{read} not attached: {doc:#}"));
-    assert_eq!(placement["at"], "entry+returns", "{placement:#}");
-    // The entry probe sits on the stack check's branch, which the kernel emulates.
-    assert_eq!(placement["emulated"], true, "{placement:#}");
-    assert!(
-        !placement["return_offsets"].as_array().unwrap().is_empty(),
-        "{placement:#}"
-    );
+    for function in [read, write] {
+        let placement = doc["attached"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["function"] == function)
+            .map(|a| a["placement"].clone())
+            .unwrap_or_else(|| panic!("{function} not attached: {doc:#}"));
+        // Returns after the lock are seen where the deferred unlock starts, on its stack check's
+        // branch; the early returns (before the lock) at their return instructions.
+        assert_eq!(placement["at"], "entry+deferred+returns", "{placement:#}");
+        // The entry probe sits on the stack check's branch, which the kernel emulates.
+        assert_eq!(placement["emulated"], true, "{placement:#}");
+        assert_eq!(
+            placement["deferred_offsets"].as_array().unwrap().len(),
+            1,
+            "{placement:#}"
+        );
+        assert!(
+            !placement["return_offsets"].as_array().unwrap().is_empty(),
+            "{placement:#}"
+        );
+    }
 }
 
 #[test]
@@ -438,7 +447,7 @@ fn a_go_program_is_traced_by_its_file_and_when_started_by_trace() {
     // --binary: the server runs first.
     let server = GoServer::start(&build.stripped);
     let trace =
-        Trace::start_with_programs(&[], &["--binary", build.stripped.to_str().unwrap()], &[], 5);
+        Trace::start_with_programs(&[], &["--binary", build.stripped.to_str().unwrap()], &[], 6);
     bench(server.addr, &["--mode", "full", "-n", "10", "-c", "1"]);
     let (ok, stdout, stderr, doc) = trace.stop();
     let (handshakes, _) = server.stop();

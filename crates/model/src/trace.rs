@@ -99,7 +99,8 @@ pub struct ProbeDoc {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlacementDoc {
     /// "entry", "entry+4" (after endbr64), "callee" (the function's first callee, for calls
-    /// from the function) or "entry+returns" (a Go function: its entry and return instructions).
+    /// from the function), "entry+returns" (a Go function: its entry and return instructions) or
+    /// "entry+deferred+returns" (the same, some returns seen at deferred closures).
     pub at: String,
     /// Whether the kernel emulates the probed instruction (else it single-steps it: a second
     /// trap per hit). For "entry+returns", the entry's (the returns are single-stepped).
@@ -114,6 +115,11 @@ pub struct PlacementDoc {
     /// return instructions probed instead.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub return_offsets: Vec<u64>,
+    /// "entry+deferred+returns" (a Go function whose returns run a deferred closure): the file
+    /// offsets of those closures' stack-check branches, emulated probes that see the returns
+    /// that run them (the others stay in `return_offsets`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deferred_offsets: Vec<u64>,
 }
 
 /// A function that is not traced, and why.

@@ -16,6 +16,7 @@ pub mod capture;
 pub mod catalog;
 mod error;
 pub mod exits;
+pub mod go_defers;
 pub mod golang;
 pub mod histogram;
 pub mod inproc;
@@ -37,7 +38,8 @@ pub use kernel::sniff::{Assembler, SniffConfig, Sniffer};
 pub use kernel::syscalls::{Edge, IdSource, SyscallHooks};
 pub use maps::{tls_libraries, LibraryKind, MappedLibrary, Mapping};
 pub use plan::{
-    AttachPoint, Attached, Missing, MissingReason, Placement, PlacementMode, Plan, Target, Threads,
+    AttachPoint, Attached, GoDeferredExit, Missing, MissingReason, Placement, PlacementMode, Plan,
+    Target, Threads,
 };
 pub use symbols::{Symbol, SymbolTable, Table};
 

@@ -147,8 +147,28 @@ pub enum Placement {
     /// `returns`) instead of a return probe, which would rewrite a return address on a stack Go
     /// may move. The entry probe sits `entry_delta` bytes in: on the conditional branch of the
     /// prologue's stack check, which the kernel emulates (0: the first instruction,
-    /// single-stepped); the returns are single-stepped.
-    GoExits { returns: Vec<u64>, entry_delta: u64 },
+    /// single-stepped); the returns are single-stepped. Returns that run a deferred closure
+    /// are seen at that closure's stack-check branch instead (`deferred`, emulated), and are
+    /// not in `returns`.
+    GoExits {
+        returns: Vec<u64>,
+        entry_delta: u64,
+        deferred: Vec<GoDeferredExit>,
+    },
+}
+
+/// A Go function's returns seen at a deferred closure's stack-check branch, which the kernel
+/// emulates, with the results read from the function's frame (see `go_defers`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GoDeferredExit {
+    /// The file offset of the closure's branch.
+    pub offset: u64,
+    /// Each result register's (RAX, RBX, RCX) offset in the function's frame, from its stack
+    /// pointer; None where the returns do not reload it.
+    pub results: [Option<u32>; 3],
+    /// The return addresses of the function's deferred calls of the closure, less the
+    /// branch's address (the same in the file and in any process).
+    pub site_deltas: Vec<i64>,
 }
 
 impl Placement {
@@ -158,6 +178,7 @@ impl Placement {
             Placement::Entry { .. } => "entry",
             Placement::AfterEndbr => "entry+4",
             Placement::Callee(_) => "callee",
+            Placement::GoExits { deferred, .. } if !deferred.is_empty() => "entry+deferred+returns",
             Placement::GoExits { .. } => "entry+returns",
         }
     }
@@ -237,6 +258,56 @@ pub enum ResultRule {
 
 /// `endbr64` is f3 0f 1e fa.
 pub(crate) const ENDBR64_LEN: u64 = 4;
+
+/// The returns of the Go function `found` (at virtual addresses `returns`) that still need a
+/// probe of their own (file offsets), and the deferred exits that see the others: its
+/// closures (`F.deferwrap1`, `F.func1`) with an emulated stack-check branch are the candidates.
+fn go_deferred_exits(
+    go: &GoBinary,
+    found: &crate::golang::GoFunction,
+    returns: &[u64],
+) -> (Vec<u64>, Vec<GoDeferredExit>) {
+    let file_offset = |address: u64| found.file_offset + (address - found.address);
+    let prefix = format!("{}.", found.name);
+    let closures: Vec<(&crate::golang::GoFunction, crate::go_defers::Closure)> = go
+        .functions()
+        .filter(|f| f.name.starts_with(&prefix))
+        .filter_map(|f| {
+            let delta = crate::exits::stack_check_branch(go.code(f)?, f.address)?;
+            Some((
+                f,
+                crate::go_defers::Closure {
+                    address: f.address,
+                    branch_delta: delta,
+                },
+            ))
+        })
+        .collect();
+    let Some(code) = go.code(found) else {
+        return (
+            returns.iter().map(|&r| file_offset(r)).collect(),
+            Vec::new(),
+        );
+    };
+    let candidates: Vec<crate::go_defers::Closure> = closures.iter().map(|(_, c)| *c).collect();
+    let ends = crate::go_defers::ends(code, found.address, returns, &candidates);
+    let deferred = ends
+        .deferred
+        .iter()
+        .filter_map(|d| {
+            let (f, _) = closures.iter().find(|(_, c)| *c == d.closure)?;
+            Some(GoDeferredExit {
+                offset: f.file_offset + d.closure.branch_delta,
+                results: d.results,
+                site_deltas: d.site_deltas.clone(),
+            })
+        })
+        .collect();
+    (
+        ends.returns.iter().map(|&r| file_offset(r)).collect(),
+        deferred,
+    )
+}
 
 /// The Go program at `path`, or None when it is no Go program (its functions are then looked
 /// for in its ELF symbol tables). A Go program this reader cannot read is an error.
@@ -489,6 +560,13 @@ impl Plan {
                 });
                 continue;
             }
+            // Latency alone (not plaintext, read at the returns) can be had at the deferred
+            // calls a return makes.
+            let (returns, deferred) = if matches!(self.selection, Selection::Plaintext { .. }) {
+                (returns, Vec::new())
+            } else {
+                go_deferred_exits(go, found, &exits.returns)
+            };
             self.push(AttachPoint {
                 id: *id,
                 function,
@@ -498,6 +576,7 @@ impl Plan {
                 pid,
                 placement: Placement::GoExits {
                     returns,
+                    deferred,
                     entry_delta: go
                         .code(found)
                         .and_then(|code| crate::exits::stack_check_branch(code, found.address))

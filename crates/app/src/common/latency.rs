@@ -28,6 +28,12 @@ pub fn placement_doc(point: &probes::AttachPoint) -> PlacementDoc {
             probes::Placement::GoExits { returns, .. } => returns.clone(),
             _ => Vec::new(),
         },
+        deferred_offsets: match &point.placement {
+            probes::Placement::GoExits { deferred, .. } => {
+                deferred.iter().map(|d| d.offset).collect()
+            }
+            _ => Vec::new(),
+        },
     }
 }
 

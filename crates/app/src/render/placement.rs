@@ -37,7 +37,15 @@ pub fn placement_line<'a>(
     if !stepped.is_empty() {
         line.push_str(&format!("; single-stepped: {}", stepped.join(", ")));
     }
-    // Go's functions: the entry is placed, each return instruction is single-stepped.
+    // Go's functions: the entry is placed; returns are seen at deferred closures' branches
+    // (emulated) where they run one, else at the return instruction (single-stepped).
+    let go_deferred: usize = placed.iter().map(|(_, p)| p.deferred_offsets.len()).sum();
+    if go_deferred > 0 {
+        line.push_str(&format!(
+            "; Go's returns seen at {} (emulated)",
+            crate::render::words::count(go_deferred as u64, "deferred call")
+        ));
+    }
     let go_returns: usize = placed.iter().map(|(_, p)| p.return_offsets.len()).sum();
     if go_returns > 0 {
         line.push_str(&format!(

@@ -170,6 +170,9 @@ impl Tracer {
         // Go's programs are loaded only for a Go program (and the others only beside them).
         open.progs.go_enter.set_autoload(!go_points.is_empty());
         open.progs.go_exit.set_autoload(!go_points.is_empty());
+        open.progs
+            .go_deferred_exit
+            .set_autoload(!go_points.is_empty());
         let skel = loader::load(open, PROGRAM)?;
         loader::allow_pids(&skel.maps.pids, &config.threads.pids)?;
         let at = |p: &AttachPoint| {
@@ -179,7 +182,11 @@ impl Tracer {
         let attachment = loader::attach_with_go(
             &uprobes(&skel),
             &points,
-            [&skel.progs.go_enter, &skel.progs.go_exit],
+            &loader::GoPrograms {
+                enter: &skel.progs.go_enter,
+                exit: &skel.progs.go_exit,
+                deferred: Some((&skel.progs.go_deferred_exit, &skel.maps.go_deferred)),
+            },
             &go_points,
             config.attach_all,
             &at,
@@ -309,8 +316,11 @@ impl Tracer {
                     ..point.clone()
                 };
                 let a = loader::attach_go_points(
-                    &self.skel.progs.go_enter,
-                    &self.skel.progs.go_exit,
+                    &loader::GoPrograms {
+                        enter: &self.skel.progs.go_enter,
+                        exit: &self.skel.progs.go_exit,
+                        deferred: None,
+                    },
                     std::slice::from_ref(&point),
                     false,
                     &|_| cookie,
@@ -545,6 +555,7 @@ fn go_calibration_point(
         placement: Placement::GoExits {
             returns,
             entry_delta: 0,
+            deferred: Vec::new(),
         },
     })
 }

@@ -11,7 +11,7 @@ use libbpf_rs::skel::{OpenSkel, SkelBuilder};
 use libbpf_rs::{Link, MapCore, MapFlags, OpenObject, ProgramMut, UprobeMultiOpts};
 
 use super::skel::latency::types::{
-    ts_cookie, ts_cookie_field, ts_result_rule, ts_semantics, ts_sites,
+    ts_cookie, ts_cookie_field, ts_go_deferred_limits, ts_result_rule, ts_semantics, ts_sites,
 };
 use super::skel::sniff::types::{sn_count, sn_kind};
 use super::skel::{latency, sniff};
@@ -361,13 +361,13 @@ pub(crate) fn attach_points(
 pub(crate) fn attach_with_go(
     uprobes: &Uprobes<'_, '_>,
     points: &[AttachPoint],
-    go: [&ProgramMut<'_>; 2],
+    go: &GoPrograms<'_, '_>,
     go_points: &[AttachPoint],
     attach_all: bool,
     at: &dyn Fn(&AttachPoint) -> (u64, u64),
 ) -> Result<Attachment, Error> {
     let cookie = |p: &AttachPoint| cookie_of(p.id, p.function);
-    let go = attach_go_points(go[0], go[1], go_points, attach_all, &cookie);
+    let go = attach_go_points(go, go_points, attach_all, &cookie);
     let mut out = if points.is_empty() {
         if go.attached.is_empty() {
             return Err(all_refused(&go.refused));
@@ -382,12 +382,85 @@ pub(crate) fn attach_with_go(
     Ok(out)
 }
 
-/// Attaches Go's points: `enter` at each function's entry and `exit` at each of its return
-/// instructions (both plain uprobes, with the function's cookie), one pair of links per file
-/// and process. A point whose probes the kernel refuses is missing, with why.
+/// The programs Go's points attach: `enter` at a function's entry, `exit` at its return
+/// instructions, and, for a tracer that reads returns at deferred calls, `deferred` at those
+/// closures' branches with the map that describes each.
+pub(crate) struct GoPrograms<'p, 'm> {
+    pub enter: &'p ProgramMut<'p>,
+    pub exit: &'p ProgramMut<'p>,
+    pub deferred: Option<(&'p ProgramMut<'p>, &'m dyn MapCore)>,
+}
+
+/// `struct ts_go_deferred` (`bpf/latency.h`) as bytes: three i32 result offsets (-1: none),
+/// the number of sites, then TS_GO_DEFER_SITES i64 site deltas.
+fn go_deferred_value(exit: &crate::plan::GoDeferredExit) -> Vec<u8> {
+    let sites = ts_go_deferred_limits::TS_GO_DEFER_SITES.0 as usize;
+    let mut out = Vec::with_capacity(16 + 8 * sites);
+    for r in exit.results {
+        let offset = r.and_then(|o| i32::try_from(o).ok()).unwrap_or(-1);
+        out.extend(offset.to_ne_bytes());
+    }
+    let n = exit.site_deltas.len().min(sites);
+    out.extend(u32::try_from(n).unwrap_or(0).to_ne_bytes());
+    for i in 0..sites {
+        out.extend(exit.site_deltas.get(i).copied().unwrap_or(0).to_ne_bytes());
+    }
+    out
+}
+
+/// The cookie of a deferred exit: the function's, with `TS_FIELD_DEFERRED` set to 1 + its
+/// index in the `go_deferred` map.
+fn deferred_cookie(cookie: u64, index: u32) -> u64 {
+    let shift = ts_cookie::TS_COOKIE_FUNC_BITS.0
+        + ts_cookie::TS_COOKIE_FIELD_BITS.0 * ts_cookie_field::TS_FIELD_DEFERRED.0;
+    cookie & !(0xff << shift) | u64::from(index + 1) << shift
+}
+
+/// Attaches the deferred exits of one point (see [`GoPrograms`]), entering each in the map
+/// from `*next` on; none where the point has none or the tracer reads no deferred exits.
+fn attach_deferred(
+    go: &GoPrograms<'_, '_>,
+    point: &AttachPoint,
+    pid: i32,
+    cookie: u64,
+    next: &mut u32,
+) -> Result<Vec<Link>, String> {
+    let crate::plan::Placement::GoExits { deferred, .. } = &point.placement else {
+        return Ok(Vec::new());
+    };
+    let Some((program, map)) = go.deferred else {
+        return Ok(Vec::new());
+    };
+    let mut links = Vec::new();
+    for exit in deferred {
+        let index = *next;
+        if index >= ts_go_deferred_limits::TS_GO_DEFERRED.0 {
+            return Err("more deferred exits than the tracer holds".into());
+        }
+        map.update(
+            &index.to_ne_bytes(),
+            &go_deferred_value(exit),
+            MapFlags::ANY,
+        )
+        .map_err(|e| format!("describing a deferred exit: {e}"))?;
+        *next += 1;
+        let batch = Batch {
+            pid,
+            path: &point.path,
+            offsets: vec![usize::try_from(exit.offset).unwrap_or(usize::MAX)],
+            cookies: vec![deferred_cookie(cookie, index)],
+        };
+        links.push(attach_multi(program, &batch, false)?);
+    }
+    Ok(links)
+}
+
+/// Attaches Go's points: `enter` at each function's entry, `exit` at each of its return
+/// instructions and `deferred` at its deferred exits (all plain uprobes, with the function's
+/// cookie), one set of links per file and process. A point whose probes the kernel refuses is
+/// missing, with why.
 pub(crate) fn attach_go_points(
-    enter: &ProgramMut<'_>,
-    exit: &ProgramMut<'_>,
+    go: &GoPrograms<'_, '_>,
     points: &[AttachPoint],
     attach_all: bool,
     cookie: &dyn Fn(&AttachPoint) -> u64,
@@ -397,6 +470,8 @@ pub(crate) fn attach_go_points(
         attached: Vec::new(),
         refused: Vec::new(),
     };
+    let (enter, exit) = (go.enter, go.exit);
+    let mut next_deferred = 0;
     for point in points {
         let crate::plan::Placement::GoExits { returns, .. } = &point.placement else {
             continue;
@@ -420,8 +495,12 @@ pub(crate) fn attach_go_points(
         };
         let attached = attach_multi(enter, &entry, false).and_then(|entry_link| {
             // Should the exits fail, dropping the entry's link detaches it.
-            let exit_link = attach_multi(exit, &exits, false)?;
-            Ok([entry_link, exit_link])
+            let mut links = vec![entry_link];
+            if !returns.is_empty() {
+                links.push(attach_multi(exit, &exits, false)?);
+            }
+            links.extend(attach_deferred(go, point, pid, c, &mut next_deferred)?);
+            Ok(links)
         });
         match attached {
             Ok(links) => {
@@ -633,6 +712,40 @@ mod tests {
             sniff::types::ts_cookie::TS_COOKIE_FIELD_BITS.0,
             ts_cookie::TS_COOKIE_FIELD_BITS.0
         );
+    }
+
+    #[test]
+    fn a_deferred_exit_cookie_keeps_the_functions_fields_and_adds_its_index() {
+        let c = cookie(42, &[3, 1, 2, 0, 5]);
+        let d = deferred_cookie(c, 6);
+        assert_eq!(d & 0xffff, 42);
+        for i in 0..5 {
+            assert_eq!(field(d, i), field(c, i));
+        }
+        // 1 + the index, so that 0 says "not a deferred exit".
+        assert_eq!(field(d, ts_cookie_field::TS_FIELD_DEFERRED.0), 7);
+        assert_eq!(deferred_cookie(d, 0) >> 56, 1);
+    }
+
+    #[test]
+    fn a_deferred_exit_is_described_as_struct_ts_go_deferred_lays_it_out() {
+        let exit = crate::plan::GoDeferredExit {
+            offset: 0x1000,
+            results: [Some(0x20), None, Some(0x38)],
+            site_deltas: vec![-5, 300],
+        };
+        let bytes = go_deferred_value(&exit);
+        assert_eq!(
+            bytes.len(),
+            std::mem::size_of::<latency::types::ts_go_deferred>()
+        );
+        let word = |at: usize, n: usize| &bytes[at..at + n];
+        assert_eq!(word(0, 4), 0x20i32.to_ne_bytes());
+        assert_eq!(word(4, 4), (-1i32).to_ne_bytes());
+        assert_eq!(word(8, 4), 0x38i32.to_ne_bytes());
+        assert_eq!(word(12, 4), 2u32.to_ne_bytes());
+        assert_eq!(word(16, 8), (-5i64).to_ne_bytes());
+        assert_eq!(word(24, 8), 300i64.to_ne_bytes());
     }
 
     #[test]

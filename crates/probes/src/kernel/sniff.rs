@@ -129,7 +129,11 @@ impl Sniffer {
         let attachment = loader::attach_with_go(
             &uprobes,
             &points,
-            [&skel.progs.go_sniff_enter, &skel.progs.go_sniff_exit],
+            &loader::GoPrograms {
+                enter: &skel.progs.go_sniff_enter,
+                exit: &skel.progs.go_sniff_exit,
+                deferred: None,
+            },
             &go_points,
             false,
             &at,

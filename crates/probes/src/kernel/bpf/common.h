@@ -14,7 +14,7 @@
 enum ts_cookie {
 	TS_COOKIE_FUNC_BITS = 16,
 	TS_COOKIE_FIELD_BITS = 8,
-	TS_COOKIE_FIELDS = 5,
+	TS_COOKIE_FIELDS = 6,
 };
 
 /* The cookie's fields, by position. */
@@ -24,6 +24,7 @@ enum ts_cookie_field {
 	TS_FIELD_COUNT = 2,          /* enum sn_count (sniff.h): where the byte count is */
 	TS_FIELD_TLS_LAYER_ONLY = 3, /* nonzero for NSPR's generic I/O (see sniff.h) */
 	TS_FIELD_SITE = 4,	     /* index in cfg.sites of a callee placement, or 0 */
+	TS_FIELD_DEFERRED = 5,	     /* 1 + index in go_deferred of a Go deferred exit, or 0 */
 };
 
 #define TS_COOKIE_FUNC(c) ((__u16)((c) & 0xffff))
