@@ -560,13 +560,8 @@ impl Plan {
                 });
                 continue;
             }
-            // Latency alone (not plaintext, read at the returns) can be had at the deferred
-            // calls a return makes.
-            let (returns, deferred) = if matches!(self.selection, Selection::Plaintext { .. }) {
-                (returns, Vec::new())
-            } else {
-                go_deferred_exits(go, found, &exits.returns)
-            };
+            // The returns that run a deferred closure are seen at its branch instead.
+            let (returns, deferred) = go_deferred_exits(go, found, &exits.returns);
             self.push(AttachPoint {
                 id: *id,
                 function,

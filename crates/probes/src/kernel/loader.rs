@@ -391,7 +391,7 @@ pub(crate) struct GoPrograms<'p, 'm> {
     pub deferred: Option<(&'p ProgramMut<'p>, &'m dyn MapCore)>,
 }
 
-/// `struct ts_go_deferred` (`bpf/latency.h`) as bytes: three i32 result offsets (-1: none),
+/// `struct ts_go_deferred` (`bpf/common.h`) as bytes: three i32 result offsets (-1: none),
 /// the number of sites, then TS_GO_DEFER_SITES i64 site deltas.
 fn go_deferred_value(exit: &crate::plan::GoDeferredExit) -> Vec<u8> {
     let sites = ts_go_deferred_limits::TS_GO_DEFER_SITES.0 as usize;

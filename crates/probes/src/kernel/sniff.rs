@@ -87,6 +87,9 @@ impl Sniffer {
             .go_sniff_enter
             .set_autoload(!go_points.is_empty());
         open.progs.go_sniff_exit.set_autoload(!go_points.is_empty());
+        open.progs
+            .go_sniff_deferred_exit
+            .set_autoload(!go_points.is_empty());
         let key_log = config.key_log && !plan.key_logs.is_empty();
         open.progs.go_keylog.set_autoload(key_log);
         let skel = loader::load(open, PROGRAM)?;
@@ -132,7 +135,7 @@ impl Sniffer {
             &loader::GoPrograms {
                 enter: &skel.progs.go_sniff_enter,
                 exit: &skel.progs.go_sniff_exit,
-                deferred: None,
+                deferred: Some((&skel.progs.go_sniff_deferred_exit, &skel.maps.go_deferred)),
             },
             &go_points,
             false,

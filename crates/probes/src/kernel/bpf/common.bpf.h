@@ -22,6 +22,7 @@ TS_EXPORT_ENUM(ts_cookie);
 TS_EXPORT_ENUM(ts_cookie_field);
 TS_EXPORT_ENUM(ts_result_rule);
 TS_EXPORT_ENUM(ts_sites);
+TS_EXPORT_ENUM(ts_go_deferred_limits);
 
 /* The processes to look at when cfg.filter.by_pid is set (the loader fills it). */
 struct {
@@ -131,6 +132,59 @@ static __always_inline int function_result(__u8 site, int rc, __u64 out_ptr)
 	if (rule == TS_RESULT_OUT_INT && !bpf_probe_read_user(&out, sizeof(out), (void *)out_ptr))
 		return out;
 	return rc;
+}
+
+/* Go's deferred exits (go_defers.rs), by TS_FIELD_DEFERRED - 1; the loader fills it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, TS_GO_DEFERRED);
+	__type(key, __u32);
+	__type(value, struct ts_go_deferred);
+} go_deferred SEC(".maps");
+
+/* The deferred exit this probe hit's cookie names, or NULL for another probe. */
+static __always_inline const struct ts_go_deferred *go_deferred_of(__u64 cookie)
+{
+	__u32 index = TS_COOKIE_FIELD(cookie, TS_FIELD_DEFERRED);
+
+	if (!index)
+		return NULL;
+	index -= 1;
+	return bpf_map_lookup_elem(&go_deferred, &index);
+}
+
+/* One result register's value, from the caller's frame at `frame` (-1: not reloaded: 0). */
+static __always_inline __u64 go_frame_word(__u64 frame, __s32 offset)
+{
+	__u64 word = 0;
+
+	if (offset >= 0)
+		bpf_probe_read_user(&word, sizeof(word), (void *)(frame + offset));
+	return word;
+}
+
+/* At a deferred closure's stack-check branch: whether the function itself called it, at one of
+ * its deferred calls (the runtime runs deferred calls too, while a panic unwinds), and then the
+ * RAX, RBX and RCX the function returns, from its frame just above the return address. */
+static __always_inline int go_deferred_results(struct pt_regs *ctx,
+					       const struct ts_go_deferred *d, __u64 regs[3])
+{
+	__u64 sp = PT_REGS_SP(ctx), ip = PT_REGS_IP(ctx), ret = 0;
+
+	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
+		return 0;
+	__s64 delta = (__s64)(ret - ip);
+	int from_caller = 0;
+
+	for (int i = 0; i < TS_GO_DEFER_SITES; i++) {
+		if (i < d->sites && d->site[i] == delta)
+			from_caller = 1;
+	}
+	if (!from_caller)
+		return 0;
+	for (int i = 0; i < 3; i++)
+		regs[i] = go_frame_word(sp + 8, d->results[i]);
+	return 1;
 }
 
 #endif

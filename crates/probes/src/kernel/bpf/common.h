@@ -67,4 +67,20 @@ struct ts_filter {
 	char comm[TS_COMM_LEN];
 };
 
+/* A Go function's returns seen at a deferred closure's stack-check branch (go_defers.rs): the
+ * closure runs after the function stored its results in its frame. Its caller's stack pointer
+ * is the closure's plus 8 (the return address); results[i] is where RAX, RBX and RCX's values
+ * are from there (-1: not reloaded). The word at the closure's stack pointer less its
+ * instruction pointer is one of site[0..sites) when the function itself made the call. */
+enum ts_go_deferred_limits {
+	TS_GO_DEFER_SITES = 16,
+	TS_GO_DEFERRED = 255,
+};
+
+struct ts_go_deferred {
+	__s32 results[3];
+	__u32 sites;
+	__s64 site[TS_GO_DEFER_SITES];
+};
+
 #endif

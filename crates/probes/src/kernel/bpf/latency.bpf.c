@@ -21,7 +21,6 @@ TS_EXPORT_ENUM(ts_outcome);
 TS_EXPORT_ENUM(ts_semantics);
 TS_EXPORT_ENUM(ts_counter);
 TS_EXPORT_ENUM(ts_linear);
-TS_EXPORT_ENUM(ts_go_deferred_limits);
 
 TS_PER_THREAD_MAP(threads, struct ts_thread);
 TS_PER_THREAD_MAP(pending, struct ts_pending);
@@ -426,23 +425,6 @@ int BPF_KPROBE(go_exit)
 	return 0;
 }
 
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, TS_GO_DEFERRED);
-	__type(key, __u32);
-	__type(value, struct ts_go_deferred);
-} go_deferred SEC(".maps");
-
-/* One result register's value, from the caller's frame at `frame` (-1: not reloaded: 0). */
-static __always_inline __u64 go_frame_word(__u64 frame, __s32 offset)
-{
-	__u64 word = 0;
-
-	if (offset >= 0)
-		bpf_probe_read_user(&word, sizeof(word), (void *)(frame + offset));
-	return word;
-}
-
 /* Or here: a deferred closure's stack-check branch, which the kernel emulates, where the
  * function's returns run it (go_defers.rs). The closure's caller must be the function at one
  * of its deferred calls (the runtime runs deferred calls too, while a panic unwinds); the
@@ -453,38 +435,20 @@ int BPF_KPROBE(go_deferred_exit)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u32 index = TS_COOKIE_FIELD(cookie, TS_FIELD_DEFERRED);
 	struct ts_go_key key = { .g = ctx->r14, .func = TS_COOKIE_FUNC(cookie) };
 	struct ts_go_call *call = bpf_map_lookup_elem(&go_calls, &key);
+	const struct ts_go_deferred *d = go_deferred_of(cookie);
+	__u64 regs[3];
 
-	if (!call || !index)
+	if (!call || !d)
 		return 0;
-	index -= 1;
-	struct ts_go_deferred *d = bpf_map_lookup_elem(&go_deferred, &index);
 
-	if (!d)
-		return 0;
-	__u64 sp = PT_REGS_SP(ctx), ip = PT_REGS_IP(ctx), ret = 0;
-
-	if (bpf_probe_read_user(&ret, sizeof(ret), (void *)sp))
-		return 0;
-	__s64 delta = (__s64)(ret - ip);
-	int from_caller = 0;
-
-	for (int i = 0; i < TS_GO_DEFER_SITES; i++) {
-		if (i < d->sites && d->site[i] == delta)
-			from_caller = 1;
-	}
-	if (!from_caller)
+	if (!go_deferred_results(ctx, d, regs))
 		return 0;
 	__u64 latency_ns = now - call->start_ns;
-	__u64 frame = sp + 8;
-	__u64 rax = go_frame_word(frame, d->results[0]);
-	__u64 rbx = go_frame_word(frame, d->results[1]);
-	__u64 rcx = go_frame_word(frame, d->results[2]);
 
 	bpf_map_delete_elem(&go_calls, &key);
-	go_end(pid_tgid, cookie, latency_ns, rax, rbx, rcx);
+	go_end(pid_tgid, cookie, latency_ns, regs[0], regs[1], regs[2]);
 	return 0;
 }
 

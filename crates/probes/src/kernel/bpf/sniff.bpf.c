@@ -453,27 +453,23 @@ int BPF_KPROBE(go_sniff_enter)
 	return 0;
 }
 
-/* A Go call ends, at one of its return instructions: Read and Write return (n int, err
- * error) in rax, rbx:rcx; the handshakes return err in rax:rbx. A call's ret is n, or -1 with
- * no byte when it failed without moving any. */
-SEC("uprobe.multi")
-int BPF_KPROBE(go_sniff_exit)
+/* A Go call's end on goroutine `g`, with the registers it returns: its record. Read and Write
+ * return (n int, err error) in rax, rbx:rcx; the handshakes return err in rax:rbx. A call's
+ * ret is n, or -1 with no byte when it failed without moving any. */
+static __always_inline void go_sniff_end(__u64 g, __u64 cookie, __u64 rax, __u64 rbx)
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u64 cookie = bpf_get_attach_cookie(ctx);
-	__u64 g = ctx->r14;
 	struct sn_call *c = bpf_map_lookup_elem(&go_calls, &g);
 
 	if (!c)
-		return 0;
+		return;
 	struct sn_call call = *c;
 
 	bpf_map_delete_elem(&go_calls, &g);
 	if (call.func != TS_COOKIE_FUNC(cookie))
-		return 0; /* another function's return on this goroutine: its entry was missed */
+		return; /* another function's return on this goroutine: its entry was missed */
 	__u8 kind = SN_COOKIE_KIND(cookie);
-	__u64 rax = ctx->ax, rbx = ctx->bx;
 	long ret = 0;
 	__u64 total = 0;
 
@@ -487,9 +483,30 @@ int BPF_KPROBE(go_sniff_exit)
 			total = n;
 	}
 	emit(&call, ret, total, kind, call.func, pid_tgid, 0, now);
+}
+
+/* A Go call ends here, at one of its return instructions. */
+SEC("uprobe.multi")
+int BPF_KPROBE(go_sniff_exit)
+{
+	go_sniff_end(ctx->r14, bpf_get_attach_cookie(ctx), ctx->ax, ctx->bx);
 	return 0;
 }
 
+/* Or at a deferred closure's stack-check branch (go_defers.rs), with the results read from the
+ * function's frame; the buffer's bytes, written by the call, are where its entry saw them. */
+SEC("uprobe.multi")
+int BPF_KPROBE(go_sniff_deferred_exit)
+{
+	__u64 cookie = bpf_get_attach_cookie(ctx);
+	const struct ts_go_deferred *d = go_deferred_of(cookie);
+	__u64 regs[3];
+
+	if (!d || !go_deferred_results(ctx, d, regs))
+		return 0;
+	go_sniff_end(ctx->r14, cookie, regs[0], regs[1]);
+	return 0;
+}
 
 /* The record's layout, for the Rust reader (the skeleton's types come from globals). */
 const volatile struct sn_key ts_export_sn_key = {};
